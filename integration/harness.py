@@ -1,0 +1,685 @@
+"""Integration test harness for pgsluice.
+
+- PostgresCluster: a throwaway PostgreSQL 15 cluster in a temp dir, on 127.0.0.1 at a free port.
+- Pooler: pgsluice (or, for checking the tests themselves, Debian's pgbouncer) started on a free
+  port in front of that cluster, with its own config file, userlist.txt and log file.
+- RawClient: a minimal frontend/backend protocol client (cleartext, MD5 and SCRAM-SHA-256), for
+  what libpq-based clients cannot do: arbitrary startup parameters, the SQLSTATE of a FATAL at
+  login, SSLRequest by hand, and dropping a connection without a Terminate message.
+
+Every process started here is stopped by its own PID; all traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import pwd
+import re
+import resource
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+DEFAULT_PGSLUICE_BIN = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "pooler", "pgsluice")
+HOST = "127.0.0.1"
+NOFILE_WANTED = 65536
+
+# Roles created in every cluster: name -> (password, stored as).
+ROLES = {
+    "app": ("app", "scram-sha-256"),
+    "md5user": ("md5pass", "md5"),
+    "scramuser": ("scrampass", "scram-sha-256"),
+    "trustuser": (None, None),
+}
+
+
+def pgsluice_bin() -> str:
+    return os.environ.get("PGSLUICE_BIN") or DEFAULT_PGSLUICE_BIN
+
+
+def is_pgbouncer(binary: str | None = None) -> bool:
+    """True when the suite runs against Debian's pgbouncer (only to check the tests themselves)."""
+    return os.path.basename(binary or pgsluice_bin()).startswith("pgbouncer")
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def raise_nofile() -> None:
+    """Raise RLIMIT_NOFILE (soft) to 65536 or the hard limit, whichever is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = NOFILE_WANTED if hard == resource.RLIM_INFINITY else min(NOFILE_WANTED, hard)
+    if soft == resource.RLIM_INFINITY or soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def clean_env(**extra: str) -> dict:
+    """The environment without PG* variables (so no client picks up a stray PGHOST etc.)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG") or k == "PGSLUICE_BIN"}
+    env.update(extra)
+    return env
+
+
+def run(cmd, *, input=None, env=None, timeout=120, check=False):
+    """Runs a command; returns (rc, stdout, stderr) as text."""
+    proc = subprocess.run(cmd, input=input, env=env if env is not None else clean_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, preexec_fn=raise_nofile)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{cmd!r} failed with {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def as_postgres(cmd: list[str]) -> list[str]:
+    """initdb, pg_ctl and postgres refuse to run as root: run them as the postgres OS user."""
+    if is_root():
+        return ["runuser", "-u", "postgres", "--"] + cmd
+    return cmd
+
+
+def chown_postgres(path: str) -> None:
+    if is_root():
+        pw = pwd.getpwnam("postgres")
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
+def wait_for_port(port: int, proc: subprocess.Popen | None, timeout: float, log_path=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on "
+                               f"{port}\n{tail(log_path)}")
+        try:
+            with socket.create_connection((HOST, port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing accepts connections on {HOST}:{port} after {timeout} s\n"
+                       f"{tail(log_path)}")
+
+
+def tail(path, lines: int = 60) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+
+
+# --------------------------------------------------------------------------------------------
+# PostgreSQL
+
+
+class PostgresCluster:
+    """A throwaway PostgreSQL cluster: data dir, Unix socket and log inside one temp dir."""
+
+    def __init__(self, max_connections: int = 1200):
+        self.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
+        os.chmod(self.dir, 0o700)
+        chown_postgres(self.dir)
+        self.data = os.path.join(self.dir, "data")
+        self.logfile = os.path.join(self.dir, "postgres.log")
+        self.port = free_port()
+        self.host = HOST
+        self.socket_dir = self.dir
+        self._started = False
+        self._pgbench_ready = False
+        try:
+            self._init(max_connections)
+            self._start()
+            self._create_roles()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _init(self, max_connections: int) -> None:
+        run(as_postgres([f"{PG_BIN}/initdb", "-D", self.data, "-U", "postgres", "-A", "trust",
+                         "-E", "UTF8", "--locale=C", "--no-sync"]), check=True)
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write(f"""
+listen_addresses = '{HOST}'
+port = {self.port}
+unix_socket_directories = '{self.dir}'
+max_connections = {max_connections}
+shared_buffers = 32MB
+password_encryption = 'scram-sha-256'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+max_wal_senders = 0
+wal_level = minimal
+logging_collector = off
+log_min_messages = warning
+""")
+        with open(os.path.join(self.data, "pg_hba.conf"), "w") as f:
+            f.write(f"""# written by integration/harness.py
+local all all                  trust
+host  all md5user   {HOST}/32 md5
+host  all scramuser {HOST}/32 scram-sha-256
+host  all app       {HOST}/32 scram-sha-256
+host  all trustuser {HOST}/32 trust
+host  all all       {HOST}/32 scram-sha-256
+""")
+
+    def _start(self) -> None:
+        run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-l", self.logfile, "-w",
+                         "-t", "60", "start"]), check=True, timeout=90)
+        self._started = True
+
+    def _create_roles(self) -> None:
+        self.psql("ALTER ROLE postgres PASSWORD 'postgres'")
+        for name, (password, method) in ROLES.items():
+            if password is None:
+                self.psql(f"CREATE ROLE {name} LOGIN")
+            else:
+                self.psql(f"SET password_encryption = '{method}'; "
+                          f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        self.psql("CREATE DATABASE app OWNER app")
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def psql(self, sql: str, user: str = "postgres", db: str = "postgres") -> str:
+        """Runs SQL over the Unix socket (trust) and returns psql's unaligned output."""
+        rc, out, err = run(["psql", "-X", "-v", "ON_ERROR_STOP=1", "-At", "-h", self.socket_dir,
+                            "-p", str(self.port), "-U", user, "-d", db, "-c", sql])
+        if rc != 0:
+            raise RuntimeError(f"psql failed ({rc}): {sql}\n{err}")
+        return out.strip()
+
+    def connect(self, user: str = "postgres", db: str = "postgres", **kwargs):
+        """A direct psycopg connection over the Unix socket (autocommit)."""
+        import psycopg
+        return psycopg.connect(host=self.socket_dir, port=self.port, user=user, dbname=db,
+                               autocommit=True, **kwargs)
+
+    def server_backends(self, user: str = "app", db: str = "app") -> list[tuple]:
+        """(pid, state, query) of the client backends of user@db, seen directly."""
+        out = self.psql("SELECT pid, coalesce(state, ''), coalesce(query, '') "
+                        "FROM pg_stat_activity WHERE datname = '%s' AND usename = '%s' "
+                        "AND backend_type = 'client backend' ORDER BY pid" % (db, user))
+        rows = []
+        for line in out.splitlines():
+            pid, state, query = line.split("|", 2)
+            rows.append((int(pid), state, query))
+        return rows
+
+    def scram_verifier(self, role: str) -> str:
+        return self.psql(f"SELECT rolpassword FROM pg_authid WHERE rolname = '{role}'")
+
+    def pgbench_init(self) -> None:
+        """pgbench -i -s 1 app, as app, once per cluster."""
+        if self._pgbench_ready:
+            return
+        run(["pgbench", "-i", "-q", "-s", "1", "-h", self.socket_dir, "-p", str(self.port),
+             "-U", "app", "app"], check=True, timeout=300)
+        self._pgbench_ready = True
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        if self._started:
+            try:
+                run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "-w",
+                                 "-t", "60", "stop"]), timeout=90)
+            except subprocess.TimeoutExpired:
+                pass
+            pid = self._postmaster_pid()
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self._started = False
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _postmaster_pid(self) -> int | None:
+        try:
+            with open(os.path.join(self.data, "postmaster.pid")) as f:
+                return int(f.readline().strip())
+        except (OSError, ValueError):
+            return None
+
+
+# --------------------------------------------------------------------------------------------
+# The pooler
+
+
+def userlist_text(users: dict[str, str]) -> str:
+    def q(s: str) -> str:
+        return '"' + s.replace('"', '""') + '"'
+    return "".join(f"{q(u)} {q(p)}\n" for u, p in users.items())
+
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "ERROR: ThreadSanitizer")
+
+
+class Pooler:
+    """pgsluice on a free port in front of a PostgresCluster.
+
+    Either give `config` (text; {pg_port}, {port}, {auth_file}, {dir} are substituted) or let it be
+    built from `databases` (name -> connection string, {pg_port} substituted) and `settings`
+    (main-section keys). `users` (name -> secret) becomes userlist.txt.
+    """
+
+    def __init__(self, pg: PostgresCluster | None, config: str | None = None, *,
+                 databases: dict[str, str] | None = None, users: dict[str, str] | None = None,
+                 binary: str | None = None, args: list[str] | None = None, start: bool = True,
+                 **settings):
+        self.pg = pg
+        self.binary = binary or pgsluice_bin()
+        self.pgbouncer = is_pgbouncer(self.binary)
+        self.dir = tempfile.mkdtemp(prefix="pgsluice-pooler-")
+        os.chmod(self.dir, 0o755)
+        self.port = free_port()
+        self.auth_file = os.path.join(self.dir, "userlist.txt")
+        self.config_path = os.path.join(self.dir, "pgsluice.ini")
+        self.log_path = os.path.join(self.dir, "pooler.log")
+        self.proc: subprocess.Popen | None = None
+        self.returncode: int | None = None
+        self._log_text = ""
+        if users is None:
+            users = {name: pw for name, (pw, _) in ROLES.items() if pw is not None}
+            users["trustuser"] = "trustpass"
+        with open(self.auth_file, "w") as f:
+            f.write(userlist_text(users))
+        if config is None:
+            config = self._build_config(databases, settings)
+        self.config_text = self._substitute(config)
+        with open(self.config_path, "w") as f:
+            f.write(self.config_text)
+        self.args = args or []
+        if start:
+            self.start()
+
+    def _substitute(self, text: str) -> str:
+        values = {"{pg_port}": str(self.pg.port) if self.pg else "5432",
+                  "{port}": str(self.port), "{auth_file}": self.auth_file, "{dir}": self.dir}
+        for k, v in values.items():
+            text = text.replace(k, v)
+        return text
+
+    def _build_config(self, databases, settings) -> str:
+        if databases is None:
+            databases = {"app": "host=127.0.0.1 port={pg_port} dbname=app"}
+        main = {
+            "listen_addr": HOST,
+            "listen_port": "{port}",
+            "auth_type": "scram-sha-256",
+            "auth_file": "{auth_file}",
+            "pool_mode": "transaction",
+            "default_pool_size": "5",
+            "max_client_conn": "2000",
+        }
+        if self.pgbouncer:
+            main["unix_socket_dir"] = ""
+        main.update({k: str(v) for k, v in settings.items()})
+        section = "pgbouncer" if self.pgbouncer else "pgsluice"
+        lines = ["[databases]"] + [f"{k} = {v}" for k, v in databases.items()]
+        lines += ["", f"[{section}]"] + [f"{k} = {v}" for k, v in main.items()]
+        return "\n".join(lines) + "\n"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, timeout: float = 10) -> None:
+        kwargs = {}
+        if self.pgbouncer and is_root():
+            # pgbouncer refuses to run as root; it then needs to read its files as postgres.
+            for p in (self.dir, self.auth_file, self.config_path):
+                chown_postgres(p)
+            kwargs = {"user": "postgres", "group": "postgres", "extra_groups": []}
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen([self.binary] + self.args + [self.config_path],
+                                         stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=clean_env(),
+                                         preexec_fn=raise_nofile, **kwargs)
+        finally:
+            log.close()
+        try:
+            wait_for_port(self.port, self.proc, timeout, self.log_path)
+        except BaseException:
+            self.stop(check=False)
+            raise
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, check: bool = True, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
+        """Stops the pooler by its PID; with check, fails if it had crashed, did not exit 0 on
+        the signal, or a sanitizer reported anything."""
+        if self.proc is None:
+            return self.returncode if self.returncode is not None else 0
+        crashed_before = self.proc.poll() is not None
+        if not crashed_before:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                if check:
+                    self._cleanup()
+                    raise AssertionError(f"pooler did not exit within {timeout} s of signal "
+                                         f"{sig}\n{self._log_text[-4000:]}")
+        self.returncode = self.proc.returncode
+        self.proc = None
+        self._cleanup()
+        if check:
+            problems = []
+            if crashed_before:
+                problems.append(f"pooler had exited by itself with {self.returncode}")
+            elif self.returncode != 0 and not self.pgbouncer:  # pgbouncer exits 1 on SIGTERM
+                problems.append(f"pooler exited with {self.returncode} on signal {sig}")
+            for marker in SANITIZER_MARKERS:
+                if marker in self._log_text:
+                    problems.append(f"sanitizer report in the log ({marker})")
+            if problems:
+                raise AssertionError("; ".join(problems) + "\n" + self._log_text[-6000:])
+        return self.returncode
+
+    def _cleanup(self) -> None:
+        self._log_text = self.log()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self) -> str:
+        if os.path.exists(self.log_path):
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        return self._log_text
+
+    def wait_for_log(self, pattern: str, timeout: float = 5) -> re.Match | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            m = re.search(pattern, self.log(), re.MULTILINE)
+            if m or time.monotonic() > deadline:
+                return m
+            time.sleep(0.1)
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def dsn(self, user: str = "app", password: str | None = "app", db: str = "app",
+            **extra) -> str:
+        parts = {"host": HOST, "port": self.port, "dbname": db, "user": user,
+                 "connect_timeout": 10}
+        if password is not None:
+            parts["password"] = password
+        parts.update(extra)
+
+        def q(v) -> str:
+            v = str(v)
+            return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return " ".join(f"{k}={q(v)}" for k, v in parts.items())
+
+    def connect(self, user: str = "app", password: str | None = "app", db: str = "app",
+                autocommit: bool = False, **extra):
+        """A psycopg connection through the pooler. Automatic server-side prepared statements
+        are off (prepare_threshold=None): named statements do not survive transaction pooling."""
+        import psycopg
+        conn = psycopg.connect(self.dsn(user, password, db, **extra), autocommit=autocommit)
+        conn.prepare_threshold = None
+        return conn
+
+    def client_env(self, password: str | None) -> dict:
+        env = clean_env(PGCONNECT_TIMEOUT="10")
+        if password is not None:
+            env["PGPASSWORD"] = password
+        return env
+
+    def psql(self, sql: str | None = None, user: str = "app", password: str | None = "app",
+             db: str = "app", *, input: str | None = None, args: list[str] | None = None,
+             timeout: float = 120):
+        """psql -X -v ON_ERROR_STOP=1 -At through the pooler: (rc, stdout, stderr)."""
+        cmd = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-At", "-h", HOST, "-p", str(self.port),
+               "-U", user, "-d", db] + (args or [])
+        if sql is not None:
+            cmd += ["-c", sql]
+        return run(cmd, input=input, env=self.client_env(password), timeout=timeout)
+
+    def pgbench(self, args: list[str], user: str = "app", password: str | None = "app",
+                db: str = "app", timeout: float = 180):
+        cmd = ["pgbench", "-h", HOST, "-p", str(self.port), "-U", user] + args + [db]
+        return run(cmd, env=self.client_env(password), timeout=timeout)
+
+    def raw(self, user: str = "app", password: str | None = "app", db: str = "app",
+            **kwargs) -> "RawClient":
+        return RawClient(HOST, self.port, user, db, password, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# A minimal protocol client
+
+
+class PgError(Exception):
+    """An ErrorResponse: fields by their one-letter codes (S, C, M, D, H, ...)."""
+
+    def __init__(self, fields: dict[str, str]):
+        self.fields = fields
+        self.sqlstate = fields.get("C")
+        self.severity = fields.get("V") or fields.get("S")
+        self.message = fields.get("M", "")
+        super().__init__(f"{self.severity} {self.sqlstate}: {self.message}")
+
+
+class RawClient:
+    """Speaks protocol 3.0 over TCP. Startup parameters are sent as given (`params`)."""
+
+    def __init__(self, host: str, port: int, user: str, database: str,
+                 password: str | None = None, params: dict[str, str] | None = None,
+                 ssl_request: bool = False, timeout: float = 15):
+        self._user = user
+        self.password = password
+        self.parameters: dict[str, str] = {}
+        self.backend_key: tuple | None = None
+        self.notices: list[dict] = []
+        self.ssl_response: bytes | None = None
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self._buf = b""
+        try:
+            if ssl_request:
+                self.sock.sendall(struct.pack("!ii", 8, 80877103))
+                self.ssl_response = self._recv_exact(1)
+                if self.ssl_response != b"N":
+                    raise RuntimeError(f"SSLRequest answered {self.ssl_response!r}")
+            body = struct.pack("!i", 196608)
+            all_params = {"user": user, "database": database}
+            all_params.update(params or {})
+            for k, v in all_params.items():
+                body += k.encode() + b"\0" + v.encode() + b"\0"
+            body += b"\0"
+            self.sock.sendall(struct.pack("!i", len(body) + 4) + body)
+            self._login()
+        except BaseException:
+            self.sock.close()
+            raise
+
+    # -- wire ---------------------------------------------------------------------------------
+
+    def _recv_exact(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed by the server")
+            self._buf += chunk
+        data, self._buf = self._buf[:n], self._buf[n:]
+        return data
+
+    def read_message(self) -> tuple[bytes, bytes]:
+        header = self._recv_exact(5)
+        kind, length = header[:1], struct.unpack("!i", header[1:])[0]
+        return kind, self._recv_exact(length - 4)
+
+    def send(self, kind: bytes, body: bytes = b"") -> None:
+        self.sock.sendall(kind + struct.pack("!i", len(body) + 4) + body)
+
+    @staticmethod
+    def _fields(body: bytes) -> dict[str, str]:
+        fields = {}
+        for part in body.split(b"\0"):
+            if part:
+                fields[chr(part[0])] = part[1:].decode(errors="replace")
+        return fields
+
+    # -- login --------------------------------------------------------------------------------
+
+    def _login(self) -> None:
+        scram = None
+        while True:
+            kind, body = self.read_message()
+            if kind == b"E":
+                raise PgError(self._fields(body))
+            if kind == b"R":
+                code = struct.unpack("!i", body[:4])[0]
+                if code == 0:
+                    continue
+                if code == 3:
+                    self.send(b"p", self._pw().encode() + b"\0")
+                elif code == 5:
+                    salt = body[4:8]
+                    inner = hashlib.md5(self._pw().encode() + self.user_bytes()).hexdigest()
+                    outer = hashlib.md5(inner.encode() + salt).hexdigest()
+                    self.send(b"p", b"md5" + outer.encode() + b"\0")
+                elif code == 10:
+                    scram = _ScramClient(self._pw())
+                    first = scram.client_first().encode()
+                    self.send(b"p", b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first)
+                elif code == 11:
+                    self.send(b"p", scram.client_final(body[4:].decode()).encode())
+                elif code == 12:
+                    scram.verify_server_final(body[4:].decode())
+                else:
+                    raise RuntimeError(f"unsupported authentication request {code}")
+            elif kind == b"S":
+                k, v = body.split(b"\0")[:2]
+                self.parameters[k.decode()] = v.decode()
+            elif kind == b"K":
+                self.backend_key = struct.unpack("!ii", body[:8])
+            elif kind == b"N":
+                self.notices.append(self._fields(body))
+            elif kind == b"Z":
+                return
+            else:
+                raise RuntimeError(f"unexpected message {kind!r} during login")
+
+    def _pw(self) -> str:
+        if self.password is None:
+            raise RuntimeError("the server asked for a password and none was given")
+        return self.password
+
+    def user_bytes(self) -> bytes:
+        return self._user.encode()
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def send_query(self, sql: str) -> None:
+        self.send(b"Q", sql.encode() + b"\0")
+
+    def read_result(self) -> tuple[list[list[str | None]], str, str]:
+        """Reads up to ReadyForQuery: (rows, last command tag, transaction status).
+        Raises PgError (after ReadyForQuery) if an ErrorResponse came."""
+        rows: list[list[str | None]] = []
+        tag = ""
+        error = None
+        while True:
+            kind, body = self.read_message()
+            if kind == b"D":
+                n = struct.unpack("!h", body[:2])[0]
+                pos, row = 2, []
+                for _ in range(n):
+                    length = struct.unpack("!i", body[pos:pos + 4])[0]
+                    pos += 4
+                    if length < 0:
+                        row.append(None)
+                    else:
+                        row.append(body[pos:pos + length].decode())
+                        pos += length
+                rows.append(row)
+            elif kind == b"C":
+                tag = body.rstrip(b"\0").decode()
+            elif kind == b"E":
+                error = PgError(self._fields(body))
+            elif kind == b"N":
+                self.notices.append(self._fields(body))
+            elif kind == b"S":
+                k, v = body.split(b"\0")[:2]
+                self.parameters[k.decode()] = v.decode()
+            elif kind == b"Z":
+                if error:
+                    raise error
+                return rows, tag, body.decode()
+            # T (RowDescription), I (EmptyQueryResponse), A (notification): ignored
+
+    def query(self, sql: str) -> list[list[str | None]]:
+        self.send_query(sql)
+        return self.read_result()[0]
+
+    def scalar(self, sql: str) -> str | None:
+        return self.query(sql)[0][0]
+
+    def close(self, abort: bool = False) -> None:
+        """Terminate and close; with abort, drop the TCP connection at once (RST, no Terminate)."""
+        try:
+            if abort:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                     struct.pack("ii", 1, 0))
+            else:
+                self.send(b"X")
+        except OSError:
+            pass
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _ScramClient:
+    """SCRAM-SHA-256 client side (RFC 5802 / RFC 7677) as PostgreSQL uses it (no channel binding,
+    empty user name in the client-first message)."""
+
+    def __init__(self, password: str):
+        self.password = password.encode()
+        self.nonce = base64.b64encode(os.urandom(18)).decode()
+        self.client_first_bare = f"n=,r={self.nonce}"
+
+    def client_first(self) -> str:
+        return "n,," + self.client_first_bare
+
+    def client_final(self, server_first: str) -> str:
+        attrs = dict(item.split("=", 1) for item in server_first.split(","))
+        if not attrs["r"].startswith(self.nonce):
+            raise RuntimeError("SCRAM: server nonce does not extend the client nonce")
+        salted = hashlib.pbkdf2_hmac("sha256", self.password, base64.b64decode(attrs["s"]),
+                                     int(attrs["i"]))
+        client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+        stored_key = hashlib.sha256(client_key).digest()
+        without_proof = f"c=biws,r={attrs['r']}"
+        auth_message = f"{self.client_first_bare},{server_first},{without_proof}".encode()
+        signature = hmac.new(stored_key, auth_message, hashlib.sha256).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+        self.expected_server_signature = hmac.new(server_key, auth_message,
+                                                  hashlib.sha256).digest()
+        return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+    def verify_server_final(self, server_final: str) -> None:
+        attrs = dict(item.split("=", 1) for item in server_final.split(","))
+        if base64.b64decode(attrs["v"]) != self.expected_server_signature:
+            raise RuntimeError("SCRAM: wrong server signature")

@@ -1,0 +1,495 @@
+// A client connection's life: startup, authentication, greeting, forwarding, close.
+#include "pooler/client.h"
+
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "pgsluice/protocol/frontend.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/startup.h"
+#include "pooler/pool.h"
+#include "pooler/server.h"
+#include "pooler/sqlstate.h"
+#include "pooler/worker.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace fe = pgsluice::protocol::frontend;
+
+namespace {
+// A client message larger than this that has not fully arrived is passed to the server in
+// pieces (big CopyData or Bind) instead of being buffered whole.
+constexpr size_t kPassthroughThreshold = 64 * 1024;
+
+bool may_pass_through(char type) { return type == fe::kCopyData || type == fe::kBind; }
+
+std::string peer_name(Channel& channel) {
+  if (!channel.is_tcp()) return "unix";
+  sockaddr_storage addr{};
+  int len = sizeof(addr);
+  if (uv_tcp_getpeername(channel.tcp(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return "?";
+  }
+  char host[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    uv_ip4_name(in, host, sizeof(host));
+    port = ntohs(in->sin_port);
+    return fmt::format("{}:{}", host, port);
+  }
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  uv_ip6_name(in6, host, sizeof(host));
+  port = ntohs(in6->sin6_port);
+  return fmt::format("[{}]:{}", host, port);
+}
+
+bool is_false(std::string_view v) {
+  return v == "false" || v == "0" || v == "off" || v == "no";
+}
+}  // namespace
+
+Client::Client(Worker& worker, uint64_t id)
+    : worker_(worker),
+      id_(id),
+      channel_(worker.loop(), *this, pp::FramePhase::startup, worker.settings().max_packet_size),
+      log_id_(fmt::format("C-{}", id)) {}
+
+Client::~Client() = default;
+
+void Client::start() {
+  peer_ = peer_name(channel_);
+  log_id_ = fmt::format("C-{} {}", id_, peer_);
+  connected_ms_ = worker_.now_ms();
+  channel_.start_reading();
+}
+
+void Client::set_state(State state) { state_ = state; }
+
+// --- errors and closing ---
+
+void Client::send_error(std::string_view severity, std::string_view code, std::string_view message,
+                        std::string_view hint) {
+  pp::ErrorNotice error{
+      .severity = severity, .code = code, .message = message, .detail = {}, .hint = hint};
+  pp::write_error_response(channel_.output(), error);
+}
+
+void Client::fail(std::string_view code, std::string_view message) {
+  if (state_ == State::closing) return;
+  if (worker_.settings().log_pooler_errors) spdlog::warn("{} error: {}", log_id_, message);
+  send_error("FATAL", code, message);
+  close(message);
+}
+
+void Client::protocol_violation(std::string_view message) { fail(sqlstate::kProtocolViolation, message); }
+
+void Client::close(std::string_view reason) {
+  if (state_ == State::closing) return;
+  if (worker_.settings().log_disconnections && state_ != State::startup) {
+    spdlog::info("{} closing: {}", log_id_, reason);
+  }
+  if (pool_ != nullptr) pool_->forget_client(*this);
+  if (server_ != nullptr) {
+    Server* server = server_;
+    server_ = nullptr;
+    server->detach_client();
+  }
+  if (registered_for_cancel_) worker_.unregister_cancel_key(*this);
+  set_state(State::closing);
+  channel_.close_when_flushed();
+}
+
+void Client::on_channel_error(Channel&, int status) {
+  close(status == UV_EOF ? "client closed the connection"
+                         : fmt::format("client connection failed: {}", uv_strerror(status)));
+}
+
+void Client::on_channel_closed(Channel&) { worker_.on_client_closed(*this); }
+
+void Client::on_channel_drained(Channel&) {
+  // The client took what its server sent: the server may read again.
+  if (server_ != nullptr && state_ == State::active) server_->channel().start_reading();
+}
+
+void Client::on_server_drained() {
+  if (state_ == State::active) channel_.start_reading();
+}
+
+// --- input dispatch ---
+
+void Client::on_channel_readable(Channel&) { process_input(); }
+
+void Client::process_input() {
+  switch (state_) {
+    case State::startup:
+      process_startup_input();
+      return;
+    case State::auth:
+      process_auth_input();
+      return;
+    case State::idle:
+    case State::active:
+      process_regular_input();
+      return;
+    case State::welcome_wait:
+    case State::waiting:
+    case State::closing:
+      return;
+  }
+}
+
+// --- startup ---
+
+void Client::process_startup_input() {
+  while (state_ == State::startup) {
+    pp::FrameResult frame = channel_.input().next();
+    if (frame.status == pp::FrameStatus::need_more) return;
+    if (frame.status == pp::FrameStatus::error) {
+      protocol_violation(fmt::format("invalid startup packet: {}", pp::to_string(frame.error)));
+      return;
+    }
+    if (!handle_startup_packet(frame.message)) return;
+  }
+  if (state_ == State::auth) process_auth_input();
+}
+
+bool Client::handle_startup_packet(const pp::Message& message) {
+  auto packet = pp::parse_startup_packet(message.body);
+  if (!packet) {
+    protocol_violation(fmt::format("invalid startup packet: {}", pp::to_string(packet.error)));
+    return false;
+  }
+  switch (packet.value.kind) {
+    case pp::StartupKind::ssl_request:
+    case pp::StartupKind::gssenc_request:
+      // Bytes behind the request would be read as if they had come over the encrypted channel
+      // (CVE-2021-23214): refuse them.
+      if (channel_.input().unread_size() > 0) {
+        protocol_violation("unexpected data after an encryption request");
+        return false;
+      }
+      channel_.output().push_back('N');
+      channel_.flush();
+      return true;
+    case pp::StartupKind::cancel_request:
+      handle_cancel_request(packet.value);
+      return false;
+    case pp::StartupKind::startup_message:
+      channel_.input().set_phase(pp::FramePhase::regular);
+      return handle_startup_message(packet.value);
+  }
+  return false;
+}
+
+void Client::handle_cancel_request(const pp::StartupPacket& packet) {
+  Client* target = worker_.find_cancel_target(packet.cancel_pid, packet.cancel_key);
+  if (target == nullptr) {
+    spdlog::info("{} cancel request with an unknown key ignored", log_id_);
+  } else if (target->server() == nullptr) {
+    spdlog::info("{} cancel request for idle {} ignored", log_id_, target->log_id());
+  } else {
+    spdlog::info("{} cancel request for {}", log_id_, target->log_id());
+    target->server()->cancel_running_query();
+  }
+  // The protocol answers a CancelRequest by closing the connection, never with a message.
+  set_state(State::closing);
+  channel_.close();
+}
+
+bool Client::handle_startup_message(const pp::StartupPacket& packet) {
+  const Settings& settings = worker_.settings();
+  pp::VersionNegotiation version = pp::negotiate_protocol_version(packet);
+  protocol_version_ = version.accepted_version;
+  if (version.send_negotiate) {
+    pp::write_negotiate_protocol_version(channel_.output(), version.newest_minor,
+                                         version.unrecognized_options);
+  }
+  user_ = std::string(packet.parameter("user"));
+  database_ = std::string(packet.parameter("database"));
+  if (database_.empty()) database_ = user_;
+  log_id_ = fmt::format("C-{} {}@{} {}", id_, user_, database_, peer_);
+  if (user_.empty()) {
+    fail(sqlstate::kInvalidAuthorizationSpecification,
+         "no PostgreSQL user name specified in startup packet");
+    return false;
+  }
+
+  for (const auto& [name, value] : packet.parameters) {
+    if (name == "user" || name == "database" || name.starts_with("_pq_.")) continue;
+    if (name == "replication") {
+      if (is_false(value)) continue;
+      fail(sqlstate::kFeatureNotSupported, "replication connections are not supported by pgsluice");
+      return false;
+    }
+    bool ignored = std::any_of(settings.ignore_startup_parameters.begin(),
+                               settings.ignore_startup_parameters.end(),
+                               [&](const std::string& p) { return iequals(p, name); });
+    if (ignored) continue;
+    if (name == "options") {
+      std::vector<std::pair<std::string, std::string>> settings_in_options;
+      if (!parse_startup_options(value, settings_in_options)) {
+        fail(sqlstate::kFeatureNotSupported,
+             fmt::format("unsupported startup option \"{}\": only -c name=value settings are "
+                         "supported",
+                         value));
+        return false;
+      }
+      for (const auto& [n, v] : settings_in_options) {
+        std::string_view tracked = tracked_parameter_name(n);
+        if (tracked.empty()) {
+          extras_.set(n, v);
+        } else {
+          reported_.set(tracked, v);
+        }
+      }
+      continue;
+    }
+    std::string_view tracked = tracked_parameter_name(name);
+    if (tracked.empty()) {
+      extras_.set(name, value);
+    } else {
+      reported_.set(tracked, value);
+    }
+  }
+  if (settings.application_name_add_host) {
+    const std::string* app = reported_.get("application_name");
+    reported_.set("application_name",
+                  fmt::format("{} - {}", app != nullptr ? *app : std::string(), peer_));
+  }
+
+  db_entry_ = worker_.config().find_database(database_);
+  if (!db_entry_) {
+    fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
+    return false;
+  }
+  if (worker_.client_count() > static_cast<size_t>(settings.max_client_conn)) {
+    fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
+    return false;
+  }
+
+  auth_.emplace(settings.auth_type, user_, worker_.secret_for(user_));
+  ClientAuth::Result result = auth_->start(channel_.output());
+  channel_.flush();
+  switch (result) {
+    case ClientAuth::Result::ok:
+      auth_succeeded();
+      return false;
+    case ClientAuth::Result::need_response:
+      set_state(State::auth);
+      return false;
+    case ClientAuth::Result::failed:
+    case ClientAuth::Result::protocol_violation:
+      fail(sqlstate::kInvalidPassword,
+           fmt::format("password authentication failed for user \"{}\"", user_));
+      return false;
+  }
+  return false;
+}
+
+// --- authentication ---
+
+void Client::process_auth_input() {
+  while (state_ == State::auth) {
+    pp::FrameResult frame = channel_.input().next();
+    if (frame.status == pp::FrameStatus::need_more) return;
+    if (frame.status == pp::FrameStatus::error) {
+      protocol_violation(fmt::format("invalid message: {}", pp::to_string(frame.error)));
+      return;
+    }
+    if (frame.message.type != fe::kPasswordMessage) {
+      protocol_violation(fmt::format("expected a password response, got message type '{}'",
+                                     frame.message.type));
+      return;
+    }
+    ClientAuth::Result result = auth_->on_response(frame.message.body, channel_.output());
+    switch (result) {
+      case ClientAuth::Result::need_response:
+        channel_.flush();
+        break;
+      case ClientAuth::Result::ok:
+        auth_succeeded();
+        return;
+      case ClientAuth::Result::failed:
+        spdlog::warn("{} login failed: {}", log_id_, auth_->failure_reason());
+        send_error("FATAL", sqlstate::kInvalidPassword,
+                   fmt::format("password authentication failed for user \"{}\"", user_));
+        close("authentication failed");
+        return;
+      case ClientAuth::Result::protocol_violation:
+        protocol_violation("malformed authentication response");
+        return;
+    }
+  }
+}
+
+void Client::auth_succeeded() {
+  pool_ = &worker_.pool_for(*db_entry_, user_);
+  ServerCredentials& cred = pool_->credentials();
+  if (auth_->proven_client_key() && cred.user == user_ && pp::is_scram_verifier(cred.password)) {
+    // SCRAM pass-through: the keys this client proved log the pool in to the server.
+    cred.scram_client_key = auth_->proven_client_key();
+    cred.scram_server_key = auth_->proven_server_key();
+  }
+  auth_.reset();
+  set_state(State::welcome_wait);
+  channel_.stop_reading();
+  pool_->request_welcome(*this);
+}
+
+void Client::on_welcome(const ParameterSet& server_parameters) {
+  if (state_ != State::welcome_wait) return;
+  std::string& out = channel_.output();
+  pp::write_authentication_ok(out);
+  for (const auto& [name, value] : server_parameters.items()) {
+    if (reported_.get(name) == nullptr) reported_.set(name, value);
+  }
+  for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
+  worker_.register_cancel_key(*this);
+  registered_for_cancel_ = true;
+  pp::write_backend_key_data(out, cancel_pid_, cancel_key_);
+  pp::write_ready_for_query(out, 'I');
+  channel_.flush();
+  if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id_);
+  set_state(State::idle);
+  channel_.start_reading();
+  process_input();
+}
+
+void Client::set_cancel_key(int32_t pid, std::string key) {
+  cancel_pid_ = pid;
+  cancel_key_ = std::move(key);
+}
+
+// --- forwarding ---
+
+void Client::process_regular_input() {
+  if (state_ == State::active) {
+    forward_to_server();
+    return;
+  }
+  if (state_ != State::idle) return;
+  pp::HeaderResult header = channel_.input().peek();
+  if (header.status == pp::FrameStatus::need_more) return;
+  if (header.status == pp::FrameStatus::error) {
+    protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
+    return;
+  }
+  if (header.header.type == fe::kTerminate) {
+    close("client sent Terminate");
+    return;
+  }
+  if (!pp::is_known_message(pp::Direction::frontend, header.header.type) ||
+      header.header.type == fe::kPasswordMessage) {
+    protocol_violation(
+        fmt::format("invalid frontend message type {}", static_cast<int>(header.header.type)));
+    return;
+  }
+  // The message needs a server: wait for one without reading more, so that a client whose
+  // server is slow to come cannot fill the pooler's memory.
+  set_state(State::waiting);
+  wait_started_ms_ = worker_.now_ms();
+  channel_.stop_reading();
+  pool_->request_server(*this);
+}
+
+void Client::on_server_linked(Server& server) {
+  server_ = &server;
+  set_state(State::active);
+  channel_.start_reading();
+  forward_to_server();
+}
+
+void Client::forward_to_server() {
+  pp::FrameReader& in = channel_.input();
+  Channel& out = server_->channel();
+  const char* batch_begin = nullptr;
+  size_t batch_size = 0;
+  auto flush_batch = [&] {
+    if (batch_size > 0) out.output().append(batch_begin, batch_size);
+    batch_begin = nullptr;
+    batch_size = 0;
+  };
+
+  while (state_ == State::active) {
+    if (passthrough_remaining_ > 0) {
+      size_t n = std::min(passthrough_remaining_, in.unread_size());
+      if (n == 0) break;
+      flush_batch();
+      out.output().append(in.unread().substr(0, n));
+      in.skip(n);
+      passthrough_remaining_ -= n;
+      continue;
+    }
+    pp::HeaderResult header = in.peek();
+    if (header.status == pp::FrameStatus::need_more) break;
+    if (header.status == pp::FrameStatus::error) {
+      flush_batch();
+      out.flush();
+      protocol_violation(header.error == pp::ParseError::too_long
+                             ? "message too long (max_packet_size)"
+                             : fmt::format("invalid message: {}", pp::to_string(header.error)));
+      return;
+    }
+    char type = header.header.type;
+    if (!pp::is_known_message(pp::Direction::frontend, type) || type == fe::kPasswordMessage) {
+      flush_batch();
+      out.flush();
+      protocol_violation(fmt::format("invalid frontend message type {}", static_cast<int>(type)));
+      return;
+    }
+    if (header.header.wire_size() > in.unread_size()) {
+      if (header.header.wire_size() > kPassthroughThreshold && may_pass_through(type)) {
+        server_->note_client_message(type);
+        passthrough_remaining_ = header.header.wire_size();
+        continue;
+      }
+      break;
+    }
+    pp::FrameResult frame = in.next();
+    if (type == fe::kTerminate) {
+      flush_batch();
+      out.flush();
+      close("client sent Terminate");
+      return;
+    }
+    server_->note_client_message(type);
+    std::string_view wire = frame.message.wire;
+    if (batch_begin != nullptr && batch_begin + batch_size == wire.data()) {
+      batch_size += wire.size();
+    } else {
+      flush_batch();
+      batch_begin = wire.data();
+      batch_size = wire.size();
+    }
+  }
+  flush_batch();
+  out.flush();
+  // The server cannot take more for now: stop reading until it drains.
+  if (out.over_high_water()) channel_.stop_reading();
+}
+
+void Client::on_server_released() {
+  server_ = nullptr;
+  set_state(State::idle);
+  channel_.start_reading();
+  process_regular_input();
+}
+
+void Client::on_server_lost(std::string_view reason) {
+  server_ = nullptr;
+  if (state_ == State::closing) return;
+  fail(sqlstate::kConnectionFailure, fmt::format("server connection lost: {}", reason));
+}
+
+void Client::on_server_parameter(std::string_view name, std::string_view value) {
+  const std::string* current = reported_.get(name);
+  if (current != nullptr && *current == value) return;
+  reported_.set(name, value);
+  pp::write_parameter_status(channel_.output(), name, value);
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,135 @@
+// One client connection: the startup phase (SSLRequest and GSSENCRequest declined, CancelRequest
+// routed, StartupMessage), authentication, the greeting, then its messages forwarded to whichever
+// server the pool links it to. Its session parameters travel with it from server to server.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "pgsluice/protocol/frame.h"
+#include "pgsluice/protocol/startup.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/channel.h"
+#include "pooler/client_auth.h"
+#include "pooler/config.h"
+#include "pooler/intrusive_list.h"
+#include "pooler/session_params.h"
+
+namespace pgsluice {
+
+class Pool;
+class Server;
+class Worker;
+
+class Client final : public ChannelOwner {
+ public:
+  enum class State {
+    startup,        // before a StartupMessage (SSLRequest may come first)
+    auth,           // authentication exchange in progress
+    welcome_wait,   // authenticated, waiting for the pool's first server to log in
+    idle,           // logged in, no server
+    waiting,        // queued for a server
+    active,         // linked to a server
+    closing,
+  };
+
+  Client(Worker& worker, uint64_t id);
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client() override;
+
+  Channel& channel() { return channel_; }
+  // After accept(): records the peer address and starts reading.
+  void start();
+
+  // --- from the pool ---
+  void on_welcome(const ParameterSet& server_parameters);
+  void on_server_linked(Server& server);
+  // A request could not be served (query_wait_timeout, server login failures, shutdown): a
+  // FATAL error, then the connection closes.
+  void fail(std::string_view sqlstate, std::string_view message);
+
+  // --- from the linked server ---
+  void on_server_released();
+  void on_server_lost(std::string_view message);
+  // The server's socket took what this client sent: reading may resume.
+  void on_server_drained();
+  // A ParameterStatus the server reported while linked: the client sees it only when its own
+  // view of the value changes.
+  void on_server_parameter(std::string_view name, std::string_view value);
+
+  // Closes the connection; `reason` is logged (when log_disconnections is on).
+  void close(std::string_view reason);
+
+  [[nodiscard]] State state() const { return state_; }
+  [[nodiscard]] uint64_t id() const { return id_; }
+  [[nodiscard]] Server* server() const { return server_; }
+  [[nodiscard]] Pool* pool() const { return pool_; }
+  [[nodiscard]] const std::string& user() const { return user_; }
+  [[nodiscard]] const std::string& database() const { return database_; }
+  [[nodiscard]] const ParameterSet& tracked_parameters() const { return reported_; }
+  [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
+  void set_cancel_key(int32_t pid, std::string key);
+  [[nodiscard]] const ParameterSet& startup_extras() const { return extras_; }
+  [[nodiscard]] uint64_t wait_started_ms() const { return wait_started_ms_; }
+  [[nodiscard]] uint64_t connected_ms() const { return connected_ms_; }
+  [[nodiscard]] int32_t cancel_pid() const { return cancel_pid_; }
+  [[nodiscard]] const std::string& cancel_key() const { return cancel_key_; }
+  [[nodiscard]] const std::string& log_id() const { return log_id_; }
+
+  // ChannelOwner
+  void on_channel_readable(Channel& channel) override;
+  void on_channel_error(Channel& channel, int status) override;
+  void on_channel_drained(Channel& channel) override;
+  void on_channel_closed(Channel& channel) override;
+
+  ListNode worker_node;  // on the worker's list of clients
+  ListNode pool_node;    // on a pool's waiting list while it waits
+
+ private:
+  void set_state(State state);
+  void process_input();
+  void process_startup_input();
+  bool handle_startup_packet(const protocol::Message& message);
+  bool handle_startup_message(const protocol::StartupPacket& packet);
+  void handle_cancel_request(const protocol::StartupPacket& packet);
+  void process_auth_input();
+  void auth_succeeded();
+  void process_regular_input();
+  // Forwards complete (or streamable) messages to the linked server.
+  void forward_to_server();
+  void send_error(std::string_view severity, std::string_view sqlstate, std::string_view message,
+                  std::string_view hint = {});
+  void protocol_violation(std::string_view message);
+
+  Worker& worker_;
+  uint64_t id_;
+  State state_ = State::startup;
+  Channel channel_;
+  std::string log_id_;
+  std::string peer_;
+  uint64_t connected_ms_ = 0;
+  uint64_t wait_started_ms_ = 0;
+
+  std::string user_;
+  std::string database_;
+  std::string application_name_;
+  int32_t protocol_version_ = 0;
+  std::optional<DatabaseEntry> db_entry_;
+  std::optional<ClientAuth> auth_;
+  Pool* pool_ = nullptr;
+  Server* server_ = nullptr;
+  ParameterSet reported_;  // the client's view of every parameter the server reports
+  ParameterSet extras_;   // startup settings the server does not report
+
+  int32_t cancel_pid_ = 0;
+  std::string cancel_key_;
+  bool registered_for_cancel_ = false;
+  size_t passthrough_remaining_ = 0;
+};
+
+}  // namespace pgsluice

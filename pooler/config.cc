@@ -1,0 +1,819 @@
+// The configuration loader: reads a pgbouncer.ini-compatible file into a validated Config. inih
+// drives the line loop through a reader that splits each line here (see Loader::next_line), then
+// every value is parsed and checked, and every error (file, line, key, value) is collected instead
+// of stopping at the first one.
+#include "pooler/config.h"
+
+#include <ini.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+namespace pgsluice {
+
+std::string_view to_string(PoolMode mode) {
+  switch (mode) {
+    case PoolMode::session:
+      return "session";
+    case PoolMode::transaction:
+      return "transaction";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(AuthType type) {
+  switch (type) {
+    case AuthType::trust:
+      return "trust";
+    case AuthType::plain:
+      return "plain";
+    case AuthType::md5:
+      return "md5";
+    case AuthType::scram_sha_256:
+      return "scram-sha-256";
+  }
+  return "unknown";
+}
+
+std::string ConfigError::to_string() const {
+  std::string out = file;
+  if (line > 0) out += (out.empty() ? "" : ":") + std::to_string(line);
+  if (!out.empty()) out += ": ";
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+std::optional<DatabaseEntry> Config::find_database(const std::string& name) const {
+  if (auto it = databases.find(name); it != databases.end()) return it->second;
+  if (!fallback_database) return std::nullopt;
+  DatabaseEntry db = *fallback_database;
+  db.name = name;
+  if (db.dbname.empty()) db.dbname = name;
+  return db;
+}
+
+PoolMode Config::pool_mode_for(const DatabaseEntry& db, const std::string& user) const {
+  if (auto it = users.find(user); it != users.end() && it->second.pool_mode) {
+    return *it->second.pool_mode;
+  }
+  if (db.pool_mode) return *db.pool_mode;
+  return settings.pool_mode;
+}
+
+int Config::pool_size_for(const DatabaseEntry& db) const {
+  return db.pool_size ? *db.pool_size : settings.default_pool_size;
+}
+
+namespace {
+
+constexpr int kMaxIncludeDepth = 10;  // as PgBouncer (libusual's cfparser)
+
+// PgBouncer 1.25's main-section keys that pgsluice does not implement yet: accepted with a
+// warning so that an existing pgbouncer.ini starts unchanged.
+const std::set<std::string_view> kPgBouncerOnlyKeys = {
+    "auth_dbname",
+    "auth_hba_file",
+    "auth_ident_file",
+    "auth_ldap_options",
+    "auth_query",
+    "auth_user",
+    "autodb_idle_timeout",
+    "cancel_wait_timeout",
+    "client_idle_timeout",
+    "client_tls13_ciphers",
+    "client_tls_ca_file",
+    "client_tls_cert_file",
+    "client_tls_ciphers",
+    "client_tls_dheparams",
+    "client_tls_ecdhcurve",
+    "client_tls_key_file",
+    "client_tls_protocols",
+    "client_tls_sslmode",
+    "conffile",
+    "disable_pqexec",
+    "dns_max_ttl",
+    "dns_nxdomain_ttl",
+    "dns_zone_check_period",
+    "idle_transaction_timeout",
+    "job_name",
+    "listen_backlog",
+    "log_stats",
+    "max_db_client_connections",
+    "max_db_connections",
+    "max_prepared_statements",
+    "max_user_client_connections",
+    "max_user_connections",
+    "min_pool_size",
+    "peer_id",
+    "pkt_buf",
+    "query_timeout",
+    "query_wait_notify",
+    "reserve_pool_size",
+    "reserve_pool_timeout",
+    "resolv_conf",
+    "sbuf_loopcnt",
+    "scram_iterations",
+    "server_check_delay",
+    "server_check_query",
+    "server_fast_close",
+    "server_idle_timeout",
+    "server_lifetime",
+    "server_reset_query_always",
+    "server_round_robin",
+    "server_tls13_ciphers",
+    "server_tls_ca_file",
+    "server_tls_cert_file",
+    "server_tls_ciphers",
+    "server_tls_key_file",
+    "server_tls_protocols",
+    "server_tls_sslmode",
+    "service_name",
+    "so_reuseport",
+    "stats_period",
+    "suspend_timeout",
+    "syslog",
+    "syslog_facility",
+    "syslog_ident",
+    "tcp_defer_accept",
+    "tcp_keepalive",
+    "tcp_keepcnt",
+    "tcp_keepidle",
+    "tcp_keepintvl",
+    "tcp_socket_buffer",
+    "tcp_user_timeout",
+    "track_extra_parameters",
+    "transaction_timeout",
+    "unix_socket_group",
+    "unix_socket_mode",
+    "user",
+    "verbose",
+};
+
+// PgBouncer's [databases] parameters pgsluice does not implement yet.
+const std::set<std::string_view> kPgBouncerOnlyDatabaseKeys = {
+    "auth_dbname",
+    "auth_query",
+    "auth_user",
+    "load_balance_hosts",
+    "max_db_client_connections",
+    "max_db_connections",
+    "min_pool_size",
+    "reserve_pool",
+    "reserve_pool_size",
+    "server_lifetime",
+};
+
+// PgBouncer's [users] parameters pgsluice does not implement yet.
+const std::set<std::string_view> kPgBouncerOnlyUserKeys = {
+    "client_idle_timeout",
+    "idle_transaction_timeout",
+    "max_user_client_connections",
+    "max_user_connections",
+    "pool_size",
+    "query_timeout",
+    "reserve_pool_size",
+    "transaction_timeout",
+};
+
+// auth_type values PgBouncer has and pgsluice does not (yet).
+const std::set<std::string_view> kUnsupportedAuthTypes = {"any", "cert", "hba", "ldap", "pam"};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool read_whole_file(const std::string& path, std::string& out, std::string& error) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    error = std::string("cannot open file: ") + std::strerror(errno);
+    return false;
+  }
+  out.clear();
+  char buf[8192];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) {
+    error = "cannot read file";
+    return false;
+  }
+  return true;
+}
+
+// ---- value parsers: each returns an error message, empty on success -------------------------
+
+std::string quoted(std::string_view value) {
+  return "'" + std::string(value) + "'";
+}
+
+template <typename Int>
+std::string parse_int(std::string_view value, Int min, Int max, Int& out) {
+  const std::string_view v = trim(value);
+  Int parsed{};
+  const char* end = v.data() + v.size();
+  auto [ptr, ec] = std::from_chars(v.data(), end, parsed);
+  if (v.empty() || ec == std::errc::invalid_argument || ptr != end) {
+    return "invalid value " + quoted(value) + ": expected an integer";
+  }
+  if (ec == std::errc::result_out_of_range || parsed < min || parsed > max) {
+    return "invalid value " + quoted(value) + ": expected an integer between " +
+           std::to_string(min) + " and " + std::to_string(max);
+  }
+  out = parsed;
+  return {};
+}
+
+std::string parse_bool(std::string_view value, bool& out) {
+  const std::string v = lower(trim(value));
+  if (v == "1" || v == "yes" || v == "on" || v == "true") {
+    out = true;
+  } else if (v == "0" || v == "no" || v == "off" || v == "false") {
+    out = false;
+  } else {
+    return "invalid value " + quoted(value) +
+           ": expected a boolean (0/1, yes/no, on/off, true/false)";
+  }
+  return {};
+}
+
+// Seconds with an optional fraction, as PgBouncer ("120", "0.5"), or a number with a unit: us,
+// ms, s, min, h, d (as PostgreSQL's GUC units). A positive duration shorter than a millisecond
+// becomes 1 ms rather than 0, because 0 means "disabled" for most timeouts.
+std::string parse_duration(std::string_view value, Duration& out) {
+  const std::string_view v = trim(value);
+  const std::string err = "invalid value " + quoted(value) +
+                          ": expected a duration in seconds (\"120\", \"0.5\") or with a unit "
+                          "(us, ms, s, min, h, d)";
+  double number = 0;
+  const char* end = v.data() + v.size();
+  auto [ptr, ec] = std::from_chars(v.data(), end, number, std::chars_format::fixed);
+  if (v.empty() || ec != std::errc{} || !std::isfinite(number)) return err;
+  std::string unit = lower(trim(std::string_view(ptr, static_cast<size_t>(end - ptr))));
+  double ms_per_unit = 0;
+  if (unit.empty() || unit == "s") {
+    ms_per_unit = 1000;
+  } else if (unit == "us") {
+    ms_per_unit = 0.001;
+  } else if (unit == "ms") {
+    ms_per_unit = 1;
+  } else if (unit == "min") {
+    ms_per_unit = 60'000;
+  } else if (unit == "h") {
+    ms_per_unit = 3'600'000;
+  } else if (unit == "d") {
+    ms_per_unit = 86'400'000;
+  } else {
+    return err;
+  }
+  if (number < 0) return "invalid value " + quoted(value) + ": a duration cannot be negative";
+  const double ms = number * ms_per_unit;
+  constexpr double kMaxMs = 100.0 * 365 * 86'400'000;  // a century: anything longer is a typo
+  if (ms > kMaxMs) return "invalid value " + quoted(value) + ": duration too long";
+  int64_t rounded = std::llround(ms);
+  if (rounded == 0 && ms > 0) rounded = 1;
+  out = Duration(rounded);
+  return {};
+}
+
+std::vector<std::string> parse_list(std::string_view value) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string_view::npos) comma = value.size();
+    const std::string_view item = trim(value.substr(start, comma - start));
+    if (!item.empty()) out.emplace_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string parse_pool_mode(std::string_view value, PoolMode& out) {
+  const std::string v = lower(trim(value));
+  if (v == "session") {
+    out = PoolMode::session;
+  } else if (v == "transaction") {
+    out = PoolMode::transaction;
+  } else if (v == "statement") {
+    return "'statement' is a PgBouncer pool mode pgsluice does not support yet (use session or "
+           "transaction)";
+  } else {
+    return "invalid value " + quoted(value) + ": expected session or transaction";
+  }
+  return {};
+}
+
+std::string parse_auth_type(std::string_view value, AuthType& out) {
+  const std::string v = lower(trim(value));
+  if (v == "trust") {
+    out = AuthType::trust;
+  } else if (v == "plain") {
+    out = AuthType::plain;
+  } else if (v == "md5") {
+    out = AuthType::md5;
+  } else if (v == "scram-sha-256") {
+    out = AuthType::scram_sha_256;
+  } else if (kUnsupportedAuthTypes.contains(v)) {
+    return quoted(v) +
+           " is a PgBouncer authentication method pgsluice does not support yet (use trust, "
+           "plain, md5 or scram-sha-256)";
+  } else {
+    return "invalid value " + quoted(value) + ": expected trust, plain, md5 or scram-sha-256";
+  }
+  return {};
+}
+
+std::string parse_workers(std::string_view value, int& out) {
+  // pgsluice's own key: "auto" and 0 both mean one worker per CPU.
+  if (lower(trim(value)) == "auto") {
+    out = 0;
+  } else if (std::string err = parse_int(value, 0, 1024, out); !err.empty()) {
+    return err + " or auto";
+  }
+  if (out == 0) out = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return {};
+}
+
+std::string parse_verbose_level(std::string_view value, std::string& out) {
+  const std::string v = lower(trim(value));
+  if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error") {
+    return "invalid value " + quoted(value) + ": expected trace, debug, info, warn or error";
+  }
+  out = v;
+  return {};
+}
+
+using Setter = std::function<std::string(std::string_view, Settings&)>;
+
+Setter string_key(std::string Settings::*field) {
+  return [field](std::string_view v, Settings& s) {
+    s.*field = std::string(v);
+    return std::string();
+  };
+}
+Setter int_key(int Settings::*field, int min, int max) {
+  return [=](std::string_view v, Settings& s) { return parse_int(v, min, max, s.*field); };
+}
+Setter bool_key(bool Settings::*field) {
+  return [field](std::string_view v, Settings& s) { return parse_bool(v, s.*field); };
+}
+Setter duration_key(Duration Settings::*field) {
+  return [field](std::string_view v, Settings& s) { return parse_duration(v, s.*field); };
+}
+Setter list_key(std::vector<std::string> Settings::*field) {
+  return [field](std::string_view v, Settings& s) {
+    s.*field = parse_list(v);
+    return std::string();
+  };
+}
+
+const std::unordered_map<std::string, Setter>& main_setters() {
+  static const std::unordered_map<std::string, Setter> setters = {
+      {"listen_addr", string_key(&Settings::listen_addr)},
+      {"listen_port", int_key(&Settings::listen_port, 1, 65535)},
+      {"unix_socket_dir", string_key(&Settings::unix_socket_dir)},
+      {"auth_type",
+       [](std::string_view v, Settings& s) { return parse_auth_type(v, s.auth_type); }},
+      {"auth_file", string_key(&Settings::auth_file)},
+      {"pool_mode",
+       [](std::string_view v, Settings& s) { return parse_pool_mode(v, s.pool_mode); }},
+      {"default_pool_size", int_key(&Settings::default_pool_size, 1, 1'000'000)},
+      {"max_client_conn", int_key(&Settings::max_client_conn, 1, 10'000'000)},
+      {"server_reset_query", string_key(&Settings::server_reset_query)},
+      {"query_wait_timeout", duration_key(&Settings::query_wait_timeout)},
+      {"server_connect_timeout", duration_key(&Settings::server_connect_timeout)},
+      {"server_login_retry", duration_key(&Settings::server_login_retry)},
+      {"client_login_timeout", duration_key(&Settings::client_login_timeout)},
+      {"ignore_startup_parameters", list_key(&Settings::ignore_startup_parameters)},
+      {"application_name_add_host", bool_key(&Settings::application_name_add_host)},
+      {"max_packet_size",
+       [](std::string_view v, Settings& s) {
+         return parse_int<uint32_t>(v, 1, UINT32_MAX, s.max_packet_size);
+       }},
+      {"log_connections", bool_key(&Settings::log_connections)},
+      {"log_disconnections", bool_key(&Settings::log_disconnections)},
+      {"log_pooler_errors", bool_key(&Settings::log_pooler_errors)},
+      {"logfile", string_key(&Settings::logfile)},
+      {"pidfile", string_key(&Settings::pidfile)},
+      {"admin_users", list_key(&Settings::admin_users)},
+      {"stats_users", list_key(&Settings::stats_users)},
+      {"workers", [](std::string_view v, Settings& s) { return parse_workers(v, s.workers); }},
+      {"verbose_level",
+       [](std::string_view v, Settings& s) { return parse_verbose_level(v, s.verbose_level); }},
+  };
+  return setters;
+}
+
+// ---- libpq-style "key=value key='quoted value'" strings ----------------------------------------
+
+struct ConnParam {
+  std::string key;
+  std::string value;
+};
+
+// Splits `text` into key=value pairs. Values end at whitespace unless single-quoted; inside quotes
+// '' and \' are a quote and \\ a backslash (PgBouncer knows only ''; libpq only \' — both are
+// accepted). Returns an error message, empty on success.
+std::string split_conn_params(std::string_view text, std::vector<ConnParam>& out) {
+  size_t i = 0;
+  const size_t n = text.size();
+  auto skip_ws = [&] {
+    while (i < n && is_space(text[i])) ++i;
+  };
+  for (;;) {
+    skip_ws();
+    if (i >= n) return {};
+    const size_t key_start = i;
+    while (i < n && text[i] != '=' && !is_space(text[i])) ++i;
+    std::string key = lower(text.substr(key_start, i - key_start));
+    skip_ws();
+    if (i >= n || text[i] != '=') {
+      return "syntax error: expected key=value, got " + quoted(text.substr(key_start));
+    }
+    if (key.empty()) return "syntax error: '=' without a parameter name";
+    ++i;
+    skip_ws();
+    std::string value;
+    if (i < n && text[i] == '\'') {
+      ++i;
+      bool closed = false;
+      while (i < n) {
+        const char c = text[i];
+        if (c == '\'' && i + 1 < n && text[i + 1] == '\'') {
+          value += '\'';
+          i += 2;
+        } else if (c == '\\' && i + 1 < n && (text[i + 1] == '\'' || text[i + 1] == '\\')) {
+          value += text[i + 1];
+          i += 2;
+        } else if (c == '\'') {
+          ++i;
+          closed = true;
+          break;
+        } else {
+          value += c;
+          ++i;
+        }
+      }
+      if (!closed) return "syntax error: unterminated quoted value for " + quoted(key);
+      if (i < n && !is_space(text[i])) {
+        return "syntax error: unexpected text after the quoted value of " + quoted(key);
+      }
+    } else {
+      const size_t value_start = i;
+      while (i < n && !is_space(text[i])) ++i;
+      value = std::string(text.substr(value_start, i - value_start));
+    }
+    out.push_back({std::move(key), std::move(value)});
+  }
+}
+
+// ---- the loader ------------------------------------------------------------------------------
+
+struct Origin {
+  std::string file;
+  int line = 0;
+};
+
+// One `key = value` line, split by the reader; inih only sees its index.
+struct RawEntry {
+  Origin origin;
+  std::string key;
+  std::string value;
+};
+
+struct Source {
+  std::string name;
+  std::string text;
+  size_t pos = 0;
+  int line = 0;
+};
+
+enum class Section { none, main, databases, users, peers, unknown };
+
+Section section_of(std::string_view name) {
+  const std::string s = lower(trim(name));
+  if (s == "pgsluice" || s == "pgbouncer") return Section::main;
+  if (s == "databases") return Section::databases;
+  if (s == "users") return Section::users;
+  if (s == "peers") return Section::peers;
+  if (s.empty()) return Section::none;
+  return Section::unknown;
+}
+
+class Loader {
+ public:
+  explicit Loader(std::string top_name) : top_name_(std::move(top_name)) {
+    config_ = std::make_shared<Config>();
+    config_->path = top_name_;
+  }
+
+  ConfigLoadResult run(std::string text) {
+    sources_.push_back({top_name_, std::move(text), 0, 0});
+    const int rc = ini_parse_stream(&Loader::read_line, this, &Loader::handle, this);
+    if (rc > 0) {
+      // Cannot happen with the lines next_line() builds, which inih always accepts.
+      const Origin& o = handed_.at(static_cast<size_t>(rc - 1));
+      error(o, "", "syntax error");
+    } else if (rc < 0) {
+      error({top_name_, 0}, "", "cannot parse the file (out of memory)");
+    }
+    ConfigLoadResult result;
+    result.errors = std::move(errors_);
+    if (result.errors.empty()) result.config = std::move(config_);
+    return result;
+  }
+
+ private:
+  void error(const Origin& o, std::string key, std::string message) {
+    errors_.push_back({o.file, o.line, std::move(key), std::move(message)});
+  }
+  void warn(const Origin& o, const std::string& what) {
+    config_->warnings.push_back(o.file + ":" + std::to_string(o.line) + ": " + what +
+                                " is a PgBouncer setting pgsluice does not implement yet; ignored");
+  }
+
+  // The ini_reader: hands inih one physical line per call, after splitting it here. Comments and
+  // blank lines become empty lines, a section header becomes `[<n>]` (the section is tracked
+  // here, so that an empty unknown section is reported too), and `key = value` becomes
+  // `k=<index>` into entries_. Why not let inih split them: Debian's inih is built with a 200-byte
+  // line limit, strips inline " ;" comments and joins indented lines, none of which PgBouncer does;
+  // a long connection string or a password with " ;" would be silently cut.
+  static char* read_line(char* str, int num, void* stream) {
+    return static_cast<Loader*>(stream)->next_line(str, num);
+  }
+
+  char* next_line(char* str, int num) {
+    while (!sources_.empty() && sources_.back().pos >= sources_.back().text.size()) {
+      sources_.pop_back();
+    }
+    if (sources_.empty()) return nullptr;
+    Source& src = sources_.back();
+    size_t end = src.text.find('\n', src.pos);
+    if (end == std::string::npos) end = src.text.size();
+    std::string_view line(src.text.data() + src.pos, end - src.pos);
+    src.pos = end + 1;
+    src.line += 1;
+    const Origin origin{src.name, src.line};
+    handed_.push_back(origin);
+    if (origin.line == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // UTF-8 BOM
+    line = trim(line);
+
+    std::string out;
+    if (line.empty() || line.front() == ';' || line.front() == '#') {
+      // Blank.
+    } else if (line.starts_with("%include") && (line.size() == 8 || is_space(line[8]))) {
+      include(origin, trim(line.substr(8)));
+    } else if (line.front() == '[') {
+      const size_t close = line.find(']');
+      if (close != std::string_view::npos) {
+        const std::string_view name = line.substr(1, close - 1);
+        section_ = section_of(name);
+        if (section_ == Section::unknown || section_ == Section::none) {
+          error(origin, std::string(name),
+                "unknown section (expected [pgsluice] or [pgbouncer], [databases], [users])");
+        }
+        out = "[" + std::to_string(section_counter_++) + "]";
+      } else {
+        error(origin, "", "syntax error: section header without ']'");
+        section_ = Section::unknown;  // its keys are not reported again
+      }
+    } else if (const size_t eq = line.find('='); eq == std::string_view::npos) {
+      error(origin, "", "syntax error: expected 'key = value', got " + quoted(line));
+    } else {
+      const std::string_view key = trim(line.substr(0, eq));
+      if (key.empty()) {
+        error(origin, "", "syntax error: '=' without a key");
+      } else {
+        out = "k=" + std::to_string(entries_.size());
+        entries_.push_back({origin, std::string(key), std::string(trim(line.substr(eq + 1)))});
+        entry_sections_.push_back(section_);
+      }
+    }
+    out += '\n';
+    if (static_cast<int>(out.size()) >= num) {  // cannot happen with the lines built above
+      error(origin, "", "line too long");
+      out = "\n";
+    }
+    std::memcpy(str, out.c_str(), out.size() + 1);
+    return str;
+  }
+
+  // PgBouncer's `%include file`: the file's lines are read in place of the directive. As in
+  // PgBouncer, a relative name is relative to the current directory, not to the including file.
+  void include(const Origin& origin, std::string_view name) {
+    if (name.empty()) {
+      error(origin, "%include", "missing file name");
+      return;
+    }
+    if (sources_.size() >= kMaxIncludeDepth) {
+      error(origin, "%include",
+            "too many nested includes (at most " + std::to_string(kMaxIncludeDepth) + ")");
+      return;
+    }
+    std::string text, err;
+    const std::string path(name);
+    if (!read_whole_file(path, text, err)) {
+      error(origin, "%include", path + ": " + err);
+      return;
+    }
+    sources_.push_back({path, std::move(text), 0, 0});
+  }
+
+  static int handle(void* user, const char* /*section*/, const char* /*name*/, const char* value) {
+    static_cast<Loader*>(user)->on_entry(static_cast<size_t>(std::strtoul(value, nullptr, 10)));
+    return 1;  // errors are collected, never reported through inih
+  }
+
+  void on_entry(size_t index) {
+    if (index >= entries_.size()) return;
+    const RawEntry& e = entries_[index];
+    switch (entry_sections_[index]) {
+      case Section::none:
+        error(e.origin, e.key, "setting outside of any section");
+        return;
+      case Section::unknown:
+        return;  // the section header was reported
+      case Section::main:
+        main_entry(e);
+        return;
+      case Section::databases:
+        database_entry(e);
+        return;
+      case Section::users:
+        user_entry(e);
+        return;
+      case Section::peers:
+        warn(e.origin, "peer " + quoted(e.key) + " ([peers])");
+        return;
+    }
+  }
+
+  void main_entry(const RawEntry& e) {
+    const std::string key = lower(e.key);  // PgBouncer's keys are case-insensitive
+    const auto& setters = main_setters();
+    if (auto it = setters.find(key); it != setters.end()) {
+      if (std::string err = it->second(e.value, config_->settings); !err.empty()) {
+        error(e.origin, key, err);
+      }
+    } else if (kPgBouncerOnlyKeys.contains(key)) {
+      warn(e.origin, "key " + quoted(key));
+    } else {
+      error(e.origin, key, "unknown setting");
+    }
+  }
+
+  void database_entry(const RawEntry& e) {
+    DatabaseEntry db;
+    db.name = e.key;
+    db.line = e.origin.line;
+    const std::string label = "database " + quoted(e.key);
+    if (lower(e.key) == "pgbouncer") {
+      // PgBouncer reserves it for its admin console, which clients reach under that name.
+      error(e.origin, e.key, "database name 'pgbouncer' is reserved for the admin console");
+      return;
+    }
+    std::vector<ConnParam> params;
+    if (std::string err = split_conn_params(e.value, params); !err.empty()) {
+      error(e.origin, e.key, err);
+      return;
+    }
+    bool ok = true;
+    auto bad = [&](const std::string& message) {
+      error(e.origin, e.key, message);
+      ok = false;
+    };
+    for (const ConnParam& p : params) {
+      const std::string& k = p.key;
+      if (k == "host") {
+        db.host = p.value;
+      } else if (k == "port") {
+        if (auto err = parse_int(p.value, 1, 65535, db.port); !err.empty()) bad("port: " + err);
+      } else if (k == "dbname") {
+        db.dbname = p.value;
+      } else if (k == "user") {
+        db.user = p.value;
+      } else if (k == "password") {
+        db.password = p.value;
+      } else if (k == "pool_size") {
+        int size = 0;
+        if (auto err = parse_int(p.value, 1, 1'000'000, size); !err.empty()) {
+          bad("pool_size: " + err);
+        } else {
+          db.pool_size = size;
+        }
+      } else if (k == "pool_mode") {
+        PoolMode mode{};
+        if (auto err = parse_pool_mode(p.value, mode); !err.empty()) {
+          bad("pool_mode: " + err);
+        } else {
+          db.pool_mode = mode;
+        }
+      } else if (k == "client_encoding") {
+        db.client_encoding = p.value;
+      } else if (k == "datestyle") {
+        db.datestyle = p.value;
+      } else if (k == "timezone") {
+        db.timezone = p.value;
+      } else if (k == "application_name") {
+        db.application_name = p.value;
+      } else if (k == "connect_query") {
+        db.connect_query = p.value;
+      } else if (kPgBouncerOnlyDatabaseKeys.contains(k)) {
+        warn(e.origin, label + ": parameter " + quoted(k));
+      } else {
+        bad("unknown database parameter " + quoted(k));
+      }
+    }
+    if (!ok) return;
+    // A database defined twice: the later line wins, as in PgBouncer.
+    if (db.name == "*") {
+      config_->fallback_database = std::move(db);
+    } else {
+      config_->databases[db.name] = std::move(db);
+    }
+  }
+
+  void user_entry(const RawEntry& e) {
+    UserEntry user;
+    user.name = e.key;
+    user.line = e.origin.line;
+    std::vector<ConnParam> params;
+    if (std::string err = split_conn_params(e.value, params); !err.empty()) {
+      error(e.origin, e.key, err);
+      return;
+    }
+    bool ok = true;
+    for (const ConnParam& p : params) {
+      if (p.key == "pool_mode") {
+        PoolMode mode{};
+        if (auto err = parse_pool_mode(p.value, mode); !err.empty()) {
+          error(e.origin, e.key, "pool_mode: " + err);
+          ok = false;
+        } else {
+          user.pool_mode = mode;
+        }
+      } else if (kPgBouncerOnlyUserKeys.contains(p.key)) {
+        warn(e.origin, "user " + quoted(e.key) + ": parameter " + quoted(p.key));
+      } else {
+        error(e.origin, e.key, "unknown user parameter " + quoted(p.key));
+        ok = false;
+      }
+    }
+    if (ok) config_->users[user.name] = std::move(user);
+  }
+
+  std::string top_name_;
+  std::shared_ptr<Config> config_;
+  std::vector<ConfigError> errors_;
+  std::vector<Source> sources_;
+  std::vector<Origin> handed_;  // handed_[n - 1]: where inih's line n came from
+  std::vector<RawEntry> entries_;
+  std::vector<Section> entry_sections_;  // the section each entry is in
+  Section section_ = Section::none;
+  int section_counter_ = 0;
+};
+
+}  // namespace
+
+ConfigLoadResult load_config_string(const std::string& text, const std::string& name) {
+  return Loader(name).run(text);
+}
+
+ConfigLoadResult load_config_file(const std::string& path) {
+  std::string text, err;
+  if (!read_whole_file(path, text, err)) {
+    ConfigLoadResult result;
+    result.errors.push_back({path, 0, "", err});
+    return result;
+  }
+  return Loader(path).run(std::move(text));
+}
+
+}  // namespace pgsluice

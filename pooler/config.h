@@ -1,0 +1,109 @@
+// The configuration: a pgbouncer.ini-compatible file ([databases], [users], and the main section
+// [pgsluice] or [pgbouncer]) parsed by inih into one validated, immutable snapshot. An error names
+// the file, the line and the key; a PgBouncer key pgsluice does not implement yet is a warning.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgsluice {
+
+enum class PoolMode { session, transaction };
+enum class AuthType { trust, plain, md5, scram_sha_256 };
+
+std::string_view to_string(PoolMode mode);
+std::string_view to_string(AuthType type);
+
+// One [databases] line: `name = host=… port=… dbname=… user=… password=… pool_size=…
+// pool_mode=…`. Unset optional keys fall back to the main section.
+struct DatabaseEntry {
+  std::string name;    // the name clients connect to ("*" for the fallback entry)
+  std::string host;    // empty: the Unix socket in unix_socket_dir of the server ("/var/run/postgresql")
+  int port = 5432;
+  std::string dbname;  // empty: same as name (or the client's database for "*")
+  std::string user;    // empty: the client's user
+  std::string password;
+  std::optional<int> pool_size;
+  std::optional<PoolMode> pool_mode;
+  std::string client_encoding;
+  std::string datestyle;
+  std::string timezone;
+  std::string application_name;
+  std::string connect_query;
+  int line = 0;  // where it was defined, for messages
+};
+
+// One [users] line: `name = pool_mode=…`.
+struct UserEntry {
+  std::string name;
+  std::optional<PoolMode> pool_mode;
+  int line = 0;
+};
+
+using Duration = std::chrono::milliseconds;
+
+struct Settings {
+  std::string listen_addr = "127.0.0.1";  // comma-separated; "*" = all IPv4 and IPv6
+  int listen_port = 6432;
+  std::string unix_socket_dir;  // empty: no Unix socket
+  AuthType auth_type = AuthType::md5;
+  std::string auth_file;
+  PoolMode pool_mode = PoolMode::session;
+  int default_pool_size = 20;
+  int max_client_conn = 100;
+  std::string server_reset_query = "DISCARD ALL";
+  Duration query_wait_timeout = std::chrono::seconds(120);  // 0 disables
+  Duration server_connect_timeout = std::chrono::seconds(15);
+  Duration server_login_retry = std::chrono::seconds(15);
+  Duration client_login_timeout = std::chrono::seconds(60);
+  std::vector<std::string> ignore_startup_parameters;
+  bool application_name_add_host = false;
+  uint32_t max_packet_size = 2147483647;
+  bool log_connections = true;
+  bool log_disconnections = true;
+  bool log_pooler_errors = true;
+  std::string logfile;  // empty: stderr
+  std::string pidfile;
+  std::vector<std::string> admin_users;
+  std::vector<std::string> stats_users;
+  int workers = 1;
+  std::string verbose_level = "info";  // trace, debug, info, warn, error
+};
+
+struct Config {
+  std::string path;  // the file it was read from
+  Settings settings;
+  std::map<std::string, DatabaseEntry> databases;  // without the fallback
+  std::optional<DatabaseEntry> fallback_database;  // the "*" entry
+  std::map<std::string, UserEntry> users;
+  std::vector<std::string> warnings;  // "file:line: key 'x' is a PgBouncer setting …"
+
+  // The entry for a database a client asks for: its own line, or the fallback made concrete.
+  [[nodiscard]] std::optional<DatabaseEntry> find_database(const std::string& name) const;
+  [[nodiscard]] PoolMode pool_mode_for(const DatabaseEntry& db, const std::string& user) const;
+  [[nodiscard]] int pool_size_for(const DatabaseEntry& db) const;
+};
+
+struct ConfigError {
+  std::string file;
+  int line = 0;  // 0: not about one line (a missing file)
+  std::string key;
+  std::string message;
+  [[nodiscard]] std::string to_string() const;  // "file:line: key: message"
+};
+
+struct ConfigLoadResult {
+  std::shared_ptr<const Config> config;  // null when errors is not empty
+  std::vector<ConfigError> errors;
+};
+
+ConfigLoadResult load_config_file(const std::string& path);
+// Parses `text` as if it were the file `name` (tests, and an inline config).
+ConfigLoadResult load_config_string(const std::string& text, const std::string& name);
+
+}  // namespace pgsluice

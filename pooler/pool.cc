@@ -1,0 +1,189 @@
+// Who gets which server; see pool.h.
+#include "pooler/pool.h"
+
+#include <spdlog/spdlog.h>
+
+#include "pooler/sqlstate.h"
+#include "pooler/worker.h"
+
+namespace pgsluice {
+
+Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, PoolMode mode,
+           int pool_size)
+    : worker_(worker),
+      db_(std::move(db)),
+      address_(ServerAddress::from(db_)),
+      credentials_(std::move(credentials)),
+      mode_(mode),
+      pool_size_(pool_size) {}
+
+Pool::~Pool() = default;
+
+size_t Pool::server_count() const {
+  return login_.size() + idle_.size() + active_.size() + resetting_.size();
+}
+
+bool Pool::login_retry_blocked(uint64_t now_ms) const {
+  if (last_login_failure_ms_ == 0 || server_count() > 0) return false;
+  auto retry = static_cast<uint64_t>(worker_.settings().server_login_retry.count());
+  return now_ms < last_login_failure_ms_ + retry;
+}
+
+void Pool::launch_server() {
+  // The server deletes itself when its socket is closed.
+  auto* server = new Server(*this, worker_.next_server_id());
+  move_server(*server, Server::State::closing, Server::State::connecting);
+  server->connect();
+}
+
+void Pool::request_welcome(Client& client) {
+  if (has_welcome_) {
+    client.on_welcome(welcome_params_);
+    return;
+  }
+  if (login_retry_blocked(worker_.now_ms())) {
+    client.fail(sqlstate::kConnectionFailure,
+                "server login has been failing, try again later (server_login_retry): " +
+                    last_login_error_);
+    return;
+  }
+  welcome_waiting_.push_back(client);
+  if (login_.empty()) launch_server();
+}
+
+void Pool::request_server(Client& client) {
+  if (!idle_.empty()) {
+    ++counters_.server_assignments;
+    idle_.front().link(client);
+    return;
+  }
+  if (login_retry_blocked(worker_.now_ms())) {
+    client.fail(sqlstate::kConnectionFailure,
+                "server login has been failing, try again later (server_login_retry): " +
+                    last_login_error_);
+    return;
+  }
+  waiting_.push_back(client);
+  // A server that is logging in will serve the queue when it is ready; launch another only while
+  // the pool is below its size and more clients wait than servers are on their way.
+  if (static_cast<int>(server_count()) < pool_size_ && waiting_.size() > login_.size()) {
+    launch_server();
+  }
+}
+
+void Pool::forget_client(Client& client) {
+  if (!client.pool_node.linked()) return;
+  if (client.state() == Client::State::welcome_wait) {
+    welcome_waiting_.remove(client);
+  } else {
+    waiting_.remove(client);
+  }
+}
+
+void Pool::serve_waiters() {
+  while (!waiting_.empty() && !idle_.empty()) {
+    Client* client = waiting_.pop_front();
+    ++counters_.server_assignments;
+    counters_.wait_time_us += (worker_.now_ms() - client->wait_started_ms()) * 1000;
+    idle_.front().link(*client);
+  }
+}
+
+void Pool::on_server_login_ok(Server& server) {
+  last_login_failure_ms_ = 0;
+  if (!has_welcome_) {
+    welcome_params_ = server.parameters();
+    has_welcome_ = true;
+  }
+  while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);
+  on_server_idle(server);
+}
+
+void Pool::on_server_login_failed(Server& server, std::string_view sqlstate,
+                                  std::string_view message) {
+  last_login_error_ = std::string(message);
+  last_login_sqlstate_ = std::string(sqlstate);
+  last_login_failure_ms_ = worker_.now_ms();
+  server.close(fmt::format("login failed: {}", message));
+  // Nobody can be served while no server can log in: tell the waiting clients now rather than
+  // let them hang until their timeout.
+  if (server_count() == 0) {
+    std::string text = fmt::format("server login failed: {}", message);
+    while (Client* client = welcome_waiting_.pop_front()) {
+      client->fail(sqlstate::kConnectionFailure, text);
+    }
+    while (Client* client = waiting_.pop_front()) {
+      client->fail(sqlstate::kConnectionFailure, text);
+    }
+  }
+}
+
+Pool::ServerList* Pool::list_for(Server::State state) {
+  switch (state) {
+    case Server::State::connecting:
+    case Server::State::login:
+      return &login_;
+    case Server::State::idle:
+      return &idle_;
+    case Server::State::active:
+      return &active_;
+    case Server::State::resetting:
+      return &resetting_;
+    case Server::State::closing:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+void Pool::move_server(Server& server, Server::State from, Server::State to) {
+  if (ServerList* list = list_for(from); list != nullptr && server.pool_node.linked()) {
+    list->remove(server);
+  }
+  if (ServerList* list = list_for(to); list != nullptr) {
+    // Idle servers are a stack: the most recently used is reused first, the rest age out.
+    if (to == Server::State::idle) {
+      list->push_front(server);
+    } else {
+      list->push_back(server);
+    }
+  }
+}
+
+void Pool::on_server_idle(Server& server) {
+  if (static_cast<int>(server_count()) > pool_size_) {
+    // The pool shrank under it (a reload): the extra server goes.
+    server.close("pool is over its size");
+    return;
+  }
+  serve_waiters();
+}
+
+void Pool::on_server_closing() {
+  // Replace the server when clients are waiting and nothing else is on its way.
+  if (!worker_.stopping() && (!waiting_.empty() || !welcome_waiting_.empty()) &&
+      login_.empty() && static_cast<int>(server_count()) < pool_size_ &&
+      !login_retry_blocked(worker_.now_ms())) {
+    launch_server();
+  }
+}
+
+void Pool::check_timeouts(uint64_t now_ms) {
+  auto timeout = static_cast<uint64_t>(worker_.settings().query_wait_timeout.count());
+  if (timeout == 0) return;
+  while (!waiting_.empty() && waiting_.front().wait_started_ms() + timeout <= now_ms) {
+    Client* client = waiting_.pop_front();
+    client->fail(sqlstate::kQueryCanceled, "query_wait_timeout");
+  }
+}
+
+}  // namespace pgsluice
+
+namespace pgsluice {
+
+void Pool::close_all_servers() {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {
+    list->for_each([](Server& server) { server.close("pgsluice is shutting down"); });
+  }
+}
+
+}  // namespace pgsluice

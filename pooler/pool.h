@@ -1,0 +1,116 @@
+// A pool: the server connections of one (database, server user) pair on one worker, and the
+// clients waiting for one of them. It decides who gets which server: an idle server (most recently
+// used first, so that few servers stay warm), a new one while the pool is below its size, or a
+// place in the FIFO queue. It also keeps what new clients are greeted with: the ParameterStatus
+// set of the first server that logged in.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pgsluice/protocol/scram.h"
+#include "pooler/client.h"
+#include "pooler/config.h"
+#include "pooler/intrusive_list.h"
+#include "pooler/server.h"
+#include "pooler/server_address.h"
+#include "pooler/session_params.h"
+
+namespace pgsluice {
+
+class Worker;
+
+struct PoolCounters {
+  uint64_t server_assignments = 0;
+  uint64_t transactions = 0;
+  uint64_t queries = 0;
+  uint64_t bytes_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t wait_time_us = 0;
+};
+
+class Pool {
+ public:
+  Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, PoolMode mode,
+       int pool_size);
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  ~Pool();
+
+  [[nodiscard]] const DatabaseEntry& database() const { return db_; }
+  [[nodiscard]] const ServerAddress& address() const { return address_; }
+  [[nodiscard]] ServerCredentials& credentials() { return credentials_; }
+  [[nodiscard]] PoolMode mode() const { return mode_; }
+  [[nodiscard]] int pool_size() const { return pool_size_; }
+  [[nodiscard]] Worker& worker() { return worker_; }
+  PoolCounters& counters() { return counters_; }
+
+  // --- clients ---
+  // A client that passed authentication wants the greeting (ParameterStatus set): it gets it now
+  // or as soon as a server has logged in.
+  void request_welcome(Client& client);
+  // A client with a message to run wants a server: linked now, or queued.
+  void request_server(Client& client);
+  // A queued (or greeting-waiting) client left or timed out.
+  void forget_client(Client& client);
+
+  // --- servers ---
+  void on_server_login_ok(Server& server);
+  void on_server_login_failed(Server& server, std::string_view sqlstate, std::string_view message);
+  // A server became idle (clean, unlinked): it serves the next waiter or stays idle.
+  void on_server_idle(Server& server);
+  // A server is closing (already off the lists): replace it if clients wait.
+  void on_server_closing();
+  // The one transition function of a server's state: moves it to the list of its new state.
+  void move_server(Server& server, Server::State from, Server::State to);
+
+  // Shutdown: closes every server that is not linked; linked ones close with their clients.
+  void close_all_servers();
+  // Fails clients that waited longer than query_wait_timeout; called by the worker's janitor.
+  void check_timeouts(uint64_t now_ms);
+
+  [[nodiscard]] const ParameterSet* welcome() const {
+    return has_welcome_ ? &welcome_params_ : nullptr;
+  }
+  [[nodiscard]] size_t server_count() const;
+  [[nodiscard]] size_t idle_count() const { return idle_.size(); }
+  [[nodiscard]] size_t active_count() const { return active_.size(); }
+  [[nodiscard]] size_t waiting_count() const { return waiting_.size(); }
+
+ private:
+  using ServerList = IntrusiveList<Server, &Server::pool_node>;
+  ServerList* list_for(Server::State state);
+  void launch_server();
+  void serve_waiters();
+  bool login_retry_blocked(uint64_t now_ms) const;
+
+  Worker& worker_;
+  DatabaseEntry db_;
+  ServerAddress address_;
+  ServerCredentials credentials_;
+  PoolMode mode_;
+  int pool_size_;
+  PoolCounters counters_;
+
+  ParameterSet welcome_params_;
+  bool has_welcome_ = false;
+  std::string last_login_error_;
+  std::string last_login_sqlstate_;
+  uint64_t last_login_failure_ms_ = 0;
+
+  // Servers by state (Server::State names the list): connecting or logging in, idle (used as a
+  // stack: the most recently used first), linked to a client, being cleaned before reuse.
+  ServerList login_;
+  ServerList idle_;
+  ServerList active_;
+  ServerList resetting_;
+  // Clients by what they wait for: the greeting (a server's ParameterStatus set), a server.
+  using ClientList = IntrusiveList<Client, &Client::pool_node>;
+  ClientList welcome_waiting_;
+  ClientList waiting_;
+};
+
+}  // namespace pgsluice

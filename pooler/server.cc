@@ -1,0 +1,692 @@
+// A server connection's life: connect, log in, serve linked clients, be cleaned, close.
+#include "pooler/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "pgsluice/protocol/backend.h"
+#include "pgsluice/protocol/md5.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/startup.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/client.h"
+#include "pooler/pool.h"
+#include "pooler/sqlstate.h"
+#include "pooler/worker.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace be = pgsluice::protocol::backend;
+
+namespace {
+// A reply larger than this that has not fully arrived is passed through in pieces instead of
+// being buffered whole (a big DataRow or CopyData).
+constexpr size_t kPassthroughThreshold = 64 * 1024;
+
+bool may_pass_through(char type) {
+  return type == be::kDataRow || type == be::kCopyData || type == be::kNoticeResponse ||
+         type == be::kRowDescription || type == be::kFunctionCallResponse;
+}
+
+std::string_view state_name(Server::State s) {
+  switch (s) {
+    case Server::State::connecting:
+      return "connecting";
+    case Server::State::login:
+      return "login";
+    case Server::State::idle:
+      return "idle";
+    case Server::State::active:
+      return "active";
+    case Server::State::resetting:
+      return "resetting";
+    case Server::State::closing:
+      return "closing";
+  }
+  return "?";
+}
+}  // namespace
+
+Server::Server(Pool& pool, uint64_t id)
+    : pool_(pool),
+      worker_(pool.worker()),
+      id_(id),
+      channel_(pool.worker().loop(), *this, pp::FramePhase::regular,
+               pp::kDefaultMaxMessageLength) {}
+
+Server::~Server() = default;
+
+std::string Server::log_id() const {
+  return fmt::format("S-{} {}@{} {}", id_, pool_.credentials().user, pool_.database().name,
+                     pool_.address().to_string());
+}
+
+void Server::set_state(State state) {
+  if (state == state_) return;
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("{} {} -> {}", log_id(), state_name(state_), state_name(state));
+  }
+  State old = state_;
+  state_ = state;
+  pool_.move_server(*this, old, state);
+}
+
+bool Server::at_transaction_boundary() const {
+  return tx_status_ == 'I' && client_ready_owed_ == 0 && internal_ready_owed_ == 0 &&
+         !extended_open_ && !copy_in_ && !copy_out_ && passthrough_remaining_ == 0;
+}
+
+// --- connecting ---
+
+void Server::connect() {
+  uv_timer_init(worker_.loop(), &connect_timer_);
+  connect_timer_.data = this;
+  timer_open_ = true;
+  auto timeout = static_cast<uint64_t>(worker_.settings().server_connect_timeout.count());
+  if (timeout > 0) uv_timer_start(&connect_timer_, on_connect_timeout, timeout, 0);
+
+  const ServerAddress& address = pool_.address();
+  connect_req_.data = this;
+  if (!address.unix_path.empty()) {
+    if (channel_.init_pipe() != 0) {
+      login_failed(sqlstate::kConnectionFailure, "could not create a socket");
+      return;
+    }
+    channel_open_ = true;
+    connecting_ = true;
+    uv_pipe_connect(&connect_req_, channel_.pipe(), address.unix_path.c_str(), on_connected);
+    return;
+  }
+  sockaddr_storage storage{};
+  if (uv_ip4_addr(address.host.c_str(), address.port,
+                  reinterpret_cast<sockaddr_in*>(&storage)) == 0 ||
+      uv_ip6_addr(address.host.c_str(), address.port,
+                  reinterpret_cast<sockaddr_in6*>(&storage)) == 0) {
+    start_connect(reinterpret_cast<const sockaddr*>(&storage));
+    return;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  resolve_req_.data = this;
+  std::string port = std::to_string(address.port);
+  if (uv_getaddrinfo(worker_.loop(), &resolve_req_, on_resolved, address.host.c_str(),
+                     port.c_str(), &hints) == 0) {
+    resolving_ = true;
+  } else {
+    login_failed(sqlstate::kConnectionFailure,
+                 fmt::format("could not resolve host \"{}\"", address.host));
+  }
+}
+
+void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+  auto* self = static_cast<Server*>(req->data);
+  self->resolving_ = false;
+  if (self->state_ == State::closing) {
+    uv_freeaddrinfo(res);
+    self->maybe_destroy();
+    return;
+  }
+  if (status < 0 || res == nullptr) {
+    self->login_failed(sqlstate::kConnectionFailure,
+                       fmt::format("could not resolve host \"{}\": {}", self->pool_.address().host,
+                                   uv_strerror(status)));
+  } else {
+    self->start_connect(res->ai_addr);
+  }
+  uv_freeaddrinfo(res);
+}
+
+void Server::start_connect(const sockaddr* addr) {
+  if (channel_.init_tcp() != 0) {
+    login_failed(sqlstate::kConnectionFailure, "could not create a socket");
+    return;
+  }
+  channel_open_ = true;
+  uv_tcp_nodelay(channel_.tcp(), 1);
+  connecting_ = true;
+  int rc = uv_tcp_connect(&connect_req_, channel_.tcp(), addr, on_connected);
+  if (rc != 0) {
+    connecting_ = false;
+    login_failed(sqlstate::kConnectionFailure,
+                 fmt::format("could not connect to server: {}", uv_strerror(rc)));
+  }
+}
+
+void Server::on_connected(uv_connect_t* req, int status) {
+  auto* self = static_cast<Server*>(req->data);
+  self->connecting_ = false;
+  if (self->state_ == State::closing) return;
+  if (status < 0) {
+    self->login_failed(sqlstate::kConnectionFailure,
+                       fmt::format("could not connect to server {}: {}",
+                                   self->pool_.address().to_string(), uv_strerror(status)));
+    return;
+  }
+  self->set_state(State::login);
+  const DatabaseEntry& db = self->pool_.database();
+  std::vector<std::pair<std::string_view, std::string_view>> params;
+  params.emplace_back("user", self->pool_.credentials().user);
+  params.emplace_back("database", db.dbname.empty() ? db.name : db.dbname);
+  if (!db.client_encoding.empty()) params.emplace_back("client_encoding", db.client_encoding);
+  if (!db.datestyle.empty()) params.emplace_back("DateStyle", db.datestyle);
+  if (!db.timezone.empty()) params.emplace_back("TimeZone", db.timezone);
+  if (!db.application_name.empty()) params.emplace_back("application_name", db.application_name);
+  pp::write_startup_message(self->channel_.output(), pp::kProtocolVersion30, params);
+  self->channel_.flush();
+  self->channel_.start_reading();
+}
+
+void Server::on_connect_timeout(uv_timer_t* timer) {
+  auto* self = static_cast<Server*>(timer->data);
+  if (self->state_ == State::connecting || self->state_ == State::login) {
+    self->login_failed(sqlstate::kConnectionFailure,
+                       "server_connect_timeout: the server did not complete the login in time");
+  }
+}
+
+// --- login ---
+
+void Server::login_failed(std::string_view code, std::string_view message) {
+  if (state_ == State::closing) return;
+  spdlog::warn("{} login failed: {}", log_id(), message);
+  pool_.on_server_login_failed(*this, code, message);
+}
+
+void Server::process_login_input() {
+  while (state_ == State::login) {
+    pp::FrameResult frame = channel_.input().next();
+    if (frame.status == pp::FrameStatus::need_more) return;
+    if (frame.status == pp::FrameStatus::error) {
+      login_failed(sqlstate::kProtocolViolation,
+                   fmt::format("invalid message from server: {}", pp::to_string(frame.error)));
+      return;
+    }
+    if (!handle_login_message(frame.message)) return;
+  }
+}
+
+bool Server::handle_login_message(const pp::Message& message) {
+  switch (message.type) {
+    case be::kAuthentication:
+      return handle_authentication(message);
+    case be::kParameterStatus: {
+      auto ps = pp::parse_parameter_status(message.body);
+      if (ps) tracked_.set(ps.value.name, ps.value.value);
+      return true;
+    }
+    case be::kBackendKeyData: {
+      auto key = pp::parse_backend_key_data(message.body);
+      if (key) {
+        backend_pid_ = key.value.process_id;
+        backend_key_ = std::string(key.value.secret_key);
+      }
+      return true;
+    }
+    case be::kNoticeResponse:
+    case be::kNegotiateProtocolVersion:
+      return true;
+    case be::kErrorResponse: {
+      auto error = pp::parse_error_fields(message.body);
+      if (error) {
+        login_failed(error.value.code, error.value.message);
+      } else {
+        login_failed(sqlstate::kProtocolViolation, "malformed ErrorResponse from server");
+      }
+      return false;
+    }
+    case be::kReadyForQuery:
+      uv_timer_stop(&connect_timer_);
+      tx_status_ = 'I';
+      if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id());
+      set_state(State::idle);
+      pool_.on_server_login_ok(*this);
+      return false;
+    default:
+      login_failed(sqlstate::kProtocolViolation,
+                   fmt::format("unexpected message '{}' from server during login", message.type));
+      return false;
+  }
+}
+
+bool Server::handle_authentication(const pp::Message& message) {
+  auto auth = pp::parse_authentication(message.body);
+  if (!auth) {
+    login_failed(sqlstate::kProtocolViolation, "malformed authentication request from server");
+    return false;
+  }
+  const ServerCredentials& cred = pool_.credentials();
+  const std::string& secret = cred.password;
+  bool secret_is_plain = !secret.empty() && !pp::is_md5_password_hash(secret) &&
+                         !pp::is_scram_verifier(secret);
+  std::string& out = channel_.output();
+  switch (auth.value.code) {
+    case pp::AuthCode::ok:
+      return true;
+    case pp::AuthCode::cleartext_password:
+      if (!secret_is_plain) {
+        login_failed(sqlstate::kInvalidPassword,
+                     "the server asks for a cleartext password and pgsluice has none for user \"" +
+                         cred.user + "\"");
+        return false;
+      }
+      pp::write_password_message(out, secret);
+      break;
+    case pp::AuthCode::md5_password:
+      if (secret.empty() || pp::is_scram_verifier(secret)) {
+        login_failed(sqlstate::kInvalidPassword,
+                     "the server asks for an MD5 password and pgsluice has no password or MD5 "
+                     "hash for user \"" + cred.user + "\"");
+        return false;
+      }
+      pp::write_password_message(out,
+                                 pp::md5_salted_response(secret, cred.user, auth.value.md5_salt));
+      break;
+    case pp::AuthCode::sasl: {
+      bool offers_scram = false;
+      for (auto m : auth.value.mechanisms) offers_scram |= (m == "SCRAM-SHA-256");
+      if (!offers_scram) {
+        login_failed(sqlstate::kFeatureNotSupported,
+                     "the server offers no SASL mechanism pgsluice supports");
+        return false;
+      }
+      if (secret_is_plain) {
+        scram_ = pp::ScramClient::with_password(secret);
+      } else if (cred.scram_client_key && cred.scram_server_key) {
+        scram_ = pp::ScramClient::with_keys(*cred.scram_client_key, *cred.scram_server_key);
+      } else {
+        login_failed(sqlstate::kInvalidPassword,
+                     "the server asks for SCRAM and pgsluice has neither a password nor SCRAM "
+                     "keys proven by a client for user \"" + cred.user + "\"");
+        return false;
+      }
+      pp::write_sasl_initial_response(out, "SCRAM-SHA-256", scram_->client_first());
+      break;
+    }
+    case pp::AuthCode::sasl_continue: {
+      std::string client_final;
+      if (!scram_ || scram_->handle_server_first(auth.value.data, client_final) !=
+                         pp::ScramStatus::ok) {
+        login_failed(sqlstate::kProtocolViolation, "invalid SCRAM server-first-message");
+        return false;
+      }
+      pp::write_sasl_response(out, client_final);
+      break;
+    }
+    case pp::AuthCode::sasl_final:
+      if (!scram_ || scram_->handle_server_final(auth.value.data) != pp::ScramStatus::ok) {
+        login_failed(sqlstate::kInvalidAuthorizationSpecification,
+                     "the server's SCRAM signature is wrong");
+        return false;
+      }
+      return true;
+    case pp::AuthCode::kerberos_v5:
+    case pp::AuthCode::gss:
+    case pp::AuthCode::gss_continue:
+    case pp::AuthCode::sspi:
+      login_failed(sqlstate::kFeatureNotSupported,
+                   "the server asks for an authentication method pgsluice does not support");
+      return false;
+  }
+  channel_.flush();
+  return true;
+}
+
+// --- serving ---
+
+void Server::on_channel_readable(Channel&) {
+  switch (state_) {
+    case State::connecting:
+    case State::closing:
+      return;
+    case State::login:
+      process_login_input();
+      return;
+    case State::idle:
+    case State::active:
+    case State::resetting:
+      process_session_input();
+      return;
+  }
+}
+
+void Server::link(Client& client) {
+  client_ = &client;
+  set_state(State::active);
+  linked_at_ms_ = worker_.now_ms();
+  std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
+                                                client.startup_extras(), extras_);
+  if (!sync.empty()) send_internal_query(sync);
+  client.on_server_linked(*this);
+}
+
+void Server::send_internal_query(const std::string& sql) {
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("{} internal query: {}", log_id(), sql);
+  }
+  pp::write_query(channel_.output(), sql);
+  ++internal_ready_owed_;
+  channel_.flush();
+}
+
+void Server::note_client_message(char type) {
+  namespace fe = pgsluice::protocol::frontend;
+  switch (type) {
+    case fe::kQuery:
+    case fe::kFunctionCall:
+      ++client_ready_owed_;
+      ++pool_.counters().queries;
+      break;
+    case fe::kSync:
+      ++client_ready_owed_;
+      extended_open_ = false;
+      break;
+    case fe::kParse:
+    case fe::kBind:
+    case fe::kDescribe:
+    case fe::kClose:
+    case fe::kFlush:
+      extended_open_ = true;
+      break;
+    case fe::kExecute:
+      extended_open_ = true;
+      ++pool_.counters().queries;
+      break;
+    case fe::kCopyDone:
+    case fe::kCopyFail:
+      copy_in_ = false;
+      break;
+    default:
+      break;
+  }
+}
+
+void Server::process_session_input() {
+  pp::FrameReader& in = channel_.input();
+  // Consecutive replies for the client are collected as one range and appended in one go.
+  const char* batch_begin = nullptr;
+  size_t batch_size = 0;
+  auto flush_batch = [&] {
+    if (batch_size > 0 && client_ != nullptr) {
+      client_->channel().output().append(batch_begin, batch_size);
+    }
+    batch_begin = nullptr;
+    batch_size = 0;
+  };
+  auto forward = [&](std::string_view wire) {
+    if (batch_begin != nullptr && batch_begin + batch_size == wire.data()) {
+      batch_size += wire.size();
+    } else {
+      flush_batch();
+      batch_begin = wire.data();
+      batch_size = wire.size();
+    }
+  };
+
+  while (state_ == State::active || state_ == State::idle || state_ == State::resetting) {
+    if (passthrough_remaining_ > 0) {
+      size_t n = std::min(passthrough_remaining_, in.unread_size());
+      if (n == 0) break;
+      flush_batch();
+      if (client_ != nullptr) client_->channel().output().append(in.unread().substr(0, n));
+      in.skip(n);
+      passthrough_remaining_ -= n;
+      continue;
+    }
+    pp::HeaderResult header = in.peek();
+    if (header.status == pp::FrameStatus::need_more) break;
+    if (header.status == pp::FrameStatus::error) {
+      flush_batch();
+      close(fmt::format("invalid message from server: {}", pp::to_string(header.error)));
+      return;
+    }
+    if (header.header.wire_size() > in.unread_size()) {
+      if (state_ == State::active && internal_ready_owed_ == 0 &&
+          header.header.wire_size() > kPassthroughThreshold && may_pass_through(header.header.type)) {
+        passthrough_remaining_ = header.header.wire_size();
+        continue;
+      }
+      break;
+    }
+    pp::FrameResult frame = in.next();
+    const pp::Message& message = frame.message;
+    if (state_ != State::active || internal_ready_owed_ > 0) {
+      flush_batch();
+      if (!handle_internal_reply(message)) return;
+      continue;
+    }
+    // A ParameterStatus may make the client write a message of its own: what came before
+    // it must be in the client's output first.
+    if (message.type == be::kParameterStatus) flush_batch();
+    Reply action = inspect_reply(message);
+    switch (action) {
+      case Reply::forward:
+        forward(message.wire);
+        break;
+      case Reply::swallow:
+        flush_batch();
+        break;
+      case Reply::forward_and_release:
+        forward(message.wire);
+        flush_batch();
+        release_to_pool();
+        break;
+    }
+  }
+  flush_batch();
+  if (client_ != nullptr) {
+    client_->channel().flush();
+    // The client cannot take more for now: stop reading until it drains.
+    if (client_->channel().over_high_water()) channel_.stop_reading();
+  }
+}
+
+Server::Reply Server::inspect_reply(const pp::Message& message) {
+  switch (message.type) {
+    case be::kReadyForQuery: {
+      auto rfq = pp::parse_ready_for_query(message.body);
+      tx_status_ = rfq ? rfq.value.status : 'E';
+      if (client_ready_owed_ > 0) --client_ready_owed_;
+      copy_in_ = copy_out_ = false;
+      if (pool_.mode() == PoolMode::transaction && at_transaction_boundary()) {
+        ++pool_.counters().transactions;
+        return Reply::forward_and_release;
+      }
+      return Reply::forward;
+    }
+    case be::kCopyInResponse:
+      copy_in_ = true;
+      return Reply::forward;
+    case be::kCopyOutResponse:
+      copy_out_ = true;
+      return Reply::forward;
+    case be::kCopyBothResponse:
+      copy_in_ = copy_out_ = true;
+      return Reply::forward;
+    case be::kCopyDone:
+      copy_out_ = false;
+      return Reply::forward;
+    case be::kParameterStatus: {
+      auto ps = pp::parse_parameter_status(message.body);
+      if (!ps) return Reply::forward;
+      tracked_.set(ps.value.name, ps.value.value);
+      client_->on_server_parameter(ps.value.name, ps.value.value);
+      return Reply::swallow;
+    }
+    default:
+      return Reply::forward;
+  }
+}
+
+bool Server::handle_internal_reply(const pp::Message& message) {
+  switch (message.type) {
+    case be::kParameterStatus: {
+      auto ps = pp::parse_parameter_status(message.body);
+      if (ps) {
+        tracked_.set(ps.value.name, ps.value.value);
+        if (client_ != nullptr) client_->on_server_parameter(ps.value.name, ps.value.value);
+      }
+      return true;
+    }
+    case be::kReadyForQuery: {
+      auto rfq = pp::parse_ready_for_query(message.body);
+      tx_status_ = rfq ? rfq.value.status : 'E';
+      if (internal_ready_owed_ > 0) {
+        --internal_ready_owed_;
+      } else if (state_ == State::idle) {
+        close("unexpected ReadyForQuery from an idle server");
+        return false;
+      }
+      if (state_ == State::resetting && internal_ready_owed_ == 0) {
+        if (internal_failed_ || tx_status_ != 'I') {
+          close("cleaning the server failed");
+          return false;
+        }
+        set_state(State::idle);
+        pool_.on_server_idle(*this);
+        return state_ == State::idle || state_ == State::active;
+      }
+      return true;
+    }
+    case be::kErrorResponse: {
+      auto error = pp::parse_error_fields(message.body);
+      std::string text = error ? std::string(error.value.message) : "malformed ErrorResponse";
+      if (state_ == State::idle) {
+        // An error on an idle connection is the server ending it (shutdown, termination).
+        close(fmt::format("server error on an idle connection: {}", text));
+        return false;
+      }
+      internal_failed_ = true;
+      spdlog::warn("{} pooler query failed: {}", log_id(), text);
+      if (client_ != nullptr) {
+        pp::ErrorNotice notice{.severity = "WARNING",
+                               .code = error ? error.value.code : sqlstate::kInternalError,
+                               .message = text,
+                               .detail = "pgsluice could not apply the session parameters "
+                                         "of this client on the server",
+                               .hint = {}};
+        pp::write_notice_response(client_->channel().output(), notice);
+      }
+      return true;
+    }
+    case be::kNoticeResponse:
+    case be::kNotificationResponse:
+    case be::kRowDescription:
+    case be::kDataRow:
+    case be::kCommandComplete:
+    case be::kEmptyQueryResponse:
+      return true;
+    default:
+      close(fmt::format("unexpected message '{}' from the server", message.type));
+      return false;
+  }
+}
+
+void Server::release_to_pool() {
+  if (client_ != nullptr) {
+    Client* client = client_;
+    client_ = nullptr;
+    client->channel().flush();
+    client->on_server_released();
+  }
+  internal_failed_ = false;
+  set_state(State::idle);
+  pool_.on_server_idle(*this);
+}
+
+void Server::detach_client() {
+  client_ = nullptr;
+  if (state_ != State::active) return;
+  if (passthrough_remaining_ > 0 || copy_in_ || copy_out_ || client_ready_owed_ > 0 ||
+      extended_open_ || internal_ready_owed_ > 0) {
+    // Replies are still on their way, and a COPY or a half-sent batch cannot be finished for
+    // a client that is gone: closing is the only safe way.
+    close("client left in the middle of a request");
+    return;
+  }
+  std::string cleanup;
+  if (tx_status_ != 'I') cleanup = "ROLLBACK";
+  if (pool_.mode() == PoolMode::session && !worker_.settings().server_reset_query.empty()) {
+    if (!cleanup.empty()) cleanup += ";";
+    cleanup += worker_.settings().server_reset_query;
+  }
+  if (cleanup.empty()) {
+    set_state(State::idle);
+    pool_.on_server_idle(*this);
+    return;
+  }
+  internal_failed_ = false;
+  set_state(State::resetting);
+  // ROLLBACK and the reset are separate statements in one simple query; DISCARD ALL cannot run
+  // inside a transaction block, and a multi-statement query is one implicit transaction only
+  // when it has no explicit transaction control of its own, which ROLLBACK ends.
+  send_internal_query(cleanup);
+}
+
+void Server::cancel_running_query() {
+  if (state_ != State::active || backend_key_.empty()) return;
+  worker_.send_cancel(pool_.address(), backend_pid_, backend_key_);
+}
+
+// --- closing ---
+
+void Server::close(std::string_view reason) {
+  if (state_ == State::closing) return;
+  if (worker_.settings().log_disconnections) spdlog::info("{} closing: {}", log_id(), reason);
+  Client* client = client_;
+  client_ = nullptr;
+  set_state(State::closing);
+  if (client != nullptr) client->on_server_lost(reason);
+  pool_.on_server_closing();
+  if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
+  if (timer_open_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&connect_timer_))) {
+    uv_timer_stop(&connect_timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
+  }
+  if (channel_open_) {
+    // Terminate tells PostgreSQL this is a clean goodbye, not a lost connection.
+    if (!connecting_) {
+      pp::write_terminate(channel_.output());
+      channel_.close_when_flushed();
+    } else {
+      channel_.close();
+    }
+  }
+  maybe_destroy();
+}
+
+void Server::on_timer_closed(uv_handle_t* handle) {
+  auto* self = static_cast<Server*>(handle->data);
+  self->timer_open_ = false;
+  self->maybe_destroy();
+}
+
+void Server::on_channel_closed(Channel&) {
+  channel_open_ = false;
+  maybe_destroy();
+}
+
+void Server::maybe_destroy() {
+  // Every handle and request of libuv that points here must have called back first.
+  if (state_ == State::closing && !timer_open_ && !channel_open_ && !resolving_) delete this;
+}
+
+void Server::on_channel_error(Channel&, int status) {
+  if (state_ == State::login || state_ == State::connecting) {
+    login_failed(sqlstate::kConnectionFailure,
+                 fmt::format("server closed the connection during login: {}",
+                             status == UV_EOF ? "end of file" : uv_strerror(status)));
+    return;
+  }
+  close(status == UV_EOF ? "server closed the connection"
+                         : fmt::format("server connection failed: {}", uv_strerror(status)));
+}
+
+void Server::on_channel_drained(Channel&) {
+  // The server took what the client sent: the client may read again.
+  if (client_ != nullptr) client_->on_server_drained();
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,61 @@
+// The session parameters a pooled client carries from server to server. Two kinds:
+// - tracked: the parameters PostgreSQL reports with ParameterStatus (client_encoding, DateStyle,
+//   IntervalStyle, TimeZone, standard_conforming_strings, application_name), whose current value
+//   on a server is always known;
+// - startup extras: any other setting a client gave at startup (extra_float_digits, search_path,
+//   `options=-c name=value`), which the server does not report, so the pooler remembers what it
+//   applied itself on each server.
+// When a client gets a server whose values differ, one query brings the server in line.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pgsluice {
+
+// An ordered small map of name → value; names compare case-insensitively, as GUC names do.
+class ParameterSet {
+ public:
+  void set(std::string_view name, std::string_view value);
+  [[nodiscard]] const std::string* get(std::string_view name) const;
+  void erase(std::string_view name);
+  void clear() { items_.clear(); }
+  [[nodiscard]] bool empty() const { return items_.empty(); }
+  [[nodiscard]] size_t size() const { return items_.size(); }
+  [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& items() const {
+    return items_;
+  }
+  bool operator==(const ParameterSet&) const = default;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> items_;
+};
+
+bool iequals(std::string_view a, std::string_view b);
+
+// The tracked parameter's canonical spelling ("datestyle" → "DateStyle"), or empty when `name`
+// is not tracked.
+std::string_view tracked_parameter_name(std::string_view name);
+
+// Splits a startup `options` value into name/value settings: "-c a=b", "-ca=b" and "--a=b",
+// separated by spaces, with backslash escaping a space. Returns false on anything else.
+bool parse_startup_options(std::string_view options,
+                           std::vector<std::pair<std::string, std::string>>& settings);
+
+// One simple query that makes a server's parameters equal to what the client wants: tracked
+// values that differ and extras that differ are set with set_config(…, false), extras the
+// server has but the client does not are reset. Empty when nothing differs. `server_extras` is
+// updated to the client's extras (the caller applies the query).
+std::string build_parameter_sync_query(const ParameterSet& client_tracked,
+                                       const ParameterSet& server_tracked,
+                                       const ParameterSet& client_extras,
+                                       ParameterSet& server_extras);
+
+// Quotes a value as an SQL string literal ('…' with quotes doubled; E'…' when it has a backslash).
+std::string quote_literal(std::string_view value);
+// Quotes an identifier when it is not a plain lower-case name.
+std::string quote_identifier(std::string_view name);
+
+}  // namespace pgsluice

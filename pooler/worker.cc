@@ -1,0 +1,304 @@
+// The worker's loop: listening, accepting, pools, cancel keys, the janitor timer, signals.
+#include "pooler/worker.h"
+
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "pgsluice/protocol/scram.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/sqlstate.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+
+namespace {
+constexpr uint64_t kJanitorPeriodMs = 200;
+constexpr int kListenBacklog = 4096;
+
+void close_and_free_listener(uv_stream_t* stream) {
+  uv_close(reinterpret_cast<uv_handle_t*>(stream),
+           [](uv_handle_t* h) { std::free(h); });  // allocated with malloc in listen_*()
+}
+
+// A CancelRequest on a connection of its own: written, then closed (the server replies nothing).
+class CancelSender final : public ChannelOwner {
+ public:
+  CancelSender(uv_loop_t* loop, std::string packet)
+      : channel_(loop, *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength),
+        packet_(std::move(packet)) {}
+
+  void start(const ServerAddress& address) {
+    req_.data = this;
+    if (!address.unix_path.empty()) {
+      if (channel_.init_pipe() != 0) {
+        delete this;
+        return;
+      }
+      uv_pipe_connect(&req_, channel_.pipe(), address.unix_path.c_str(), on_connected);
+      return;
+    }
+    sockaddr_storage storage{};
+    if (channel_.init_tcp() != 0) {
+      delete this;
+      return;
+    }
+    if (uv_ip4_addr(address.host.c_str(), address.port,
+                    reinterpret_cast<sockaddr_in*>(&storage)) != 0 &&
+        uv_ip6_addr(address.host.c_str(), address.port,
+                    reinterpret_cast<sockaddr_in6*>(&storage)) != 0) {
+      // Cancel requests go to IP literals and sockets only; a name would need a lookup per
+      // cancel, and libuv's lookup is asynchronous: resolved hosts come with server TLS work.
+      spdlog::warn("cancel request to {} not sent: not an IP address", address.host);
+      channel_.close();
+      return;
+    }
+    if (uv_tcp_connect(&req_, channel_.tcp(), reinterpret_cast<sockaddr*>(&storage),
+                       on_connected) != 0) {
+      channel_.close();
+    }
+  }
+
+  void on_channel_readable(Channel&) override {}
+  void on_channel_error(Channel& c, int) override { c.close(); }
+  void on_channel_drained(Channel&) override {}
+  void on_channel_closed(Channel&) override { delete this; }
+
+ private:
+  static void on_connected(uv_connect_t* req, int status) {
+    auto* self = static_cast<CancelSender*>(req->data);
+    if (status < 0) {
+      self->channel_.close();
+      return;
+    }
+    self->channel_.output() = self->packet_;
+    self->channel_.close_when_flushed();
+  }
+
+  Channel channel_;
+  std::string packet_;
+  uv_connect_t req_{};
+};
+}  // namespace
+
+Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthSecrets> secrets)
+    : config_(std::move(config)), secrets_(std::move(secrets)) {
+  uv_loop_init(&loop_);
+  uv_signal_init(&loop_, &sigint_);
+  uv_signal_init(&loop_, &sigterm_);
+  uv_timer_init(&loop_, &janitor_);
+  sigint_.data = sigterm_.data = janitor_.data = this;
+}
+
+Worker::~Worker() {
+  pools_.clear();
+  uv_loop_close(&loop_);
+}
+
+std::optional<std::string> Worker::secret_for(const std::string& user) const {
+  auto it = secrets_->by_user.find(user);
+  if (it == secrets_->by_user.end()) return std::nullopt;
+  return it->second;
+}
+
+Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
+  ServerCredentials cred;
+  if (!db.user.empty()) {
+    cred.user = db.user;
+    cred.password = db.password;
+  } else {
+    cred.user = user;
+  }
+  if (cred.password.empty()) {
+    if (auto secret = secret_for(cred.user)) cred.password = *secret;
+  }
+  auto key = std::make_pair(db.name, cred.user);
+  auto it = pools_.find(key);
+  if (it != pools_.end()) return *it->second;
+  auto pool = std::make_unique<Pool>(*this, db, std::move(cred), config_->pool_mode_for(db, user),
+                                     config_->pool_size_for(db));
+  Pool& ref = *pool;
+  pools_.emplace(key, std::move(pool));
+  return ref;
+}
+
+// --- listening ---
+
+bool Worker::listen() {
+  const Settings& s = settings();
+  bool any = false;
+  std::string addrs = s.listen_addr;
+  size_t pos = 0;
+  while (pos <= addrs.size()) {
+    size_t comma = addrs.find(',', pos);
+    std::string addr = addrs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    addr.erase(0, addr.find_first_not_of(" \t"));
+    addr.erase(addr.find_last_not_of(" \t") + 1);
+    if (addr == "*") {
+      any |= listen_tcp("0.0.0.0", s.listen_port);
+      any |= listen_tcp("::", s.listen_port);
+    } else if (!addr.empty()) {
+      any |= listen_tcp(addr, s.listen_port);
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (!s.unix_socket_dir.empty()) any |= listen_unix(s.unix_socket_dir, s.listen_port);
+  if (!any) {
+    spdlog::error("no listening socket could be opened");
+    return false;
+  }
+  uv_signal_start(&sigint_, on_signal, SIGINT);
+  uv_signal_start(&sigterm_, on_signal, SIGTERM);
+  uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
+  return true;
+}
+
+bool Worker::listen_tcp(const std::string& host, int port) {
+  sockaddr_storage storage{};
+  if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&storage)) != 0 &&
+      uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&storage)) != 0) {
+    spdlog::error("listen_addr {}: not an IP address", host);
+    return false;
+  }
+  auto* tcp = static_cast<uv_tcp_t*>(std::malloc(sizeof(uv_tcp_t)));
+  uv_tcp_init(&loop_, tcp);
+  tcp->data = this;
+  unsigned flags = storage.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0;
+  int rc = uv_tcp_bind(tcp, reinterpret_cast<sockaddr*>(&storage), flags);
+  if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(tcp), kListenBacklog, on_connection);
+  if (rc != 0) {
+    spdlog::error("could not listen on {}:{}: {}", host, port, uv_strerror(rc));
+    close_and_free_listener(reinterpret_cast<uv_stream_t*>(tcp));
+    return false;
+  }
+  spdlog::info("listening on {}:{}", host, port);
+  listeners_.emplace_back(reinterpret_cast<uv_stream_t*>(tcp), close_and_free_listener);
+  return true;
+}
+
+bool Worker::listen_unix(const std::string& dir, int port) {
+  std::string path = fmt::format("{}/.s.PGSQL.{}", dir, port);
+  ::unlink(path.c_str());  // a stale socket of an earlier run
+  auto* pipe = static_cast<uv_pipe_t*>(std::malloc(sizeof(uv_pipe_t)));
+  uv_pipe_init(&loop_, pipe, 0);
+  pipe->data = this;
+  int rc = uv_pipe_bind(pipe, path.c_str());
+  if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(pipe), kListenBacklog, on_connection);
+  if (rc != 0) {
+    spdlog::error("could not listen on {}: {}", path, uv_strerror(rc));
+    close_and_free_listener(reinterpret_cast<uv_stream_t*>(pipe));
+    return false;
+  }
+  ::chmod(path.c_str(), 0777);
+  spdlog::info("listening on {}", path);
+  listeners_.emplace_back(reinterpret_cast<uv_stream_t*>(pipe), close_and_free_listener);
+  return true;
+}
+
+void Worker::on_connection(uv_stream_t* listener, int status) {
+  auto* self = static_cast<Worker*>(listener->data);
+  if (status < 0) {
+    spdlog::warn("accept failed: {}", uv_strerror(status));
+    return;
+  }
+  self->accept_client(listener);
+}
+
+void Worker::accept_client(uv_stream_t* listener) {
+  auto* client = new Client(*this, next_client_id());
+  Channel& channel = client->channel();
+  int rc = listener->type == UV_TCP ? channel.init_tcp() : channel.init_pipe();
+  if (rc == 0) rc = uv_accept(listener, channel.stream());
+  clients_.push_back(*client);
+  if (rc != 0) {
+    spdlog::warn("accept failed: {}", uv_strerror(rc));
+    client->close("accept failed");
+    return;
+  }
+  if (channel.is_tcp()) uv_tcp_nodelay(channel.tcp(), 1);
+  client->start();
+}
+
+void Worker::on_client_closed(Client& client) {
+  clients_.remove(client);
+  delete &client;
+}
+
+// --- cancel keys ---
+
+void Worker::register_cancel_key(Client& client) {
+  // Protocol 3.2 clients take long keys; 3.0 clients exactly four bytes.
+  size_t key_size = client.protocol_version() >= pp::kProtocolVersion32 ? 32 : 4;
+  std::string key(key_size, '\0');
+  int32_t pid = 0;
+  do {
+    uint32_t raw = 0;
+    RAND_bytes(reinterpret_cast<unsigned char*>(&raw), sizeof(raw));
+    pid = static_cast<int32_t>(raw & 0x7fffffff);
+  } while (pid == 0 || cancel_index_.count(pid) != 0);
+  RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size()));
+  client.set_cancel_key(pid, std::move(key));
+  cancel_index_.emplace(pid, &client);
+}
+
+void Worker::unregister_cancel_key(Client& client) { cancel_index_.erase(client.cancel_pid()); }
+
+Client* Worker::find_cancel_target(int32_t pid, std::string_view key) {
+  auto it = cancel_index_.find(pid);
+  if (it == cancel_index_.end()) return nullptr;
+  if (!pp::constant_time_equal(it->second->cancel_key(), key)) return nullptr;
+  return it->second;
+}
+
+void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid,
+                         const std::string& key) {
+  std::string packet;
+  pp::write_cancel_request(packet, backend_pid, key);
+  (new CancelSender(&loop_, std::move(packet)))->start(address);
+}
+
+// --- janitor and lifecycle ---
+
+void Worker::on_janitor(uv_timer_t* timer) {
+  auto* self = static_cast<Worker*>(timer->data);
+  uint64_t now = self->now_ms();
+  for (auto& [key, pool] : self->pools_) pool->check_timeouts(now);
+  auto login_timeout = static_cast<uint64_t>(self->settings().client_login_timeout.count());
+  if (login_timeout > 0) {
+    self->clients_.for_each([&](Client& c) {
+      bool logging_in = c.state() == Client::State::startup || c.state() == Client::State::auth;
+      if (logging_in && c.connected_ms() + login_timeout <= now) {
+        c.fail(sqlstate::kProtocolViolation, "client_login_timeout");
+      }
+    });
+  }
+}
+
+void Worker::on_signal(uv_signal_t* handle, int signum) {
+  auto* self = static_cast<Worker*>(handle->data);
+  spdlog::info("got signal {}, shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+  self->stop();
+}
+
+void Worker::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  listeners_.clear();
+  uv_timer_stop(&janitor_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
+  clients_.for_each([](Client& c) {
+    c.fail(sqlstate::kAdminShutdown, "pgsluice is shutting down");
+  });
+  for (auto& [key, pool] : pools_) pool->close_all_servers();
+}
+
+void Worker::run() { uv_run(&loop_, UV_RUN_DEFAULT); }
+
+}  // namespace pgsluice

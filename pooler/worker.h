@@ -1,0 +1,86 @@
+// A worker: one thread with one libuv loop that owns its listening sockets, its clients, its
+// servers and its pools. Nothing a worker owns is touched by another thread, so none of it is
+// locked. Today the process runs one worker (workers = 1); the configuration snapshot and the
+// auth_file secrets it reads are immutable and shared, which is what more workers will need.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "pooler/client.h"
+#include "pooler/config.h"
+#include "pooler/intrusive_list.h"
+#include "pooler/pool.h"
+
+namespace pgsluice {
+
+struct AuthSecrets {
+  std::map<std::string, std::string> by_user;
+};
+
+class Worker {
+ public:
+  Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthSecrets> secrets);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker();
+
+  // Opens the listening sockets; false (with the reason logged) when none could be opened.
+  bool listen();
+  // Runs the loop until stop() (or SIGINT/SIGTERM).
+  void run();
+  void stop();
+
+  uv_loop_t* loop() { return &loop_; }
+  [[nodiscard]] const Config& config() const { return *config_; }
+  [[nodiscard]] const Settings& settings() const { return config_->settings; }
+  [[nodiscard]] std::optional<std::string> secret_for(const std::string& user) const;
+  [[nodiscard]] uint64_t now_ms() { return uv_now(&loop_); }
+  [[nodiscard]] bool stopping() const { return stopping_; }
+
+  // The pool for a client of `user` on `db` (created on first use).
+  Pool& pool_for(const DatabaseEntry& db, const std::string& user);
+
+  uint64_t next_client_id() { return ++last_client_id_; }
+  uint64_t next_server_id() { return ++last_server_id_; }
+  [[nodiscard]] size_t client_count() const { return clients_.size(); }
+  void on_client_closed(Client& client);
+
+  // Virtual cancel keys: the (pid, key) a client was given, mapped back to the client.
+  void register_cancel_key(Client& client);
+  void unregister_cancel_key(Client& client);
+  Client* find_cancel_target(int32_t pid, std::string_view key);
+  // Sends a CancelRequest to a server on a connection of its own.
+  void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key);
+
+ private:
+  bool listen_tcp(const std::string& host, int port);
+  bool listen_unix(const std::string& dir, int port);
+  static void on_connection(uv_stream_t* listener, int status);
+  static void on_signal(uv_signal_t* handle, int signum);
+  static void on_janitor(uv_timer_t* timer);
+  void accept_client(uv_stream_t* listener);
+
+  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const AuthSecrets> secrets_;
+  uv_loop_t loop_{};
+  std::vector<std::unique_ptr<uv_stream_t, void (*)(uv_stream_t*)>> listeners_;
+  uv_signal_t sigint_{};
+  uv_signal_t sigterm_{};
+  uv_timer_t janitor_{};
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
+  IntrusiveList<Client, &Client::worker_node> clients_;
+  std::unordered_map<int32_t, Client*> cancel_index_;
+  uint64_t last_client_id_ = 0;
+  uint64_t last_server_id_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace pgsluice

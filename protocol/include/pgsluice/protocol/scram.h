@@ -1,0 +1,96 @@
+// SCRAM-SHA-256 (RFC 5802, RFC 7677) as PostgreSQL speaks it, over OpenSSL: the server side (the
+// pooler authenticating a client against a stored verifier), the client side (the pooler logging
+// in to a server with a password, or with the keys a client proved: SCRAM pass-through), and
+// PostgreSQL's verifier format SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pgsluice::protocol {
+
+using ScramKey = std::array<uint8_t, 32>;
+
+struct ScramVerifier {
+  int iterations = 0;
+  std::string salt;  // raw bytes
+  ScramKey stored_key{};
+  ScramKey server_key{};
+};
+
+std::optional<ScramVerifier> parse_scram_verifier(std::string_view text);
+bool is_scram_verifier(std::string_view text);
+std::string format_scram_verifier(const ScramVerifier& verifier);
+// Derives the verifier of a plain password (SASLprep is not applied: ASCII passwords are equal
+// under it, which is what PostgreSQL also falls back to for invalid UTF-8).
+ScramVerifier make_scram_verifier(std::string_view password, std::string_view salt, int iterations);
+
+std::string base64_encode(std::string_view raw);
+std::optional<std::string> base64_decode(std::string_view text);
+// Random printable nonce (base64 of `raw_bytes` random bytes from OpenSSL).
+std::string scram_random_nonce(size_t raw_bytes = 18);
+// Compares in constant time for equal lengths.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+enum class ScramStatus { ok, malformed, wrong_proof, wrong_server_signature, unsupported };
+
+// The pooler as the SCRAM server of a client.
+class ScramServer {
+ public:
+  // `server_nonce` is appended to the client's nonce; empty means a random one.
+  explicit ScramServer(ScramVerifier verifier, std::string server_nonce = {});
+
+  // client-first-message → server-first-message.
+  ScramStatus handle_client_first(std::string_view client_first, std::string& server_first);
+  // client-final-message → server-final-message ("v=…"); checks the proof in constant time.
+  ScramStatus handle_client_final(std::string_view client_final, std::string& server_final);
+
+  // After a successful exchange: the ClientKey the client proved it holds (proof XOR signature);
+  // with the verifier's ServerKey it logs in to a server that has the same verifier.
+  [[nodiscard]] const ScramKey& client_key() const { return client_key_; }
+  [[nodiscard]] const ScramVerifier& verifier() const { return verifier_; }
+
+ private:
+  ScramVerifier verifier_;
+  std::string server_nonce_;
+  std::string client_first_bare_;
+  std::string server_first_;
+  std::string combined_nonce_;
+  std::string gs2_header_;  // "n,," or "y,,": the client-final's c= must be its base64
+  ScramKey client_key_{};
+};
+
+// The pooler as the SCRAM client of a server.
+class ScramClient {
+ public:
+  // With a plain password; `client_nonce` empty means a random one.
+  static ScramClient with_password(std::string_view password, std::string client_nonce = {});
+  // With keys proven by a client (pass-through): no plaintext password needed.
+  static ScramClient with_keys(const ScramKey& client_key, const ScramKey& server_key,
+                               std::string client_nonce = {});
+
+  // "n,,n=,r=<nonce>": PostgreSQL takes the user name from the startup packet.
+  std::string client_first();
+  // The same with n=<user_name> (escaped as RFC 5802 saslname): what generic SCRAM clients and the
+  // RFC 7677 test vector send; PostgreSQL ignores it.
+  std::string client_first(std::string_view user_name);
+  ScramStatus handle_server_first(std::string_view server_first, std::string& client_final);
+  ScramStatus handle_server_final(std::string_view server_final);
+
+ private:
+  ScramClient() = default;
+  std::optional<std::string> password_;
+  ScramKey client_key_{};
+  ScramKey server_key_{};
+  std::string client_nonce_;
+  std::string client_first_bare_;
+  ScramKey expected_server_signature_{};
+  // Set by a successful handle_server_first: a server-final before it must not be accepted (the
+  // expected signature would still be all zeros).
+  bool awaiting_server_final_ = false;
+};
+
+}  // namespace pgsluice::protocol

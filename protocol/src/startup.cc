@@ -1,0 +1,113 @@
+// The startup phase: parsing the untyped packets a client opens with, and deciding which protocol
+// version a connection speaks (3.0 or 3.2) and whether to send NegotiateProtocolVersion.
+#include "pgsluice/protocol/startup.h"
+
+#include <algorithm>
+
+#include "pgsluice/protocol/bytes.h"
+
+namespace pgsluice::protocol {
+
+namespace {
+
+constexpr size_t kMinCancelKeyLength = 4;
+constexpr std::string_view kProtocolOptionPrefix = "_pq_.";
+
+// A C string that cannot be read: nothing left means the field is missing altogether, bytes
+// without a NUL mean the terminator is.
+ParseError cstring_error(const ByteReader& r) {
+  return r.remaining() == 0 ? ParseError::truncated : ParseError::missing_terminator;
+}
+
+int32_t minor_of(int32_t version) {
+  return version & 0xffff;
+}
+int32_t major_of(int32_t version) {
+  return (version >> 16) & 0xffff;
+}
+
+}  // namespace
+
+std::string_view StartupPacket::parameter(std::string_view name) const {
+  for (const auto& [key, value] : parameters) {
+    if (key == name) return value;
+  }
+  return {};
+}
+
+Parsed<StartupPacket> parse_startup_packet(std::string_view body) {
+  ByteReader r(body);
+  StartupPacket packet;
+  int32_t code = 0;
+  if (!r.read_i32(code)) return ParseError::truncated;
+
+  switch (code) {
+    case kSSLRequestCode:
+    case kGSSENCRequestCode:
+      packet.kind =
+          code == kSSLRequestCode ? StartupKind::ssl_request : StartupKind::gssenc_request;
+      packet.version = code;
+      if (!r.at_end()) return ParseError::trailing_bytes;
+      return packet;
+    case kCancelRequestCode: {
+      packet.kind = StartupKind::cancel_request;
+      packet.version = code;
+      if (!r.read_i32(packet.cancel_pid)) return ParseError::truncated;
+      // Protocol 3.2 made the key variable length; the packet length is the only delimiter, so
+      // the key is the rest of the packet: 4 bytes (3.0) up to 256 bytes.
+      if (r.remaining() < kMinCancelKeyLength) return ParseError::truncated;
+      if (r.remaining() > kMaxCancelKeyLength) return ParseError::bad_value;
+      (void)r.read_bytes(r.remaining(), packet.cancel_key);
+      return packet;
+    }
+    default:
+      break;
+  }
+
+  if (major_of(code) != 3) return ParseError::bad_value;
+  packet.kind = StartupKind::startup_message;
+  packet.version = code;
+  for (;;) {
+    std::string_view name;
+    // The list ends with an extra NUL; a packet that simply stops is missing that terminator.
+    if (!r.read_cstring(name)) return ParseError::missing_terminator;
+    if (name.empty()) break;
+    std::string_view value;
+    if (!r.read_cstring(value)) return cstring_error(r);
+    packet.parameters.emplace_back(name, value);
+  }
+  if (!r.at_end()) return ParseError::trailing_bytes;
+  return packet;
+}
+
+VersionNegotiation negotiate_protocol_version(const StartupPacket& packet,
+                                              int32_t newest_supported) {
+  VersionNegotiation result;
+  const int32_t requested_minor = minor_of(packet.version);
+  const int32_t supported_minor = minor_of(newest_supported);
+
+  for (const auto& [name, value] : packet.parameters) {
+    // The pooler implements no protocol extension, so every _pq_. option is unrecognized; the
+    // client learns that from NegotiateProtocolVersion instead of a failed connection.
+    if (name.starts_with(kProtocolOptionPrefix)) result.unrecognized_options.push_back(name);
+  }
+
+  int32_t accepted_minor = std::min(requested_minor, supported_minor);
+  bool negotiate = requested_minor > supported_minor || !result.unrecognized_options.empty();
+  if (accepted_minor == 1) {
+    // Why: 3.1 was never a PostgreSQL protocol version (PostgreSQL 18 skips it as
+    // PG_PROTOCOL_RESERVED_31 because old pgbouncer deployments used that number), so the pooler
+    // has no 3.1 semantics to offer. It answers as a server that knows nothing newer than 3.0
+    // would: speak 3.0 and say so with NegotiateProtocolVersion (newest minor 0), which a
+    // client that asked for 3.1 must accept.
+    accepted_minor = 0;
+    negotiate = true;
+  }
+
+  result.accepted_version = (3 << 16) | accepted_minor;
+  result.send_negotiate = negotiate;
+  result.newest_minor = accepted_minor;
+  return result;
+}
+
+}  // namespace pgsluice::protocol
