@@ -62,11 +62,3 @@ def make_pooler(pg, request):
             print(f"---- pooler log (port {p.port}) ----\n{p.log()[-8000:]}")
     if errors:
         pytest.fail("\n".join(errors))
-
-
-@pytest.fixture(scope="module")
-def module_pooler(pg):
-    """A pooler shared by a module's tests: transaction mode, scram-sha-256, pool_size 5."""
-    p = harness.Pooler(pg, pool_mode="transaction", default_pool_size=5)
-    yield p
-    p.stop()

@@ -276,26 +276,21 @@ def test_startup_parameters_kept_across_servers(pgbench_data, make_pooler):
                     if row[:3] != want:
                         errors.append(f"{params}: got {row[:3]}")
                         return
-                    seen.add(row[3])
+                    seen.add(int(row[3]))
                     time.sleep(random.random() * 0.01)
             servers_seen.append(seen)
         except Exception as e:  # noqa: BLE001
             errors.append(f"{params}: {e!r}")
 
-    threads = [
-        threading.Thread(target=check_psycopg, args=("foo", "client_foo")),
-        threading.Thread(target=check_psycopg, args=("bar", "client_bar")),
-        threading.Thread(target=check_psycopg, args=("public", "client_public")),
-        threading.Thread(target=check_raw, args=({"search_path": "bar",
-                                                   "extra_float_digits": "2",
-                                                   "application_name": "raw_two"},)),
-        threading.Thread(target=check_raw, args=({"search_path": "foo",
-                                                   "extra_float_digits": "0",
-                                                   "application_name": "raw_zero"},)),
-        threading.Thread(target=check_raw, args=({"search_path": "public",
-                                                   "extra_float_digits": "-3",
-                                                   "application_name": "raw_minus"},)),
+    raw_params = [
+        {"search_path": "bar", "extra_float_digits": "2", "application_name": "raw_two"},
+        {"search_path": "foo", "extra_float_digits": "0", "application_name": "raw_zero"},
+        {"search_path": "public", "extra_float_digits": "-3", "application_name": "raw_minus"},
     ]
+    threads = [threading.Thread(target=check_psycopg, args=(sp, name))
+               for sp, name in (("foo", "client_foo"), ("bar", "client_bar"),
+                                ("public", "client_public"))]
+    threads += [threading.Thread(target=check_raw, args=(p,)) for p in raw_params]
     for th in threads:
         th.start()
     for th in threads:

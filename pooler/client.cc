@@ -271,7 +271,12 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     return false;
   }
 
-  auth_.emplace(settings.auth_type, user_, worker_.secret_for(user_));
+  std::optional<std::string> secret = worker_.secret_for(user_);
+  const pp::ScramVerifier* plain_verifier =
+      secret && settings.auth_type == AuthType::scram_sha_256
+          ? worker_.plain_scram_verifier(user_, *secret)
+          : nullptr;
+  auth_.emplace(settings.auth_type, user_, std::move(secret), plain_verifier);
   ClientAuth::Result result = auth_->start(channel_.output());
   channel_.flush();
   switch (result) {

@@ -3,6 +3,9 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/md5.h"
 #include "pgsluice/protocol/writer.h"
@@ -37,8 +40,9 @@ pp::ScramVerifier doomed_verifier() {
 }
 }  // namespace
 
-ClientAuth::ClientAuth(AuthType type, std::string user, std::optional<std::string> secret)
-    : user_(std::move(user)), secret_(std::move(secret)) {
+ClientAuth::ClientAuth(AuthType type, std::string user, std::optional<std::string> secret,
+                       const pp::ScramVerifier* plain_verifier)
+    : user_(std::move(user)), secret_(std::move(secret)), plain_verifier_(plain_verifier) {
   switch (type) {
     case AuthType::trust:
       method_ = Method::trust;
@@ -71,8 +75,8 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
       pp::write_authentication_cleartext_password(out);
       break;
     case Method::md5: {
-      std::string salt = random_bytes(4);
-      std::copy(salt.begin(), salt.end(), md5_salt_.begin());
+      std::string salt = random_bytes(md5_salt_.size());
+      std::memcpy(md5_salt_.data(), salt.data(), md5_salt_.size());
       pp::write_authentication_md5_password(out, md5_salt_);
       break;
     }
@@ -83,7 +87,9 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
         verifier = parsed ? *parsed : doomed_verifier();
         scram_from_verifier_ = parsed.has_value();
       } else if (secret_ && !pp::is_md5_password_hash(*secret_)) {
-        verifier = pp::make_scram_verifier(*secret_, random_bytes(16), kScramIterations);
+        verifier = plain_verifier_ != nullptr
+                       ? *plain_verifier_
+                       : pp::make_scram_verifier(*secret_, random_bytes(16), kScramIterations);
       } else {
         verifier = doomed_verifier();
       }

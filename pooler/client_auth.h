@@ -4,6 +4,8 @@
 // its timing tells which user names exist.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,8 +19,11 @@ class ClientAuth {
  public:
   enum class Result { need_response, ok, failed, protocol_violation };
 
-  // `secret` is the user's auth_file entry, or nullopt when the user has none.
-  ClientAuth(AuthType type, std::string user, std::optional<std::string> secret);
+  // `secret` is the user's auth_file entry, or nullopt when the user has none. For a plain
+  // secret under SCRAM, `plain_verifier` is its verifier, derived once per user by the caller
+  // (PBKDF2 per login would double the CPU a login costs).
+  ClientAuth(AuthType type, std::string user, std::optional<std::string> secret,
+             const protocol::ScramVerifier* plain_verifier = nullptr);
 
   // Writes the first authentication request to `out` (nothing for trust).
   Result start(std::string& out);
@@ -46,6 +51,7 @@ class ClientAuth {
   Step step_ = Step::initial;
   std::string user_;
   std::optional<std::string> secret_;
+  const protocol::ScramVerifier* plain_verifier_ = nullptr;
   std::array<uint8_t, 4> md5_salt_{};
   std::optional<protocol::ScramServer> scram_;
   bool scram_from_verifier_ = false;

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "pgsluice/protocol/md5.h"
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/sqlstate.h"
@@ -103,6 +104,23 @@ std::optional<std::string> Worker::secret_for(const std::string& user) const {
   auto it = secrets_->by_user.find(user);
   if (it == secrets_->by_user.end()) return std::nullopt;
   return it->second;
+}
+
+const pp::ScramVerifier* Worker::plain_scram_verifier(const std::string& user,
+                                                     const std::string& secret) {
+  if (secret.empty() || pp::is_scram_verifier(secret) || pp::is_md5_password_hash(secret)) {
+    return nullptr;
+  }
+  auto it = scram_cache_.find(user);
+  if (it == scram_cache_.end() || it->second.first != secret) {
+    std::string salt(16, '\0');
+    RAND_bytes(reinterpret_cast<unsigned char*>(salt.data()), static_cast<int>(salt.size()));
+    constexpr int kIterations = 4096;  // PostgreSQL's default scram_iterations
+    it = scram_cache_.insert_or_assign(user, std::make_pair(secret, pp::make_scram_verifier(
+                                                                        secret, salt, kIterations)))
+             .first;
+  }
+  return &it->second.second;
 }
 
 Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {

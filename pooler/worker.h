@@ -42,6 +42,9 @@ class Worker {
   [[nodiscard]] const Config& config() const { return *config_; }
   [[nodiscard]] const Settings& settings() const { return config_->settings; }
   [[nodiscard]] std::optional<std::string> secret_for(const std::string& user) const;
+  // The SCRAM verifier of a plain auth_file password, derived once per user and kept.
+  const protocol::ScramVerifier* plain_scram_verifier(const std::string& user,
+                                                       const std::string& secret);
   [[nodiscard]] uint64_t now_ms() { return uv_now(&loop_); }
   [[nodiscard]] bool stopping() const { return stopping_; }
 
@@ -78,6 +81,7 @@ class Worker {
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
   IntrusiveList<Client, &Client::worker_node> clients_;
   std::unordered_map<int32_t, Client*> cancel_index_;
+  std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
   uint64_t last_client_id_ = 0;
   uint64_t last_server_id_ = 0;
   bool stopping_ = false;

@@ -134,8 +134,9 @@ TEST(BackendKeyData, Protocol32MaximumKey) {
 // --- ParameterStatus, ReadyForQuery, CommandComplete ---
 
 TEST(ParameterStatus, Parses) {
-  const std::string wire = "S\0\0\0\x19"
-                           "client_encoding\0UTF8\0"s;
+  const std::string wire =
+      "S\0\0\0\x19"
+      "client_encoding\0UTF8\0"s;
   Parsed<ParameterStatus> p = parse_parameter_status(body_of(wire, 'S'));
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p.value.name, "client_encoding");
@@ -143,8 +144,9 @@ TEST(ParameterStatus, Parses) {
 }
 
 TEST(ParameterStatus, EmptyValue) {
-  const std::string wire = "S\0\0\0\x16"
-                           "application_name\0\0"s;
+  const std::string wire =
+      "S\0\0\0\x16"
+      "application_name\0\0"s;
   Parsed<ParameterStatus> p = parse_parameter_status(body_of(wire, 'S'));
   ASSERT_TRUE(p.ok()) << to_string(p.error);
   EXPECT_EQ(p.value.name, "application_name");
@@ -165,8 +167,9 @@ INSTANTIATE_TEST_SUITE_P(Statuses, ReadyForQueryStatus, ::testing::Values('I', '
 TEST(CommandComplete, Tags) {
   const std::string select = "C\0\0\0\x0dSELECT 3\0"s;
   const std::string insert = "C\0\0\0\x0fINSERT 0 1\0"s;
-  const std::string begin = "C\0\0\0\x0a"
-                            "BEGIN\0"s;
+  const std::string begin =
+      "C\0\0\0\x0a"
+      "BEGIN\0"s;
   EXPECT_EQ(parse_command_complete(body_of(select, 'C')).value.tag, "SELECT 3");
   EXPECT_EQ(parse_command_complete(body_of(insert, 'C')).value.tag, "INSERT 0 1");
   EXPECT_EQ(parse_command_complete(body_of(begin, 'C')).value.tag, "BEGIN");
@@ -299,7 +302,8 @@ TEST(RowDescription, NoColumns) {
 }
 
 TEST(RowDescription, BinaryFormatColumn) {
-  const std::string wire = "T\0\0\0\x1a\0\x01x\0\0\0\0\0\0\0\0\0\0\x14\0\x08\xff\xff\xff\xff\0\x01"s;
+  const std::string wire =
+      "T\0\0\0\x1a\0\x01x\0\0\0\0\0\0\0\0\0\0\x14\0\x08\xff\xff\xff\xff\0\x01"s;
   Parsed<RowDescription> t = parse_row_description(body_of(wire, 'T'));
   ASSERT_TRUE(t.ok()) << to_string(t.error);
   EXPECT_EQ(t.value.fields[0].type_oid, 20u);
@@ -379,8 +383,9 @@ TEST(CopyResponse, CopyBothNoColumns) {
 // --- NotificationResponse, NegotiateProtocolVersion ---
 
 TEST(NotificationResponse, Parses) {
-  const std::string wire = "A\0\0\0\x10\0\0\x30\x39jobs\0"
-                           "42\0"s;
+  const std::string wire =
+      "A\0\0\0\x10\0\0\x30\x39jobs\0"
+      "42\0"s;
   Parsed<NotificationResponse> n = parse_notification_response(body_of(wire, 'A'));
   ASSERT_TRUE(n.ok()) << to_string(n.error);
   EXPECT_EQ(n.value.process_id, 12345);
@@ -443,8 +448,9 @@ TEST(ServerStream, EveryMessageParses) {
       "1"
       "C\0\0\0\x0dSELECT 1\0"
       "Z\0\0\0\x05T"s +
-      kErrorResponse + "Z\0\0\0\x05"
-                       "E"s;
+      kErrorResponse +
+      "Z\0\0\0\x05"
+      "E"s;
   FrameReader reader;
   reader.append(stream);
   std::string types;
@@ -501,17 +507,39 @@ struct BackendErrorCase {
   ParseError error;
 };
 
-ParseError auth_error(std::string_view b) { return parse_authentication(b).error; }
-ParseError key_error(std::string_view b) { return parse_backend_key_data(b).error; }
-ParseError status_error(std::string_view b) { return parse_parameter_status(b).error; }
-ParseError ready_error(std::string_view b) { return parse_ready_for_query(b).error; }
-ParseError fields_error(std::string_view b) { return parse_error_fields(b).error; }
-ParseError complete_error(std::string_view b) { return parse_command_complete(b).error; }
-ParseError row_desc_error(std::string_view b) { return parse_row_description(b).error; }
-ParseError data_row_error(std::string_view b) { return parse_data_row(b).error; }
-ParseError param_desc_error(std::string_view b) { return parse_parameter_description(b).error; }
-ParseError copy_error(std::string_view b) { return parse_copy_response(b).error; }
-ParseError notify_error(std::string_view b) { return parse_notification_response(b).error; }
+ParseError auth_error(std::string_view b) {
+  return parse_authentication(b).error;
+}
+ParseError key_error(std::string_view b) {
+  return parse_backend_key_data(b).error;
+}
+ParseError status_error(std::string_view b) {
+  return parse_parameter_status(b).error;
+}
+ParseError ready_error(std::string_view b) {
+  return parse_ready_for_query(b).error;
+}
+ParseError fields_error(std::string_view b) {
+  return parse_error_fields(b).error;
+}
+ParseError complete_error(std::string_view b) {
+  return parse_command_complete(b).error;
+}
+ParseError row_desc_error(std::string_view b) {
+  return parse_row_description(b).error;
+}
+ParseError data_row_error(std::string_view b) {
+  return parse_data_row(b).error;
+}
+ParseError param_desc_error(std::string_view b) {
+  return parse_parameter_description(b).error;
+}
+ParseError copy_error(std::string_view b) {
+  return parse_copy_response(b).error;
+}
+ParseError notify_error(std::string_view b) {
+  return parse_notification_response(b).error;
+}
 ParseError negotiate_error(std::string_view b) {
   return parse_negotiate_protocol_version(b).error;
 }
@@ -529,12 +557,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BackendErrorCase{"AuthEmpty", auth_error, ""s, ParseError::truncated},
         BackendErrorCase{"AuthShortCode", auth_error, "\0\0\0"s, ParseError::truncated},
-        BackendErrorCase{"AuthOkTrailing", auth_error, "\0\0\0\0\0"s,
-                         ParseError::trailing_bytes},
+        BackendErrorCase{"AuthOkTrailing", auth_error, "\0\0\0\0\0"s, ParseError::trailing_bytes},
         BackendErrorCase{"AuthCleartextTrailing", auth_error, "\0\0\0\x03x"s,
                          ParseError::trailing_bytes},
-        BackendErrorCase{"AuthGssTrailing", auth_error, "\0\0\0\x07x"s,
-                         ParseError::trailing_bytes},
+        BackendErrorCase{"AuthGssTrailing", auth_error, "\0\0\0\x07x"s, ParseError::trailing_bytes},
         BackendErrorCase{"AuthMd5ShortSalt", auth_error, "\0\0\0\x05\x01\x02\x03"s,
                          ParseError::truncated},
         BackendErrorCase{"AuthMd5NoSalt", auth_error, "\0\0\0\x05"s, ParseError::truncated},
@@ -596,17 +622,16 @@ INSTANTIATE_TEST_SUITE_P(
         BackendErrorCase{"RowDescSecondFieldMissing", row_desc_error,
                          "\0\x02n\0\0\0\0\0\0\0\0\0\0\x17\0\x04\xff\xff\xff\xff\0\0"s,
                          ParseError::truncated},
-        BackendErrorCase{"RowDescTrailing", row_desc_error, "\0\0\0"s,
-                         ParseError::trailing_bytes},
+        BackendErrorCase{"RowDescTrailing", row_desc_error, "\0\0\0"s, ParseError::trailing_bytes},
         BackendErrorCase{"DataRowEmpty", data_row_error, ""s, ParseError::truncated},
-        BackendErrorCase{"DataRowNegativeCount", data_row_error, "\x80\0"s,
-                         ParseError::bad_value},
+        BackendErrorCase{"DataRowNegativeCount", data_row_error, "\x80\0"s, ParseError::bad_value},
         BackendErrorCase{"DataRowLengthMinus2", data_row_error, "\0\x01\xff\xff\xff\xfe"s,
                          ParseError::bad_value},
         BackendErrorCase{"DataRowMinInt", data_row_error, "\0\x01\x80\0\0\0"s,
                          ParseError::bad_value},
-        BackendErrorCase{"DataRowShortValue", data_row_error, "\0\x01\0\0\0\x05"
-                                                              "abc"s,
+        BackendErrorCase{"DataRowShortValue", data_row_error,
+                         "\0\x01\0\0\0\x05"
+                         "abc"s,
                          ParseError::truncated},
         BackendErrorCase{"DataRowMissingColumn", data_row_error, "\0\x02\0\0\0\x01x"s,
                          ParseError::truncated},
@@ -633,8 +658,7 @@ INSTANTIATE_TEST_SUITE_P(
                          ParseError::truncated},
         BackendErrorCase{"CopyTrailing", copy_error, "\0\0\0\0"s, ParseError::trailing_bytes},
         BackendErrorCase{"NotifyEmpty", notify_error, ""s, ParseError::truncated},
-        BackendErrorCase{"NotifyNoChannel", notify_error, "\0\0\x30\x39"s,
-                         ParseError::truncated},
+        BackendErrorCase{"NotifyNoChannel", notify_error, "\0\0\x30\x39"s, ParseError::truncated},
         BackendErrorCase{"NotifyChannelNoNul", notify_error, "\0\0\x30\x39jobs"s,
                          ParseError::missing_terminator},
         BackendErrorCase{"NotifyNoPayload", notify_error, "\0\0\x30\x39jobs\0"s,
@@ -642,14 +666,13 @@ INSTANTIATE_TEST_SUITE_P(
         BackendErrorCase{"NotifyTrailing", notify_error, "\0\0\x30\x39jobs\0\0\0"s,
                          ParseError::trailing_bytes},
         BackendErrorCase{"NegotiateEmpty", negotiate_error, ""s, ParseError::truncated},
-        BackendErrorCase{"NegotiateNoCount", negotiate_error, "\0\0\0\x02"s,
-                         ParseError::truncated},
-        BackendErrorCase{"NegotiateNegativeCount", negotiate_error,
-                         "\0\0\0\x02\xff\xff\xff\xff"s, ParseError::bad_value},
+        BackendErrorCase{"NegotiateNoCount", negotiate_error, "\0\0\0\x02"s, ParseError::truncated},
+        BackendErrorCase{"NegotiateNegativeCount", negotiate_error, "\0\0\0\x02\xff\xff\xff\xff"s,
+                         ParseError::bad_value},
         BackendErrorCase{"NegotiateNegativeMinor", negotiate_error, "\xff\xff\xff\xff\0\0\0\0"s,
                          ParseError::bad_value},
-        BackendErrorCase{"NegotiateMissingOption", negotiate_error,
-                         "\0\0\0\x02\0\0\0\x02_pq_.a\0"s, ParseError::truncated},
+        BackendErrorCase{"NegotiateMissingOption", negotiate_error, "\0\0\0\x02\0\0\0\x02_pq_.a\0"s,
+                         ParseError::truncated},
         BackendErrorCase{"NegotiateHugeCount", negotiate_error, "\0\0\0\x02\x7f\xff\xff\xff"s,
                          ParseError::truncated},
         BackendErrorCase{"NegotiateOptionNoNul", negotiate_error, "\0\0\0\x02\0\0\0\x01_pq_.a"s,

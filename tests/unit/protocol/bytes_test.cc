@@ -13,10 +13,10 @@
 namespace pgsluice::protocol {
 namespace {
 
-using namespace std::string_literals;
+using namespace std::literals;
 
 TEST(ByteReader, ReadsU8) {
-  ByteReader r("\x7f\xff"s);
+  ByteReader r("\x7f\xff"sv);
   uint8_t v = 0;
   ASSERT_TRUE(r.read_u8(v));
   EXPECT_EQ(v, 0x7f);
@@ -27,7 +27,7 @@ TEST(ByteReader, ReadsU8) {
 }
 
 TEST(ByteReader, ReadsI16BigEndian) {
-  ByteReader r("\x01\x02\xff\xfe"s);
+  ByteReader r("\x01\x02\xff\xfe"sv);
   int16_t v = 0;
   ASSERT_TRUE(r.read_i16(v));
   EXPECT_EQ(v, 0x0102);
@@ -36,7 +36,7 @@ TEST(ByteReader, ReadsI16BigEndian) {
 }
 
 TEST(ByteReader, ReadsI32BigEndian) {
-  ByteReader r("\x01\x02\x03\x04\xff\xff\xff\xff\x80\0\0\0"s);
+  ByteReader r("\x01\x02\x03\x04\xff\xff\xff\xff\x80\0\0\0"sv);
   int32_t v = 0;
   ASSERT_TRUE(r.read_i32(v));
   EXPECT_EQ(v, 0x01020304);
@@ -47,14 +47,14 @@ TEST(ByteReader, ReadsI32BigEndian) {
 }
 
 TEST(ByteReader, ReadsU32) {
-  ByteReader r("\xde\xad\xbe\xef"s);
+  ByteReader r("\xde\xad\xbe\xef"sv);
   uint32_t v = 0;
   ASSERT_TRUE(r.read_u32(v));
   EXPECT_EQ(v, 0xdeadbeefu);
 }
 
 TEST(ByteReader, ShortReadFailsWithoutAdvancing) {
-  ByteReader r("\x01\x02\x03"s);
+  ByteReader r("\x01\x02\x03"sv);
   int32_t i32 = 7;
   uint32_t u32 = 7;
   EXPECT_FALSE(r.read_i32(i32));
@@ -69,7 +69,7 @@ TEST(ByteReader, ShortReadFailsWithoutAdvancing) {
 }
 
 TEST(ByteReader, ReadsCStrings) {
-  ByteReader r("user\0\0alice\0"s);
+  ByteReader r("user\0\0alice\0"sv);
   std::string_view s;
   ASSERT_TRUE(r.read_cstring(s));
   EXPECT_EQ(s, "user");
@@ -81,12 +81,12 @@ TEST(ByteReader, ReadsCStrings) {
 }
 
 TEST(ByteReader, CStringWithoutNulFails) {
-  ByteReader r("abc"s);
+  ByteReader r("abc"sv);
   std::string_view s = "unchanged";
   EXPECT_FALSE(r.read_cstring(s));
   EXPECT_EQ(s, "unchanged");
   EXPECT_EQ(r.position(), 0u);
-  ByteReader empty(""s);
+  ByteReader empty(""sv);
   EXPECT_FALSE(empty.read_cstring(s));
 }
 
@@ -99,7 +99,7 @@ TEST(ByteReader, CStringViewPointsIntoInput) {
 }
 
 TEST(ByteReader, ReadsBytes) {
-  ByteReader r("abcdef"s);
+  ByteReader r("abcdef"sv);
   std::string_view s;
   ASSERT_TRUE(r.read_bytes(0, s));
   EXPECT_EQ(s, "");
@@ -112,14 +112,14 @@ TEST(ByteReader, ReadsBytes) {
 }
 
 TEST(ByteReader, HugeCountDoesNotOverflow) {
-  ByteReader r("ab"s);
+  ByteReader r("ab"sv);
   std::string_view s;
   EXPECT_FALSE(r.read_bytes(SIZE_MAX, s));
   EXPECT_EQ(r.remaining(), 2u);
 }
 
 TEST(ByteReader, RestDoesNotConsume) {
-  ByteReader r("\x01rest"s);
+  ByteReader r("\x01rest"sv);
   uint8_t b = 0;
   ASSERT_TRUE(r.read_u8(b));
   EXPECT_EQ(r.rest(), "rest");
@@ -177,10 +177,10 @@ TEST(LoadStore, U32) {
 }
 
 TEST(ParseErrorNames, AreDistinct) {
-  const ParseError all[] = {ParseError::ok,          ParseError::truncated,
-                            ParseError::missing_terminator, ParseError::bad_length,
-                            ParseError::too_long,    ParseError::unknown_type,
-                            ParseError::bad_value,   ParseError::trailing_bytes};
+  const ParseError all[] = {
+      ParseError::ok,         ParseError::truncated,     ParseError::missing_terminator,
+      ParseError::bad_length, ParseError::too_long,      ParseError::unknown_type,
+      ParseError::bad_value,  ParseError::trailing_bytes};
   std::set<std::string_view> names;
   for (ParseError e : all) names.insert(to_string(e));
   EXPECT_EQ(names.size(), std::size(all));
@@ -218,24 +218,25 @@ constexpr auto B = Direction::backend;
 
 INSTANTIATE_TEST_SUITE_P(
     All, MessageNames,
-    ::testing::Values(
-        NameCase{F, 'B', "Bind"}, NameCase{F, 'C', "Close"}, NameCase{F, 'd', "CopyData"},
-        NameCase{F, 'c', "CopyDone"}, NameCase{F, 'f', "CopyFail"}, NameCase{F, 'D', "Describe"},
-        NameCase{F, 'E', "Execute"}, NameCase{F, 'H', "Flush"}, NameCase{F, 'F', "FunctionCall"},
-        NameCase{F, 'P', "Parse"}, NameCase{F, 'p', "PasswordMessage"}, NameCase{F, 'Q', "Query"},
-        NameCase{F, 'S', "Sync"}, NameCase{F, 'X', "Terminate"},
-        NameCase{B, 'R', "Authentication"}, NameCase{B, 'K', "BackendKeyData"},
-        NameCase{B, '2', "BindComplete"}, NameCase{B, '3', "CloseComplete"},
-        NameCase{B, 'C', "CommandComplete"}, NameCase{B, 'd', "CopyData"},
-        NameCase{B, 'c', "CopyDone"}, NameCase{B, 'G', "CopyInResponse"},
-        NameCase{B, 'H', "CopyOutResponse"}, NameCase{B, 'W', "CopyBothResponse"},
-        NameCase{B, 'D', "DataRow"}, NameCase{B, 'I', "EmptyQueryResponse"},
-        NameCase{B, 'E', "ErrorResponse"}, NameCase{B, 'V', "FunctionCallResponse"},
-        NameCase{B, 'v', "NegotiateProtocolVersion"}, NameCase{B, 'n', "NoData"},
-        NameCase{B, 'N', "NoticeResponse"}, NameCase{B, 'A', "NotificationResponse"},
-        NameCase{B, 't', "ParameterDescription"}, NameCase{B, 'S', "ParameterStatus"},
-        NameCase{B, '1', "ParseComplete"}, NameCase{B, 's', "PortalSuspended"},
-        NameCase{B, 'Z', "ReadyForQuery"}, NameCase{B, 'T', "RowDescription"}));
+    ::testing::Values(NameCase{F, 'B', "Bind"}, NameCase{F, 'C', "Close"},
+                      NameCase{F, 'd', "CopyData"}, NameCase{F, 'c', "CopyDone"},
+                      NameCase{F, 'f', "CopyFail"}, NameCase{F, 'D', "Describe"},
+                      NameCase{F, 'E', "Execute"}, NameCase{F, 'H', "Flush"},
+                      NameCase{F, 'F', "FunctionCall"}, NameCase{F, 'P', "Parse"},
+                      NameCase{F, 'p', "PasswordMessage"}, NameCase{F, 'Q', "Query"},
+                      NameCase{F, 'S', "Sync"}, NameCase{F, 'X', "Terminate"},
+                      NameCase{B, 'R', "Authentication"}, NameCase{B, 'K', "BackendKeyData"},
+                      NameCase{B, '2', "BindComplete"}, NameCase{B, '3', "CloseComplete"},
+                      NameCase{B, 'C', "CommandComplete"}, NameCase{B, 'd', "CopyData"},
+                      NameCase{B, 'c', "CopyDone"}, NameCase{B, 'G', "CopyInResponse"},
+                      NameCase{B, 'H', "CopyOutResponse"}, NameCase{B, 'W', "CopyBothResponse"},
+                      NameCase{B, 'D', "DataRow"}, NameCase{B, 'I', "EmptyQueryResponse"},
+                      NameCase{B, 'E', "ErrorResponse"}, NameCase{B, 'V', "FunctionCallResponse"},
+                      NameCase{B, 'v', "NegotiateProtocolVersion"}, NameCase{B, 'n', "NoData"},
+                      NameCase{B, 'N', "NoticeResponse"}, NameCase{B, 'A', "NotificationResponse"},
+                      NameCase{B, 't', "ParameterDescription"}, NameCase{B, 'S', "ParameterStatus"},
+                      NameCase{B, '1', "ParseComplete"}, NameCase{B, 's', "PortalSuspended"},
+                      NameCase{B, 'Z', "ReadyForQuery"}, NameCase{B, 'T', "RowDescription"}));
 
 TEST(MessageNamesUnknown, AreEmptyAndNotKnown) {
   for (char type : {'\0', 'z', '!', 'Y', '9'}) {

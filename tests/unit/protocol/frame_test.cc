@@ -88,7 +88,9 @@ std::vector<Seen> feed_in_chunks(std::string_view stream, const std::vector<size
   return seen;
 }
 
-std::vector<Seen> feed_all_at_once(std::string_view stream) { return feed_in_chunks(stream, {}); }
+std::vector<Seen> feed_all_at_once(std::string_view stream) {
+  return feed_in_chunks(stream, {});
+}
 
 std::vector<Seen> feed_byte_by_byte(std::string_view stream) {
   std::vector<size_t> cuts;
@@ -106,8 +108,8 @@ std::string types_of(const std::vector<Seen>& seen) {
 
 TEST(PeekHeader, NeedsFiveBytesInRegularPhase) {
   for (size_t n = 0; n < 5; ++n) {
-    HeaderResult h = peek_header("Q\0\0\0\x05"s.substr(0, n), FramePhase::regular,
-                                 kDefaultMaxMessageLength);
+    HeaderResult h =
+        peek_header("Q\0\0\0\x05"s.substr(0, n), FramePhase::regular, kDefaultMaxMessageLength);
     EXPECT_EQ(h.status, FrameStatus::need_more) << n;
   }
 }
@@ -171,8 +173,8 @@ TEST(PeekHeader, StartupNeedsFourBytes) {
 }
 
 TEST(PeekHeader, StartupHasNoTypeByte) {
-  HeaderResult h = peek_header("\0\0\0\x08\x04\xd2\x16\x2f"s, FramePhase::startup,
-                               kDefaultMaxMessageLength);
+  HeaderResult h =
+      peek_header("\0\0\0\x08\x04\xd2\x16\x2f"s, FramePhase::startup, kDefaultMaxMessageLength);
   ASSERT_EQ(h.status, FrameStatus::complete);
   EXPECT_EQ(h.header.type, 0);
   EXPECT_EQ(h.header.length, 8u);
@@ -189,14 +191,14 @@ TEST_P(PeekHeaderStartupErrors, Rejects) {
   EXPECT_EQ(h.error, GetParam().error);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Lengths, PeekHeaderStartupErrors,
-    ::testing::Values(BadLengthCase{"\0\0\0\0"s, ParseError::bad_length},
-                      BadLengthCase{"\0\0\0\x03"s, ParseError::bad_length},
-                      BadLengthCase{"\0\0\0\x04"s, ParseError::bad_length},
-                      BadLengthCase{"\0\0\0\x07"s, ParseError::bad_length},
-                      BadLengthCase{"\0\0\x27\x11"s, ParseError::too_long},  // 10001
-                      BadLengthCase{"\x80\0\0\0"s, ParseError::too_long}));
+INSTANTIATE_TEST_SUITE_P(Lengths, PeekHeaderStartupErrors,
+                         ::testing::Values(BadLengthCase{"\0\0\0\0"s, ParseError::bad_length},
+                                           BadLengthCase{"\0\0\0\x03"s, ParseError::bad_length},
+                                           BadLengthCase{"\0\0\0\x04"s, ParseError::bad_length},
+                                           BadLengthCase{"\0\0\0\x07"s, ParseError::bad_length},
+                                           BadLengthCase{"\0\0\x27\x11"s,
+                                                         ParseError::too_long},  // 10001
+                                           BadLengthCase{"\x80\0\0\0"s, ParseError::too_long}));
 
 TEST(PeekHeader, StartupLimitIsTenThousand) {
   HeaderResult h = peek_header("\0\0\x27\x10"s, FramePhase::startup, kDefaultMaxMessageLength);
@@ -225,8 +227,7 @@ TEST(NextMessage, EmptyBodyMessage) {
 TEST(NextMessage, PartialBodyNeedsMore) {
   const std::string msg = "C\0\0\0\x0dSELECT 3\0"s;
   for (size_t n = 0; n < msg.size(); ++n) {
-    FrameResult r =
-        next_message(std::string_view(msg).substr(0, n), FramePhase::regular, 1 << 20);
+    FrameResult r = next_message(std::string_view(msg).substr(0, n), FramePhase::regular, 1 << 20);
     EXPECT_EQ(r.status, FrameStatus::need_more) << n;
   }
   FrameResult r = next_message(msg, FramePhase::regular, 1 << 20);
@@ -244,14 +245,14 @@ TEST(NextMessage, ViewsPointIntoTheBuffer) {
 }
 
 TEST(NextMessage, TwoMessagesInOneBufferYieldTheFirst) {
-  const std::string buf = "1\0\0\0\x04"
-                          "2\0\0\0\x04"s;
+  const std::string buf =
+      "1\0\0\0\x04"
+      "2\0\0\0\x04"s;
   FrameResult r = next_message(buf, FramePhase::regular, kDefaultMaxMessageLength);
   ASSERT_EQ(r.status, FrameStatus::complete);
   EXPECT_EQ(r.message.type, '1');
   EXPECT_EQ(r.message.wire.size(), 5u);
-  r = next_message(std::string_view(buf).substr(5), FramePhase::regular,
-                   kDefaultMaxMessageLength);
+  r = next_message(std::string_view(buf).substr(5), FramePhase::regular, kDefaultMaxMessageLength);
   ASSERT_EQ(r.status, FrameStatus::complete);
   EXPECT_EQ(r.message.type, '2');
 }
@@ -276,8 +277,9 @@ TEST(NextMessage, ErrorsPassThrough) {
 TEST(FrameReader, ServerQueryReplyAllAtOnce) {
   std::vector<Seen> seen = feed_all_at_once(kServerQueryReply);
   EXPECT_EQ(types_of(seen), "TDDDCZ");
-  EXPECT_EQ(seen[1].body, "\0\x01\0\0\0\x01"
-                          "1"s);
+  EXPECT_EQ(seen[1].body,
+            "\0\x01\0\0\0\x01"
+            "1"s);
   EXPECT_EQ(seen[4].body, "SELECT 3\0"s);
   EXPECT_EQ(seen[5].body, "I");
 }
@@ -429,8 +431,9 @@ TEST(FrameReader, GrowsForALargeMessage) {
 
 TEST(FrameReader, CompactMovesUnreadBytesToTheFront) {
   FrameReader reader;
-  reader.append("1\0\0\0\x04"
-                "2\0\0"s);
+  reader.append(
+      "1\0\0\0\x04"
+      "2\0\0"s);
   ASSERT_EQ(reader.next().status, FrameStatus::complete);
   EXPECT_EQ(reader.unread(), "2\0\0"s);
   reader.compact();
@@ -470,16 +473,18 @@ TEST(FrameReader, ShrinkIfIdleReleasesALargeBuffer) {
 
 TEST(FrameReader, PeekAndSkipForwardAMessageInPieces) {
   FrameReader reader;
-  reader.append("d\0\0\0\x0c"
-                "abcd"s);
+  reader.append(
+      "d\0\0\0\x0c"
+      "abcd"s);
   HeaderResult h = reader.peek();
   ASSERT_EQ(h.status, FrameStatus::complete);
   EXPECT_EQ(h.header.type, 'd');
   EXPECT_EQ(h.header.wire_size(), 13u);
   EXPECT_EQ(reader.unread_size(), 9u);  // peek consumes nothing
   reader.skip(9);                       // forwarded the first 9 bytes
-  reader.append("efgh"
-                "c\0\0\0\x04"s);
+  reader.append(
+      "efgh"
+      "c\0\0\0\x04"s);
   reader.skip(4);  // the rest of the CopyData
   FrameResult r = reader.next();
   ASSERT_EQ(r.status, FrameStatus::complete);

@@ -38,8 +38,9 @@ TEST(Query, EmptyQueryString) {
 }
 
 TEST(Query, MultiStatementWithNewlines) {
-  const std::string wire = "Q\0\0\0\x1d"
-                           "BEGIN;\nSELECT 1;\nCOMMIT;\0"s;
+  const std::string wire =
+      "Q\0\0\0\x1d"
+      "BEGIN;\nSELECT 1;\nCOMMIT;\0"s;
   Parsed<Query> q = parse_query(body_of(wire, 'Q'));
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q.value.sql, "BEGIN;\nSELECT 1;\nCOMMIT;");
@@ -135,8 +136,9 @@ TEST(Bind, EmptyStringValueIsNotNull) {
 }
 
 TEST(Describe, Statement) {
-  const std::string wire = "D\0\0\0\x08S"
-                           "s1\0"s;
+  const std::string wire =
+      "D\0\0\0\x08S"
+      "s1\0"s;
   Parsed<Describe> d = parse_describe(body_of(wire, 'D'));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d.value.kind, 'S');
@@ -168,8 +170,9 @@ TEST(Execute, NamedPortalTenRows) {
 }
 
 TEST(Close, Statement) {
-  const std::string wire = "C\0\0\0\x08S"
-                           "s1\0"s;
+  const std::string wire =
+      "C\0\0\0\x08S"
+      "s1\0"s;
   Parsed<Close> c = parse_close(body_of(wire, 'C'));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c.value.kind, 'S');
@@ -177,8 +180,9 @@ TEST(Close, Statement) {
 }
 
 TEST(Close, Portal) {
-  const std::string wire = "C\0\0\0\x08P"
-                           "p1\0"s;
+  const std::string wire =
+      "C\0\0\0\x08P"
+      "p1\0"s;
   Parsed<Close> c = parse_close(body_of(wire, 'C'));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c.value.kind, 'P');
@@ -186,8 +190,9 @@ TEST(Close, Portal) {
 }
 
 TEST(CopyData, IsTheWholeBody) {
-  const std::string wire = "d\0\0\0\x0a"
-                           "1\tfoo\n"s;
+  const std::string wire =
+      "d\0\0\0\x0a"
+      "1\tfoo\n"s;
   Parsed<CopyData> c = parse_copy_data(body_of(wire, 'd'));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c.value.data, "1\tfoo\n");
@@ -208,8 +213,9 @@ TEST(CopyDone, HasNoBody) {
 }
 
 TEST(CopyFail, Parses) {
-  const std::string wire = "f\0\0\0\x0c"
-                           "aborted\0"s;
+  const std::string wire =
+      "f\0\0\0\x0c"
+      "aborted\0"s;
   Parsed<CopyFail> f = parse_copy_fail(body_of(wire, 'f'));
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f.value.message, "aborted");
@@ -223,8 +229,9 @@ TEST(PasswordMessage, Cleartext) {
 }
 
 TEST(PasswordMessage, Md5) {
-  const std::string wire = "p\0\0\0\x28md5"
-                           "0123456789abcdef0123456789abcdef\0"s;
+  const std::string wire =
+      "p\0\0\0\x28md5"
+      "0123456789abcdef0123456789abcdef\0"s;
   Parsed<PasswordMessage> p = parse_password_message(body_of(wire, 'p'));
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p.value.password, "md50123456789abcdef0123456789abcdef");
@@ -298,15 +305,33 @@ struct FrontendErrorCase {
   ParseError error;
 };
 
-ParseError query_error(std::string_view b) { return parse_query(b).error; }
-ParseError parse_error(std::string_view b) { return parse_parse(b).error; }
-ParseError bind_error(std::string_view b) { return parse_bind(b).error; }
-ParseError describe_error(std::string_view b) { return parse_describe(b).error; }
-ParseError execute_error(std::string_view b) { return parse_execute(b).error; }
-ParseError close_error(std::string_view b) { return parse_close(b).error; }
-ParseError copy_fail_error(std::string_view b) { return parse_copy_fail(b).error; }
-ParseError password_error(std::string_view b) { return parse_password_message(b).error; }
-ParseError sasl_initial_error(std::string_view b) { return parse_sasl_initial_response(b).error; }
+ParseError query_error(std::string_view b) {
+  return parse_query(b).error;
+}
+ParseError parse_error(std::string_view b) {
+  return parse_parse(b).error;
+}
+ParseError bind_error(std::string_view b) {
+  return parse_bind(b).error;
+}
+ParseError describe_error(std::string_view b) {
+  return parse_describe(b).error;
+}
+ParseError execute_error(std::string_view b) {
+  return parse_execute(b).error;
+}
+ParseError close_error(std::string_view b) {
+  return parse_close(b).error;
+}
+ParseError copy_fail_error(std::string_view b) {
+  return parse_copy_fail(b).error;
+}
+ParseError password_error(std::string_view b) {
+  return parse_password_message(b).error;
+}
+ParseError sasl_initial_error(std::string_view b) {
+  return parse_sasl_initial_response(b).error;
+}
 
 class FrontendErrors : public ::testing::TestWithParam<FrontendErrorCase> {};
 
@@ -321,16 +346,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         FrontendErrorCase{"QueryEmptyBody", query_error, ""s, ParseError::truncated},
         FrontendErrorCase{"QueryNoNul", query_error, "SELECT 1"s, ParseError::missing_terminator},
-        FrontendErrorCase{"QueryTrailing", query_error, "SELECT 1\0x"s,
-                          ParseError::trailing_bytes},
+        FrontendErrorCase{"QueryTrailing", query_error, "SELECT 1\0x"s, ParseError::trailing_bytes},
         FrontendErrorCase{"ParseEmpty", parse_error, ""s, ParseError::truncated},
         FrontendErrorCase{"ParseNameNoNul", parse_error, "s1"s, ParseError::missing_terminator},
         FrontendErrorCase{"ParseNoQuery", parse_error, "s1\0"s, ParseError::truncated},
         FrontendErrorCase{"ParseQueryNoNul", parse_error, "s1\0SELECT"s,
                           ParseError::missing_terminator},
         FrontendErrorCase{"ParseNoCount", parse_error, "\0SELECT 1\0"s, ParseError::truncated},
-        FrontendErrorCase{"ParseHalfCount", parse_error, "\0SELECT 1\0\0"s,
-                          ParseError::truncated},
+        FrontendErrorCase{"ParseHalfCount", parse_error, "\0SELECT 1\0\0"s, ParseError::truncated},
         FrontendErrorCase{"ParseNegativeCount", parse_error, "\0SELECT 1\0\xff\xff"s,
                           ParseError::bad_value},
         FrontendErrorCase{"ParseMissingOid", parse_error, "\0SELECT 1\0\0\x02\0\0\0\x17"s,
@@ -353,8 +376,9 @@ INSTANTIATE_TEST_SUITE_P(
                           ParseError::bad_value},
         FrontendErrorCase{"BindValueLengthMinus2", bind_error,
                           "\0\0\0\0\0\x01\xff\xff\xff\xfe\0\0"s, ParseError::bad_value},
-        FrontendErrorCase{"BindValueShort", bind_error, "\0\0\0\0\0\x01\0\0\0\x0a"
-                                                        "abc\0\0"s,
+        FrontendErrorCase{"BindValueShort", bind_error,
+                          "\0\0\0\0\0\x01\0\0\0\x0a"
+                          "abc\0\0"s,
                           ParseError::truncated},
         FrontendErrorCase{"BindValueHugeLength", bind_error,
                           "\0\0\0\0\0\x01\x7f\xff\xff\xff"
@@ -362,8 +386,7 @@ INSTANTIATE_TEST_SUITE_P(
                           ParseError::truncated},
         FrontendErrorCase{"BindMissingValueLength", bind_error, "\0\0\0\0\0\x01\0\0"s,
                           ParseError::truncated},
-        FrontendErrorCase{"BindNoResultCount", bind_error, "\0\0\0\0\0\0"s,
-                          ParseError::truncated},
+        FrontendErrorCase{"BindNoResultCount", bind_error, "\0\0\0\0\0\0"s, ParseError::truncated},
         FrontendErrorCase{"BindNegativeResultCount", bind_error, "\0\0\0\0\0\0\xff\xff"s,
                           ParseError::bad_value},
         FrontendErrorCase{"BindMissingResultFormat", bind_error, "\0\0\0\0\0\0\0\x01"s,
@@ -372,8 +395,7 @@ INSTANTIATE_TEST_SUITE_P(
                           ParseError::trailing_bytes},
         FrontendErrorCase{"DescribeEmpty", describe_error, ""s, ParseError::truncated},
         FrontendErrorCase{"DescribeBadKind", describe_error, "X\0"s, ParseError::bad_value},
-        FrontendErrorCase{"DescribeLowercaseKind", describe_error, "s\0"s,
-                          ParseError::bad_value},
+        FrontendErrorCase{"DescribeLowercaseKind", describe_error, "s\0"s, ParseError::bad_value},
         FrontendErrorCase{"DescribeNoName", describe_error, "S"s, ParseError::truncated},
         FrontendErrorCase{"DescribeNameNoNul", describe_error, "Ss1"s,
                           ParseError::missing_terminator},
@@ -381,8 +403,7 @@ INSTANTIATE_TEST_SUITE_P(
                           ParseError::trailing_bytes},
         FrontendErrorCase{"ExecuteEmpty", execute_error, ""s, ParseError::truncated},
         FrontendErrorCase{"ExecuteNoMaxRows", execute_error, "p1\0"s, ParseError::truncated},
-        FrontendErrorCase{"ExecuteShortMaxRows", execute_error, "\0\0\0\0"s,
-                          ParseError::truncated},
+        FrontendErrorCase{"ExecuteShortMaxRows", execute_error, "\0\0\0\0"s, ParseError::truncated},
         FrontendErrorCase{"ExecuteTrailing", execute_error, "\0\0\0\0\0\0"s,
                           ParseError::trailing_bytes},
         FrontendErrorCase{"CloseBadKind", close_error, "Q\0"s, ParseError::bad_value},
@@ -408,8 +429,8 @@ INSTANTIATE_TEST_SUITE_P(
                           "SCRAM-SHA-256\0\xff\xff\xff\xfe"s, ParseError::bad_value},
         FrontendErrorCase{"SaslDataShort", sasl_initial_error, "SCRAM-SHA-256\0\0\0\0\x05n,,"s,
                           ParseError::truncated},
-        FrontendErrorCase{"SaslDataTrailing", sasl_initial_error,
-                          "SCRAM-SHA-256\0\0\0\0\x01nn"s, ParseError::trailing_bytes},
+        FrontendErrorCase{"SaslDataTrailing", sasl_initial_error, "SCRAM-SHA-256\0\0\0\0\x01nn"s,
+                          ParseError::trailing_bytes},
         FrontendErrorCase{"SaslNullDataTrailing", sasl_initial_error,
                           "SCRAM-SHA-256\0\xff\xff\xff\xffx"s, ParseError::trailing_bytes}),
     [](const auto& info) { return info.param.name; });

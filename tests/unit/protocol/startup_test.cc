@@ -23,8 +23,8 @@ std::string body_of(const std::string& wire) {
 
 // psql 16 connecting to database "shop" as "alice" (protocol 3.0).
 const std::string kPsqlStartup =
-    "\0\0\0\x4d"      // length 77
-    "\0\x03\0\0"      // 3.0
+    "\0\0\0\x4d"  // length 77
+    "\0\x03\0\0"  // 3.0
     "user\0alice\0"
     "database\0shop\0"
     "application_name\0psql\0"
@@ -110,16 +110,14 @@ INSTANTIATE_TEST_SUITE_P(
         StartupErrorCase{"NoFinalTerminator", "\0\x03\0\0user\0bob\0"s,
                          ParseError::missing_terminator},
         StartupErrorCase{"NameWithoutNul", "\0\x03\0\0user"s, ParseError::missing_terminator},
-        StartupErrorCase{"ValueWithoutNul", "\0\x03\0\0user\0bo"s,
-                         ParseError::missing_terminator},
+        StartupErrorCase{"ValueWithoutNul", "\0\x03\0\0user\0bo"s, ParseError::missing_terminator},
         StartupErrorCase{"ValueMissing", "\0\x03\0\0user\0"s, ParseError::truncated},
         StartupErrorCase{"TrailingAfterTerminator", "\0\x03\0\0user\0bob\0\0x"s,
                          ParseError::trailing_bytes},
         StartupErrorCase{"Version2", "\0\x02\0\0user\0bob\0\0"s, ParseError::bad_value},
         StartupErrorCase{"Version4", "\0\x04\0\0user\0bob\0\0"s, ParseError::bad_value},
         StartupErrorCase{"UnknownRequestCode", "\x04\xd2\x16\x31"s, ParseError::bad_value},
-        StartupErrorCase{"SSLRequestWithExtra", "\x04\xd2\x16\x2f\0"s,
-                         ParseError::trailing_bytes},
+        StartupErrorCase{"SSLRequestWithExtra", "\x04\xd2\x16\x2f\0"s, ParseError::trailing_bytes},
         StartupErrorCase{"GSSENCRequestWithExtra", "\x04\xd2\x16\x30\0\0\0\0"s,
                          ParseError::trailing_bytes},
         StartupErrorCase{"CancelWithoutPid", "\x04\xd2\x16\x2e\0\0"s, ParseError::truncated},
@@ -127,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
                          ParseError::truncated},
         StartupErrorCase{"CancelKeyThreeBytes", "\x04\xd2\x16\x2e\0\0\x30\x39\x01\x02\x03"s,
                          ParseError::truncated},
-        StartupErrorCase{"CancelKey257Bytes", "\x04\xd2\x16\x2e\0\0\x30\x39"s + std::string(257, 'k'),
+        StartupErrorCase{"CancelKey257Bytes",
+                         "\x04\xd2\x16\x2e\0\0\x30\x39"s + std::string(257, 'k'),
                          ParseError::bad_value}),
     [](const auto& info) { return info.param.name; });
 
@@ -255,8 +254,7 @@ TEST(Negotiate, ProtocolOptionsAreUnrecognized) {
 }
 
 TEST(Negotiate, ProtocolOptionsOn30NameMinor0) {
-  VersionNegotiation n =
-      negotiate_protocol_version(startup(kProtocolVersion30, {{"_pq_.x", "1"}}));
+  VersionNegotiation n = negotiate_protocol_version(startup(kProtocolVersion30, {{"_pq_.x", "1"}}));
   EXPECT_EQ(n.accepted_version, kProtocolVersion30);
   EXPECT_TRUE(n.send_negotiate);
   EXPECT_EQ(n.newest_minor, 0);

@@ -39,9 +39,10 @@ TEST(MessageWriter, PatchesTheLengthAtEnd) {
 TEST(MessageWriter, EveryFieldType) {
   std::string out;
   MessageWriter(out, 'x').i8(0xfe).i16(-2).i32(-3).u32(0x80000000u).cstring("ab").bytes("cd").end();
-  EXPECT_EQ(out, "x\0\0\0\x15\xfe\xff\xfe\xff\xff\xff\xfd\x80\0\0\0"
-                 "ab\0"
-                 "cd"s);
+  EXPECT_EQ(out,
+            "x\0\0\0\x14\xfe\xff\xfe\xff\xff\xff\xfd\x80\0\0\0"
+            "ab\0"
+            "cd"s);
 }
 
 TEST(MessageWriter, StartupPacketHasNoTypeByte) {
@@ -90,8 +91,9 @@ TEST(MessageWriter, LargeBodyLength) {
 TEST(WriteBackend, ErrorResponseExact) {
   std::string out;
   write_error_response(out, {.severity = "ERROR", .code = "08P01", .message = "bad"});
-  EXPECT_EQ(out, "E\0\0\0\x1fSERROR\0VERROR\0"
-                 "C08P01\0Mbad\0\0"s);
+  EXPECT_EQ(out,
+            "E\0\0\0\x1fSERROR\0VERROR\0"
+            "C08P01\0Mbad\0\0"s);
 }
 
 TEST(WriteBackend, ErrorResponseWithDetailAndHintRoundTrip) {
@@ -159,8 +161,7 @@ TEST(WriteBackend, AuthenticationCleartextPassword) {
   std::string out;
   write_authentication_cleartext_password(out);
   EXPECT_EQ(out, "R\0\0\0\x08\0\0\0\x03"s);
-  EXPECT_EQ(parse_authentication(only_message(out).body).value.code,
-            AuthCode::cleartext_password);
+  EXPECT_EQ(parse_authentication(only_message(out).body).value.code, AuthCode::cleartext_password);
 }
 
 TEST(WriteBackend, AuthenticationMd5Password) {
@@ -279,15 +280,15 @@ TEST_P(WriteEmptyMessage, IsTypeAndLengthFour) {
   EXPECT_EQ(expect_empty_body(only_message(out).body), ParseError::ok);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Messages, WriteEmptyMessage,
-    ::testing::Values(EmptyWriterCase{write_parse_complete, '1'},
-                      EmptyWriterCase{write_bind_complete, '2'},
-                      EmptyWriterCase{write_close_complete, '3'},
-                      EmptyWriterCase{write_no_data, 'n'},
-                      EmptyWriterCase{write_empty_query_response, 'I'},
-                      EmptyWriterCase{write_sync, 'S'}, EmptyWriterCase{write_flush, 'H'},
-                      EmptyWriterCase{write_terminate, 'X'}));
+INSTANTIATE_TEST_SUITE_P(Messages, WriteEmptyMessage,
+                         ::testing::Values(EmptyWriterCase{write_parse_complete, '1'},
+                                           EmptyWriterCase{write_bind_complete, '2'},
+                                           EmptyWriterCase{write_close_complete, '3'},
+                                           EmptyWriterCase{write_no_data, 'n'},
+                                           EmptyWriterCase{write_empty_query_response, 'I'},
+                                           EmptyWriterCase{write_sync, 'S'},
+                                           EmptyWriterCase{write_flush, 'H'},
+                                           EmptyWriterCase{write_terminate, 'X'}));
 
 TEST(WriteBackend, CommandComplete) {
   std::string out;
@@ -347,8 +348,7 @@ TEST(WriteBackend, TextRowDescriptionExact) {
 TEST(WriteBackend, TextRowDescriptionTypeSizes) {
   std::string out;
   const std::vector<std::string_view> names = {"database", "count", "total", "avg", "since"};
-  const std::vector<uint32_t> types = {kOidText, kOidInt4, kOidInt8, kOidNumeric,
-                                       kOidTimestampTz};
+  const std::vector<uint32_t> types = {kOidText, kOidInt4, kOidInt8, kOidNumeric, kOidTimestampTz};
   write_text_row_description(out, names, types);
   Parsed<RowDescription> t = parse_row_description(only_message(out).body);
   ASSERT_TRUE(t.ok()) << to_string(t.error);
@@ -369,8 +369,9 @@ TEST(WriteBackend, DataRowExact) {
   std::string out;
   const std::vector<std::optional<std::string_view>> values = {"42", std::nullopt, ""};
   write_data_row(out, values);
-  EXPECT_EQ(out, "D\0\0\0\x14\0\x03\0\0\0\x02"
-                 "42\xff\xff\xff\xff\0\0\0\0"s);
+  EXPECT_EQ(out,
+            "D\0\0\0\x14\0\x03\0\0\0\x02"
+            "42\xff\xff\xff\xff\0\0\0\0"s);
   Parsed<DataRow> d = parse_data_row(only_message(out).body);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d.value.values, values);
@@ -390,8 +391,8 @@ TEST(WriteBackend, DataRowBinaryValueRoundTrip) {
 
 TEST(WriteFrontend, StartupMessageExact) {
   std::string out;
-  const std::vector<std::pair<std::string_view, std::string_view>> params = {
-      {"user", "alice"}, {"database", "shop"}};
+  const std::vector<std::pair<std::string_view, std::string_view>> params = {{"user", "alice"},
+                                                                             {"database", "shop"}};
   write_startup_message(out, kProtocolVersion30, params);
   EXPECT_EQ(out, "\0\0\0\x22\0\x03\0\0user\0alice\0database\0shop\0\0"s);
 }
@@ -456,16 +457,18 @@ TEST(WriteFrontend, SASLInitialResponse) {
 TEST(WriteFrontend, SASLResponse) {
   std::string out;
   write_sasl_response(out, "c=biws,r=abc,p=xyz");
-  EXPECT_EQ(out, "p\0\0\0\x16"
-                 "c=biws,r=abc,p=xyz"s);
+  EXPECT_EQ(out,
+            "p\0\0\0\x16"
+            "c=biws,r=abc,p=xyz"s);
   EXPECT_EQ(parse_sasl_response(only_message(out).body).value.data, "c=biws,r=abc,p=xyz");
 }
 
 TEST(WriteFrontend, Query) {
   std::string out;
   write_query(out, "DISCARD ALL");
-  EXPECT_EQ(out, "Q\0\0\0\x10"
-                 "DISCARD ALL\0"s);
+  EXPECT_EQ(out,
+            "Q\0\0\0\x10"
+            "DISCARD ALL\0"s);
   EXPECT_EQ(parse_query(only_message(out).body).value.sql, "DISCARD ALL");
 }
 
@@ -518,8 +521,9 @@ TEST(WriteFrontend, BindRenamedKeepsEverythingAfterTheStatement) {
 TEST(WriteFrontend, Describe) {
   std::string out;
   write_describe(out, 'S', "s1");
-  EXPECT_EQ(out, "D\0\0\0\x08S"
-                 "s1\0"s);
+  EXPECT_EQ(out,
+            "D\0\0\0\x08S"
+            "s1\0"s);
   Parsed<Describe> d = parse_describe(only_message(out).body);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d.value.kind, 'S');

@@ -40,10 +40,11 @@ class MessageWriter {
 // The fields of an ErrorResponse or NoticeResponse the pooler sends.
 struct ErrorNotice {
   std::string_view severity = "ERROR";  // ERROR, FATAL, PANIC, WARNING, NOTICE, LOG, INFO, DEBUG
-  std::string_view code;                // SQLSTATE, five characters
-  std::string_view message;
-  std::string_view detail;  // optional
-  std::string_view hint;    // optional
+  // The {} initializers let callers omit fields in designated initializers under -Wextra.
+  std::string_view code{};  // SQLSTATE, five characters
+  std::string_view message{};
+  std::string_view detail{};  // optional
+  std::string_view hint{};    // optional
 };
 
 // --- backend messages (pooler → client) ---
