@@ -8,6 +8,11 @@
   login, SSLRequest by hand, and dropping a connection without a Terminate message.
 
 Every process started here is stopped by its own PID; all traffic stays on 127.0.0.1.
+
+PGSLUICE_BIN (set by CTest) names the pooler binary; default build/pooler/pgsluice. Pointing it at
+/usr/sbin/pgbouncer runs the suite against PgBouncer (run as the postgres user, [pgbouncer]
+section) to check the tests themselves: there, the pgsluice-specific expectations fail (SQLSTATEs
+28P01/3D000/53300 where PgBouncer sends 08P01, startup parameters, the config and log tests).
 """
 
 from __future__ import annotations

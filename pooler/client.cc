@@ -393,12 +393,13 @@ void Client::process_regular_input() {
         fmt::format("invalid frontend message type {}", static_cast<int>(header.header.type)));
     return;
   }
-  // The message needs a server: wait for one without reading more, so that a client whose
-  // server is slow to come cannot fill the pooler's memory.
   set_state(State::waiting);
   wait_started_ms_ = worker_.now_ms();
-  channel_.stop_reading();
   pool_->request_server(*this);
+  // Queued: wait without reading more, so that a client whose server is slow to come cannot
+  // fill the pooler's memory. (Not before asking: when an idle server is there, stopping and
+  // restarting the read would cost two epoll_ctl calls per transaction.)
+  if (state_ == State::waiting) channel_.stop_reading();
 }
 
 void Client::on_server_linked(Server& server) {

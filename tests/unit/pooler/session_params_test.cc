@@ -1,0 +1,163 @@
+// Session parameters that travel with a client: the set, startup `options` parsing, quoting and
+// the query that brings a server in line with a client.
+#include "pooler/session_params.h"
+
+#include <gtest/gtest.h>
+
+namespace pgsluice {
+namespace {
+
+TEST(ParameterSet, SetGetAndCaseInsensitiveNames) {
+  ParameterSet p;
+  p.set("TimeZone", "UTC");
+  ASSERT_NE(p.get("timezone"), nullptr);
+  EXPECT_EQ(*p.get("TIMEZONE"), "UTC");
+  p.set("timezone", "Europe/Berlin");
+  EXPECT_EQ(p.size(), 1u);
+  EXPECT_EQ(*p.get("TimeZone"), "Europe/Berlin");
+  EXPECT_EQ(p.items()[0].first, "TimeZone");  // the first spelling is kept
+  p.erase("TIMEZONE");
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.get("TimeZone"), nullptr);
+}
+
+TEST(ParameterSet, KeepsInsertionOrder) {
+  ParameterSet p;
+  p.set("b", "1");
+  p.set("a", "2");
+  p.set("c", "3");
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p.items()[0].first, "b");
+  EXPECT_EQ(p.items()[2].first, "c");
+}
+
+TEST(TrackedParameters, CanonicalNames) {
+  EXPECT_EQ(tracked_parameter_name("datestyle"), "DateStyle");
+  EXPECT_EQ(tracked_parameter_name("CLIENT_ENCODING"), "client_encoding");
+  EXPECT_EQ(tracked_parameter_name("intervalstyle"), "IntervalStyle");
+  EXPECT_EQ(tracked_parameter_name("timezone"), "TimeZone");
+  EXPECT_EQ(tracked_parameter_name("standard_conforming_strings"), "standard_conforming_strings");
+  EXPECT_EQ(tracked_parameter_name("application_name"), "application_name");
+  EXPECT_EQ(tracked_parameter_name("search_path"), "");
+  EXPECT_EQ(tracked_parameter_name("server_version"), "");
+}
+
+TEST(StartupOptions, DashCWithSpace) {
+  std::vector<std::pair<std::string, std::string>> s;
+  ASSERT_TRUE(parse_startup_options("-c search_path=foo -c geqo=off", s));
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0], (std::pair<std::string, std::string>{"search_path", "foo"}));
+  EXPECT_EQ(s[1], (std::pair<std::string, std::string>{"geqo", "off"}));
+}
+
+TEST(StartupOptions, DashCJoinedAndDoubleDash) {
+  std::vector<std::pair<std::string, std::string>> s;
+  ASSERT_TRUE(parse_startup_options("-cstatement_timeout=5s --work-mem=64MB", s));
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].first, "statement_timeout");
+  EXPECT_EQ(s[0].second, "5s");
+  EXPECT_EQ(s[1].first, "work_mem");  // dashes in a --name become underscores
+  EXPECT_EQ(s[1].second, "64MB");
+}
+
+TEST(StartupOptions, BackslashEscapesSpace) {
+  std::vector<std::pair<std::string, std::string>> s;
+  ASSERT_TRUE(parse_startup_options(R"(-c search_path=a,\ b)", s));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].second, "a, b");
+}
+
+TEST(StartupOptions, EmptyIsFine) {
+  std::vector<std::pair<std::string, std::string>> s;
+  EXPECT_TRUE(parse_startup_options("", s));
+  EXPECT_TRUE(parse_startup_options("   ", s));
+  EXPECT_TRUE(s.empty());
+}
+
+TEST(StartupOptions, RejectsOtherSwitches) {
+  std::vector<std::pair<std::string, std::string>> s;
+  EXPECT_FALSE(parse_startup_options("-d 5", s));
+  EXPECT_FALSE(parse_startup_options("-c", s));
+  EXPECT_FALSE(parse_startup_options("-c noequals", s));
+  EXPECT_FALSE(parse_startup_options("-c =value", s));
+  EXPECT_FALSE(parse_startup_options("plainword", s));
+}
+
+TEST(Quoting, Literal) {
+  EXPECT_EQ(quote_literal("abc"), "'abc'");
+  EXPECT_EQ(quote_literal("it's"), "'it''s'");
+  EXPECT_EQ(quote_literal(R"(a\b)"), R"(E'a\\b')");
+  EXPECT_EQ(quote_literal(""), "''");
+}
+
+TEST(Quoting, Identifier) {
+  EXPECT_EQ(quote_identifier("search_path"), "search_path");
+  EXPECT_EQ(quote_identifier("myapp.tenant"), "myapp.tenant");
+  EXPECT_EQ(quote_identifier("DateStyle"), "\"DateStyle\"");
+  EXPECT_EQ(quote_identifier("we\"ird"), "\"we\"\"ird\"");
+}
+
+TEST(SyncQuery, NothingWhenEqual) {
+  ParameterSet client, server, extras, server_extras;
+  client.set("TimeZone", "UTC");
+  server.set("TimeZone", "UTC");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
+}
+
+TEST(SyncQuery, SetsDifferingTrackedValue) {
+  ParameterSet client, server, extras, server_extras;
+  client.set("TimeZone", "Europe/Berlin");
+  client.set("application_name", "app");
+  server.set("TimeZone", "UTC");
+  server.set("application_name", "app");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "SELECT pg_catalog.set_config('TimeZone', 'Europe/Berlin', false);");
+}
+
+TEST(SyncQuery, IgnoresReportedParametersClientsCannotSet) {
+  ParameterSet client, server, extras, server_extras;
+  client.set("server_version", "15.0");
+  server.set("server_version", "15.18");
+  client.set("is_superuser", "on");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
+}
+
+TEST(SyncQuery, AppliesExtrasAndRemembersThem) {
+  ParameterSet client, server, extras, server_extras;
+  extras.set("search_path", "foo,bar");
+  extras.set("extra_float_digits", "3");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "SELECT pg_catalog.set_config('search_path', 'foo,bar', false), "
+            "pg_catalog.set_config('extra_float_digits', '3', false);");
+  EXPECT_EQ(server_extras, extras);
+  // Applied once: the same client on the same server needs nothing.
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
+}
+
+TEST(SyncQuery, ResetsExtrasTheNextClientDoesNotHave) {
+  ParameterSet client, server, extras, server_extras;
+  server_extras.set("search_path", "foo");
+  server_extras.set("DateStyle", "ISO");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "RESET search_path;RESET \"DateStyle\";");
+  EXPECT_TRUE(server_extras.empty());
+}
+
+TEST(SyncQuery, SetsAndResetsTogether) {
+  ParameterSet client, server, extras, server_extras;
+  server_extras.set("geqo", "off");
+  extras.set("search_path", "x");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "SELECT pg_catalog.set_config('search_path', 'x', false);RESET geqo;");
+}
+
+TEST(SyncQuery, QuotesValuesSafely) {
+  ParameterSet client, server, extras, server_extras;
+  client.set("application_name", "x'); DROP TABLE t; --");
+  server.set("application_name", "");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "SELECT pg_catalog.set_config('application_name', 'x''); DROP TABLE t; --', false);");
+}
+
+}  // namespace
+}  // namespace pgsluice

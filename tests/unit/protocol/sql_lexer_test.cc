@@ -1,0 +1,315 @@
+// Unit tests of the SQL tokenizer and the session-state prefilter: token boundaries in each of
+// PostgreSQL's quoting forms, keywords that must and must not count, and a few thousand
+// realistic application statements (pgbench's and ORM-style, generated from a fixed seed) that
+// must all pass without a parse.
+#include "pgsluice/protocol/sql_lexer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pgsluice::protocol {
+namespace {
+
+std::vector<SqlToken> tokens(std::string_view sql) {
+  std::vector<SqlToken> out;
+  SqlTokenizer tokenizer(sql);
+  SqlToken t;
+  while (tokenizer.next(t)) out.push_back(t);
+  return out;
+}
+
+std::string kinds(std::string_view sql) {
+  std::string out;
+  for (const SqlToken& t : tokens(sql)) {
+    if (!out.empty()) out += ' ';
+    switch (t.kind) {
+      case SqlTokenKind::word:
+        out += "w";
+        break;
+      case SqlTokenKind::quoted_identifier:
+        out += "q";
+        break;
+      case SqlTokenKind::string_literal:
+        out += "s";
+        break;
+      case SqlTokenKind::dollar_string:
+        out += "d";
+        break;
+      case SqlTokenKind::number:
+        out += "n";
+        break;
+      case SqlTokenKind::parameter:
+        out += "p";
+        break;
+      case SqlTokenKind::punct:
+        out += t.text;
+        break;
+    }
+  }
+  return out;
+}
+
+TEST(SqlLexerTokens, WordsPunctuationNumbersParameters) {
+  EXPECT_EQ(kinds("SELECT a.b, 1.5e-3 FROM t WHERE x = $12;"), "w w . w , n w w w w = p ;");
+  const auto t = tokens("select  abc$d  ");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[1].text, "abc$d");
+  EXPECT_EQ(t[1].offset, 8u);
+}
+
+TEST(SqlLexerTokens, StringsWithEscapes) {
+  EXPECT_EQ(kinds("'it''s' x"), "s w");
+  EXPECT_EQ(tokens("'it''s' x")[0].text, "'it''s'");
+  EXPECT_EQ(kinds("E'\\'' x"), "s w");
+  EXPECT_EQ(tokens("E'\\'' x")[0].text, "E'\\''");
+  EXPECT_EQ(kinds("e'a\\\\' x"), "s w");
+  // Without the E prefix, a backslash is an ordinary character (standard_conforming_strings).
+  EXPECT_EQ(kinds("'a\\' x"), "s w");
+  EXPECT_EQ(kinds("B'1010' X'ff' N'x' U&'d\\0061' x"), "s s s s w");
+}
+
+TEST(SqlLexerTokens, QuotedIdentifiers) {
+  EXPECT_EQ(kinds("\"a\"\"b\" x"), "q w");
+  EXPECT_EQ(tokens("\"a\"\"b\" x")[0].text, "\"a\"\"b\"");
+  EXPECT_EQ(kinds("U&\"d\\0061t\" x"), "q w");
+}
+
+TEST(SqlLexerTokens, DollarQuotes) {
+  EXPECT_EQ(kinds("$$ a ' b $$ x"), "d w");
+  EXPECT_EQ(kinds("$fn$ $$ $x$ $fn$ x"), "d w");
+  EXPECT_EQ(tokens("$fn$ $$ $x$ $fn$ x")[0].text, "$fn$ $$ $x$ $fn$");
+  EXPECT_EQ(kinds("$1 $a"), "p $ w");
+  // An unterminated dollar quote runs to the end.
+  EXPECT_EQ(kinds("$q$ never closed"), "d");
+}
+
+TEST(SqlLexerTokens, Comments) {
+  EXPECT_EQ(kinds("a -- c\nb"), "w w");
+  EXPECT_EQ(kinds("a /* x /* nested */ still */ b"), "w w");
+  EXPECT_EQ(kinds("a /* unterminated"), "w");
+  EXPECT_EQ(kinds("a - - b / c"), "w - - w / w");
+}
+
+struct PrefilterCase {
+  std::string_view sql;
+  bool flagged;
+};
+
+// clang-format off
+const PrefilterCase kPrefilterCases[] = {
+    {"SET x = 1", true},
+    {"  set local x = 1", true},
+    {"RESET ALL", true},
+    {"LISTEN a", true},
+    {"unlisten *", true},
+    {"PREPARE p AS SELECT 1", true},
+    {"EXECUTE p", true},
+    {"EXPLAIN EXECUTE p", true},
+    {"DEALLOCATE p", true},
+    {"DECLARE c CURSOR FOR SELECT 1", true},
+    {"CLOSE c", true},
+    {"LOAD 'x'", true},
+    {"DISCARD ALL", true},
+    {"DO $$ BEGIN END $$", true},
+    {"CREATE TEMP TABLE t (a int)", true},
+    {"CREATE GLOBAL TEMPORARY TABLE t (a int)", true},
+    {"SELECT * INTO TEMP t FROM u", true},
+    {"CREATE TABLE pg_temp.t (a int)", true},
+    {"SELECT pg_advisory_lock(1)", true},
+    {"SELECT set_config('a', 'b', false)", true},
+    {"SELECT myfunc(1)", true},
+    {"SELECT s.myfunc(1)", true},
+    {"SELECT public.now()", true},
+    {"SELECT \"now\"()", true},
+    {"SELECT 1; SET x = 1", true},
+    {"BEGIN; SET LOCAL x = 1; COMMIT", true},
+    {"SELECT 1 /* c */; LISTEN a", true},
+    {"SELECT x FROM t WHERE y = f (1)", true},
+    {"CALL p()", true},
+
+    {"SELECT 1", false},
+    {"SELECT 'SET x = 1; LISTEN a'", false},
+    {"SELECT $$ SET x = 1 $$", false},
+    {"SELECT $a$ $$ ; LISTEN b $a$", false},
+    {"/* SET x */ SELECT 1", false},
+    {"/* a /* b */ SET x */ SELECT 1", false},
+    {"-- SET x\nSELECT 1", false},
+    {"SELECT \"set\", \"listen\" FROM t", false},
+    {"SELECT E'\\'; SET x = 1'", false},
+    {"UPDATE t SET a = 1 WHERE b = 2", false},
+    {"UPDATE t SET (a, b) = (1, 2)", false},
+    {"INSERT INTO t (a, b) VALUES (1, 2) ON CONFLICT (a) DO NOTHING", false},
+    {"INSERT INTO s.t (a) VALUES (1) ON CONFLICT (a) DO UPDATE SET a = 2", false},
+    {"SELECT temp, role, session, load, reset FROM weather", false},
+    {"SELECT count(*), sum(x), coalesce(a, b), lower(n) FROM t GROUP BY n", false},
+    {"SELECT pg_catalog.lower(n) FROM t", false},
+    {"SELECT pg_advisory_xact_lock(1)", false},
+    {"SELECT CAST(x AS numeric(10, 2)), y::varchar(20) FROM t", false},
+    {"SELECT * FROM t WHERE a IN (1, 2) AND NOT EXISTS (SELECT 1)", false},
+    {"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT * FROM r", false},
+    {"SELECT row_number() OVER (PARTITION BY a ORDER BY b) FROM t", false},
+    {"SELECT * FROM t AS x(a, b)", false},
+    {"COPY t (a, b) FROM STDIN", false},
+    {"CREATE TABLE t (a int)", false},
+    {"SELECT jsonb_build_object('a', 1), now() - interval '1 day'", false},
+    {"SELECT x FROM t FOR UPDATE SKIP LOCKED", false},
+    {"SELECT 'unterminated; SET x = 1", false},
+};
+// clang-format on
+
+TEST(SqlLexerPrefilter, Cases) {
+  for (const PrefilterCase& c : kPrefilterCases) {
+    EXPECT_EQ(may_change_session_state(c.sql), c.flagged) << "SQL: " << c.sql;
+  }
+}
+
+TEST(SqlLexerPrefilter, BuiltinLists) {
+  EXPECT_TRUE(is_known_safe_builtin("now"));
+  EXPECT_TRUE(is_known_safe_builtin("pg_advisory_xact_lock"));
+  EXPECT_FALSE(is_known_safe_builtin("pg_advisory_lock"));
+  EXPECT_FALSE(is_known_safe_builtin("set_config"));
+  EXPECT_FALSE(is_known_safe_builtin("setseed"));
+  EXPECT_FALSE(is_known_safe_builtin("NOW"));  // callers lowercase first
+  EXPECT_TRUE(is_paren_keyword("values"));
+  EXPECT_TRUE(is_column_list_intro("into"));
+  EXPECT_TRUE(iequals_keyword("SeT", "set"));
+  EXPECT_FALSE(iequals_keyword("sets", "set"));
+}
+
+// A fixed linear congruential generator: the same "random" queries on every run.
+class Lcg {
+ public:
+  uint32_t next() {
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<uint32_t>(state_ >> 33);
+  }
+  template <size_t N>
+  std::string_view pick(const std::string_view (&items)[N]) {
+    return items[next() % N];
+  }
+
+ private:
+  uint64_t state_ = 20240601;
+};
+
+// pgbench's built-in scripts (tpcb-like, simple-update, select-only), as pgbench sends them with
+// -M extended (parameters) and -M simple (literals).
+std::vector<std::string> pgbench_statements(Lcg& rng) {
+  const std::string aid = std::to_string(rng.next() % 100000 + 1);
+  const std::string bid = std::to_string(rng.next() % 10 + 1);
+  const std::string tid = std::to_string(rng.next() % 100 + 1);
+  const std::string delta = std::to_string(static_cast<int>(rng.next() % 10001) - 5000);
+  return {
+      "BEGIN;",
+      "UPDATE pgbench_accounts SET abalance = abalance + " + delta + " WHERE aid = " + aid + ";",
+      "SELECT abalance FROM pgbench_accounts WHERE aid = " + aid + ";",
+      "UPDATE pgbench_tellers SET tbalance = tbalance + " + delta + " WHERE tid = " + tid + ";",
+      "UPDATE pgbench_branches SET bbalance = bbalance + " + delta + " WHERE bid = " + bid + ";",
+      "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (" + tid + ", " + bid +
+          ", " + aid + ", " + delta + ", CURRENT_TIMESTAMP);",
+      "END;",
+      "SELECT abalance FROM pgbench_accounts WHERE aid = $1",
+      "UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2",
+      "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ($1, $2, $3, $4, "
+      "CURRENT_TIMESTAMP)",
+  };
+}
+
+// What Django, Rails, Hibernate and SQLAlchemy send: quoted identifiers, aliases, joins, IN
+// lists, LIMIT/OFFSET, RETURNING, upserts, aggregates, json operators, comments with trace ids.
+std::string orm_statement(Lcg& rng) {
+  static constexpr std::string_view kTables[] = {"users",    "orders",   "order_items", "products",
+                                                 "accounts", "sessions", "roles",       "settings"};
+  static constexpr std::string_view kColumns[] = {"id",         "name", "email",  "created_at",
+                                                  "updated_at", "role", "status", "session_id",
+                                                  "temp",       "load", "set_id", "reset_token"};
+  static constexpr std::string_view kFuncs[] = {"lower", "upper",      "coalesce", "length",
+                                                "trim",  "date_trunc", "count",    "max"};
+  const std::string t(rng.pick(kTables));
+  const std::string u(rng.pick(kTables));
+  const std::string c(rng.pick(kColumns));
+  const std::string d(rng.pick(kColumns));
+  const std::string n = std::to_string(rng.next() % 100000);
+  switch (rng.next() % 10) {
+    case 0:
+      return "SELECT \"" + t + "\".\"" + c + "\", \"" + t + "\".\"" + d + "\" FROM \"" + t +
+             "\" WHERE \"" + t + "\".\"id\" = " + n + " LIMIT 21";
+    case 1:
+      return "SELECT " + t + "0_." + c + " AS " + c + "1_0_, " + t + "0_." + d + " AS " + d +
+             "2_0_ FROM " + t + " " + t + "0_ WHERE " + t + "0_.id=$5 AND " + t + "0_." + d +
+             " IN ($1, $2, $3) ORDER BY " + t + "0_." + c + " DESC LIMIT $4";
+    case 2:
+      return "INSERT INTO \"" + t + "\" (\"" + c + "\", \"" + d +
+             "\", \"created_at\") VALUES ($1, $2, now()) RETURNING \"" + t + "\".\"id\"";
+    case 3:
+      return "UPDATE \"" + t + "\" SET \"" + c + "\" = $1, \"updated_at\" = $2 WHERE \"" + t +
+             "\".\"id\" = $3";
+    case 4:
+      return "SELECT COUNT(*) AS \"__count\" FROM \"" + t + "\" INNER JOIN \"" + u + "\" ON (\"" +
+             t + "\".\"id\" = \"" + u + "\".\"" + d + "\") WHERE \"" + u + "\".\"" + c + "\" = '" +
+             n + "'";
+    case 5:
+      return "/* trace_id=" + n + " controller='" + t + "' */ SELECT " +
+             std::string(rng.pick(kFuncs)) + "(" + c + ") FROM " + t + " WHERE " + d +
+             " BETWEEN $1 AND $2 GROUP BY " + c;
+    case 6:
+      return "INSERT INTO " + t + " (" + c + ", " + d + ") VALUES ($1, $2) ON CONFLICT (" + c +
+             ") DO UPDATE SET " + d + " = EXCLUDED." + d;
+    case 7:
+      return "DELETE FROM " + t + " WHERE " + c + " = ANY($1::bigint[]) AND " + d +
+             " < now() - interval '30 days'";
+    case 8:
+      return "SELECT t.*, u." + c + " FROM " + t + " t LEFT OUTER JOIN " + u + " u ON u.id = t." +
+             d + " WHERE t.payload->>'kind' = $1 AND t." + c +
+             " IS NOT NULL ORDER BY t.id OFFSET " + n + " LIMIT 50";
+    default:
+      return "WITH recent AS (SELECT id, " + c + " FROM " + t +
+             " WHERE created_at > $1) SELECT r.id, jsonb_build_object('v', r." + c +
+             ") FROM recent r WHERE EXISTS (SELECT 1 FROM " + u + " x WHERE x.id = r.id)";
+  }
+}
+
+TEST(SqlLexerPrefilter, RealisticApplicationQueriesPass) {
+  Lcg rng;
+  size_t checked = 0;
+  for (int i = 0; i < 300; ++i) {
+    for (const std::string& sql : pgbench_statements(rng)) {
+      EXPECT_FALSE(may_change_session_state(sql)) << "SQL: " << sql;
+      ++checked;
+    }
+  }
+  for (int i = 0; i < 3000; ++i) {
+    const std::string sql = orm_statement(rng);
+    EXPECT_FALSE(may_change_session_state(sql)) << "SQL: " << sql;
+    ++checked;
+  }
+  EXPECT_GE(checked, 6000u);
+}
+
+// Prints the prefilter's cost; asserts nothing about time.
+TEST(SqlLexerPrefilter, CostOfPgbenchSelect) {
+  const std::string_view select = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
+  const std::string_view update =
+      "UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2";
+  constexpr int kRounds = 200000;
+  size_t flagged = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; ++i) flagged += may_change_session_state(select) ? 1 : 0;
+  auto mid = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; ++i) flagged += may_change_session_state(update) ? 1 : 0;
+  auto end = std::chrono::steady_clock::now();
+  EXPECT_EQ(flagged, 0u);
+  const double ns_select = std::chrono::duration<double, std::nano>(mid - start).count() / kRounds;
+  const double ns_update = std::chrono::duration<double, std::nano>(end - mid).count() / kRounds;
+  std::printf("prefilter: %.1f ns/query (pgbench select), %.1f ns/query (pgbench update)\n",
+              ns_select, ns_update);
+}
+
+}  // namespace
+}  // namespace pgsluice::protocol
