@@ -11,6 +11,7 @@
 #include "pgsluice/protocol/startup.h"
 #include "pooler/pool.h"
 #include "pooler/server.h"
+#include "pooler/session_check.h"
 #include "pooler/sqlstate.h"
 #include "pooler/worker.h"
 
@@ -340,6 +341,8 @@ void Client::auth_succeeded() {
     cred.scram_server_key = auth_->proven_server_key();
   }
   auth_.reset();
+  session_policy_ = worker_.config().session_policy_for(*db_entry_, user_, pool_->mode());
+  session_checks_ = pool_->mode() == PoolMode::transaction && !session_policy_.all_off();
   set_state(State::welcome_wait);
   channel_.stop_reading();
   pool_->request_welcome(*this);
@@ -461,6 +464,16 @@ void Client::forward_to_server() {
       out.flush();
       close("client sent Terminate");
       return;
+    }
+    if (session_checks_ && (type == fe::kQuery || type == fe::kParse)) {
+      std::string replacement;
+      if (check_session_state(worker_, *this, *server_, session_policy_, frame.message,
+                              replacement) == SessionCheckResult::replaced) {
+        flush_batch();
+        out.output().append(replacement);
+        server_->note_client_message(type);
+        continue;
+      }
     }
     server_->note_client_message(type);
     std::string_view wire = frame.message.wire;

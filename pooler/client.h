@@ -18,6 +18,7 @@
 #include "pooler/config.h"
 #include "pooler/intrusive_list.h"
 #include "pooler/session_params.h"
+#include "pooler/session_policy.h"
 
 namespace pgsluice {
 
@@ -80,6 +81,7 @@ class Client final : public ChannelOwner {
   [[nodiscard]] int32_t cancel_pid() const { return cancel_pid_; }
   [[nodiscard]] const std::string& cancel_key() const { return cancel_key_; }
   [[nodiscard]] const std::string& log_id() const { return log_id_; }
+  [[nodiscard]] const std::string& peer() const { return peer_; }
 
   // ChannelOwner
   void on_channel_readable(Channel& channel) override;
@@ -129,6 +131,8 @@ class Client final : public ChannelOwner {
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;
   bool registered_for_cancel_ = false;
+  SessionPolicy session_policy_;
+  bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
   size_t passthrough_remaining_ = 0;
 };
 

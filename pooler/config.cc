@@ -76,6 +76,18 @@ int Config::pool_size_for(const DatabaseEntry& db) const {
   return db.pool_size ? *db.pool_size : settings.default_pool_size;
 }
 
+SessionPolicy Config::session_policy_for(const DatabaseEntry& db, const std::string& user,
+                                         PoolMode mode) const {
+  if (auto it = users.find(user); it != users.end() && it->second.session_state_action) {
+    return *it->second.session_state_action;
+  }
+  if (db.session_state_action) return *db.session_state_action;
+  if (settings.session_state_action) return *settings.session_state_action;
+  SessionPolicy policy;
+  policy.default_action = mode == PoolMode::transaction ? SessionAction::warn : SessionAction::off;
+  return policy;
+}
+
 namespace {
 
 constexpr int kMaxIncludeDepth = 10;  // as PgBouncer (libusual's cfparser)
@@ -427,6 +439,13 @@ const std::unordered_map<std::string, Setter>& main_setters() {
       {"workers", [](std::string_view v, Settings& s) { return parse_workers(v, s.workers); }},
       {"verbose_level",
        [](std::string_view v, Settings& s) { return parse_verbose_level(v, s.verbose_level); }},
+      {"session_state_action",
+       [](std::string_view v, Settings& s) {
+         SessionPolicy policy;
+         std::string err = parse_session_policy(v, policy);
+         if (err.empty()) s.session_state_action = policy;
+         return err;
+       }},
   };
   return setters;
 }
@@ -745,6 +764,13 @@ class Loader {
         db.application_name = p.value;
       } else if (k == "connect_query") {
         db.connect_query = p.value;
+      } else if (k == "session_state_action") {
+        SessionPolicy policy;
+        if (auto err = parse_session_policy(p.value, policy); !err.empty()) {
+          bad("session_state_action: " + err);
+        } else {
+          db.session_state_action = policy;
+        }
       } else if (kPgBouncerOnlyDatabaseKeys.contains(k)) {
         warn(e.origin, label + ": parameter " + quoted(k));
       } else {
@@ -778,6 +804,14 @@ class Loader {
           ok = false;
         } else {
           user.pool_mode = mode;
+        }
+      } else if (p.key == "session_state_action") {
+        SessionPolicy policy;
+        if (auto err = parse_session_policy(p.value, policy); !err.empty()) {
+          error(e.origin, e.key, "session_state_action: " + err);
+          ok = false;
+        } else {
+          user.session_state_action = policy;
         }
       } else if (kPgBouncerOnlyUserKeys.contains(p.key)) {
         warn(e.origin, "user " + quoted(e.key) + ": parameter " + quoted(p.key));

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "pooler/session_policy.h"
+
 namespace pgsluice {
 
 enum class PoolMode { session, transaction };
@@ -35,6 +37,7 @@ struct DatabaseEntry {
   std::string timezone;
   std::string application_name;
   std::string connect_query;
+  std::optional<SessionPolicy> session_state_action;
   int line = 0;  // where it was defined, for messages
 };
 
@@ -42,6 +45,7 @@ struct DatabaseEntry {
 struct UserEntry {
   std::string name;
   std::optional<PoolMode> pool_mode;
+  std::optional<SessionPolicy> session_state_action;
   int line = 0;
 };
 
@@ -73,6 +77,8 @@ struct Settings {
   std::vector<std::string> stats_users;
   int workers = 1;
   std::string verbose_level = "info";  // trace, debug, info, warn, error
+  // Unset: warn in transaction mode, off in session mode (where nothing leaks between clients).
+  std::optional<SessionPolicy> session_state_action;
 };
 
 struct Config {
@@ -87,6 +93,10 @@ struct Config {
   [[nodiscard]] std::optional<DatabaseEntry> find_database(const std::string& name) const;
   [[nodiscard]] PoolMode pool_mode_for(const DatabaseEntry& db, const std::string& user) const;
   [[nodiscard]] int pool_size_for(const DatabaseEntry& db) const;
+  // The most specific session_state_action: the user's, the database's, the main section's,
+  // else the pool mode's default.
+  [[nodiscard]] SessionPolicy session_policy_for(const DatabaseEntry& db, const std::string& user,
+                                                 PoolMode mode) const;
 };
 
 struct ConfigError {

@@ -18,19 +18,11 @@
 #include "pooler/server.h"
 #include "pooler/server_address.h"
 #include "pooler/session_params.h"
+#include "pooler/stats.h"
 
 namespace pgsluice {
 
 class Worker;
-
-struct PoolCounters {
-  uint64_t server_assignments = 0;
-  uint64_t transactions = 0;
-  uint64_t queries = 0;
-  uint64_t bytes_received = 0;
-  uint64_t bytes_sent = 0;
-  uint64_t wait_time_us = 0;
-};
 
 class Pool {
  public:
@@ -46,7 +38,38 @@ class Pool {
   [[nodiscard]] PoolMode mode() const { return mode_; }
   [[nodiscard]] int pool_size() const { return pool_size_; }
   [[nodiscard]] Worker& worker() { return worker_; }
-  PoolCounters& counters() { return counters_; }
+  PoolCounters& counters() { return stats_.totals; }
+  PoolStats& stats() { return stats_; }
+  [[nodiscard]] const PoolStats& stats() const { return stats_; }
+
+  // --- admin console ---
+  // PAUSE / SUSPEND: no server is handed out (clients queue) and no server is started; with
+  // close_servers (PAUSE), servers are closed as soon as they are released.
+  void set_paused(bool paused, bool close_servers);
+  [[nodiscard]] bool paused() const { return paused_; }
+  // A reload changed the database line or the pool size: applied to new work at once, and to
+  // servers with other connection settings at their next release.
+  void apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size);
+  // RECONNECT: idle servers close now, busy ones when they are released.
+  void mark_close_needed();
+  // KILL: every server closes now (their clients with them); queued clients are failed.
+  void kill(std::string_view reason);
+  // Servers linked or being cleaned (what PAUSE waits for).
+  [[nodiscard]] size_t busy_count() const { return active_.size() + resetting_.size(); }
+  // Servers still to be closed after RECONNECT / RELOAD (what WAIT_CLOSE waits for).
+  [[nodiscard]] size_t close_needed_count();
+  [[nodiscard]] size_t login_count() const { return login_.size(); }
+  [[nodiscard]] size_t resetting_count() const { return resetting_.size(); }
+  // When the longest-waiting client started waiting (now_us() clock); 0 when none waits.
+  [[nodiscard]] uint64_t oldest_wait_start_us();
+  // Every server, by state list: login, idle, active, resetting.
+  template <class Fn>
+  void for_each_server(Fn&& fn) {
+    login_.for_each(fn);
+    idle_.for_each(fn);
+    active_.for_each(fn);
+    resetting_.for_each(fn);
+  }
 
   // --- clients ---
   // A client that passed authentication wants the greeting (ParameterStatus set): it gets it now
@@ -84,6 +107,7 @@ class Pool {
   using ServerList = IntrusiveList<Server, &Server::pool_node>;
   ServerList* list_for(Server::State state);
   void launch_server();
+  void link(Server& server, Client& client);
   void serve_waiters();
   bool login_retry_blocked(uint64_t now_ms) const;
 
@@ -93,7 +117,9 @@ class Pool {
   ServerCredentials credentials_;
   PoolMode mode_;
   int pool_size_;
-  PoolCounters counters_;
+  PoolStats stats_;
+  bool paused_ = false;
+  bool close_on_release_ = false;  // PAUSE (not SUSPEND): servers close when released
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;

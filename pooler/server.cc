@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "pgsluice/protocol/backend.h"
@@ -490,7 +491,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       tx_status_ = rfq ? rfq.value.status : 'E';
       if (client_ready_owed_ > 0) --client_ready_owed_;
       copy_in_ = copy_out_ = false;
-      if (pool_.mode() == PoolMode::transaction && at_transaction_boundary()) {
+      if (pool_.mode() == PoolMode::transaction && !pinned_ && at_transaction_boundary()) {
         ++pool_.counters().transactions;
         return Reply::forward_and_release;
       }
@@ -571,8 +572,10 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       }
       return true;
     }
-    case be::kNoticeResponse:
     case be::kNotificationResponse:
+      if (state_ == State::idle) note_orphan_notification(message);
+      return true;
+    case be::kNoticeResponse:
     case be::kRowDescription:
     case be::kDataRow:
     case be::kCommandComplete:
@@ -592,6 +595,12 @@ void Server::release_to_pool() {
     client->on_server_released();
   }
   internal_failed_ = false;
+  if (dirty_.any()) {
+    // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
+    // held by an idle pooled server.
+    clean_and_release(/*session_ended=*/false);
+    return;
+  }
   set_state(State::idle);
   pool_.on_server_idle(*this);
 }
@@ -606,24 +615,71 @@ void Server::detach_client() {
     close("client left in the middle of a request");
     return;
   }
-  std::string cleanup;
-  if (tx_status_ != 'I') cleanup = "ROLLBACK";
-  if (pool_.mode() == PoolMode::session && !worker_.settings().server_reset_query.empty()) {
-    if (!cleanup.empty()) cleanup += ";";
-    cleanup += worker_.settings().server_reset_query;
+  clean_and_release(/*session_ended=*/true);
+}
+
+void Server::clean_and_release(bool session_ended) {
+  if (dirty_.needs_close()) {
+    close("LOAD cannot be undone on a pooled server");
+    return;
   }
-  if (cleanup.empty()) {
+  // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
+  // transaction of a multi-statement query.
+  std::vector<std::string> queries;
+  if (tx_status_ != 'I') queries.emplace_back("ROLLBACK");
+  const std::string& reset_query = worker_.settings().server_reset_query;
+  if (session_ended && pool_.mode() == PoolMode::session && !reset_query.empty()) {
+    queries.push_back(reset_query);
+    extras_.clear();  // DISCARD ALL (the usual reset) resets what the pooler applied
+  }
+  for (std::string& q : dirty_.cleanup_queries()) queries.push_back(std::move(q));
+  if (dirty_.resets_all_settings()) {
+    extras_.clear();
+  } else {
+    for (const std::string& name : dirty_.reset_names()) extras_.erase(name);
+  }
+  dirty_.clear();
+  pinned_ = false;
+  if (queries.empty()) {
     set_state(State::idle);
     pool_.on_server_idle(*this);
     return;
   }
   internal_failed_ = false;
   set_state(State::resetting);
-  // ROLLBACK and the reset are separate statements in one simple query; DISCARD ALL cannot run
-  // inside a transaction block, and a multi-statement query is one implicit transaction only
-  // when it has no explicit transaction control of its own, which ROLLBACK ends.
-  send_internal_query(cleanup);
+  for (const std::string& q : queries) send_internal_query(q);
 }
+
+void Server::mark_dirty(const pp::SessionStateFinding& finding) { dirty_.add(finding); }
+
+void Server::note_orphan_notification(const pp::Message& message) {
+  // A notification on a server nobody is linked to: some client LISTENed on it and left it
+  // listening. The server itself is the evidence, whatever the SQL checks saw.
+  auto n = pp::parse_notification_response(message.body);
+  std::string channel = n ? std::string(n.value.channel) : std::string();
+  FindingEvent event{.kind = "listen",
+                     .detail = channel,
+                     .certainty = "definite",
+                     .action = "warn",
+                     .database = pool_.database().name,
+                     .user = pool_.credentials().user,
+                     .application_name = "",
+                     .client_addr = "",
+                     .source = "server",
+                     .statement = ""};
+  bool created = false;
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  worker_.findings().record(event, now, created);
+  if (created) {
+    spdlog::warn("{} session state: a notification on channel \"{}\" reached an idle pooled "
+                 "server: a client LISTENed and left",
+                 log_id(), channel);
+  }
+}
+
+void Server::mark_dirty_unknown() { dirty_.add_unknown(); }
 
 void Server::cancel_running_query() {
   if (state_ != State::active || backend_key_.empty()) return;

@@ -17,7 +17,9 @@
 
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/scram.h"
+#include "pgsluice/protocol/session_state.h"
 #include "pooler/channel.h"
+#include "pooler/dirty_state.h"
 #include "pooler/intrusive_list.h"
 #include "pooler/session_params.h"
 
@@ -52,6 +54,14 @@ class Server final : public ChannelOwner {
   // The client is going away: the server is cleaned (rolled back, reset) and returned to the
   // pool, or closed when it is in the middle of something it cannot safely finish.
   void detach_client();
+
+  // Session-state checks: what the linked client left on this server under `reset`/`pin`,
+  // cleaned when the server is released; a pinned server stays with its client.
+  void mark_dirty(const protocol::SessionStateFinding& finding);
+  void mark_dirty_unknown();
+  void pin() { pinned_ = true; }
+  [[nodiscard]] bool pinned() const { return pinned_; }
+  [[nodiscard]] bool dirty() const { return dirty_.any(); }
 
   // Called by the linked client for every message it forwards here.
   void note_client_message(char type);
@@ -102,6 +112,10 @@ class Server final : public ChannelOwner {
   bool handle_internal_reply(const protocol::Message& message);
   void send_internal_query(const std::string& sql);
   void release_to_pool();
+  void note_orphan_notification(const protocol::Message& message);
+  // Rolls back, resets (session end in session mode) and cleans what the client left, then
+  // goes idle; closes instead when the state cannot be undone.
+  void clean_and_release(bool session_ended);
   void login_failed(std::string_view sqlstate, std::string_view message);
   static void on_timer_closed(uv_handle_t* handle);
   void maybe_destroy();
@@ -137,6 +151,8 @@ class Server final : public ChannelOwner {
   // Forwarding a message that is larger than what has arrived: bytes still to pass through.
   size_t passthrough_remaining_ = 0;
 
+  DirtyState dirty_;
+  bool pinned_ = false;
   ParameterSet tracked_;  // as reported by ParameterStatus
   ParameterSet extras_;   // startup extras the pooler applied on this server
   uint64_t linked_at_ms_ = 0;

@@ -14,10 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "pgsluice/protocol/session_state.h"
 #include "pooler/client.h"
 #include "pooler/config.h"
 #include "pooler/intrusive_list.h"
 #include "pooler/pool.h"
+#include "pooler/session_findings.h"
 
 namespace pgsluice {
 
@@ -51,6 +53,10 @@ class Worker {
   // The pool for a client of `user` on `db` (created on first use).
   Pool& pool_for(const DatabaseEntry& db, const std::string& user);
 
+  // Session-state checks: the verdict cache of this thread and the findings table.
+  protocol::SessionStateClassifier& classifier() { return classifier_; }
+  SessionFindings& findings() { return findings_; }
+
   uint64_t next_client_id() { return ++last_client_id_; }
   uint64_t next_server_id() { return ++last_server_id_; }
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
@@ -82,6 +88,8 @@ class Worker {
   IntrusiveList<Client, &Client::worker_node> clients_;
   std::unordered_map<int32_t, Client*> cancel_index_;
   std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
+  protocol::SessionStateClassifier classifier_;
+  SessionFindings findings_;
   uint64_t last_client_id_ = 0;
   uint64_t last_server_id_ = 0;
   bool stopping_ = false;

@@ -1,0 +1,71 @@
+// The findings table of the session-state checks: one row per (kind, database, user,
+// application_name, statement fingerprint), with how often it happened, what was done about it,
+// who did it last and a normalized sample of the query. Shown by SHOW LEAKS, exported as metrics,
+// and the first occurrence of each row is logged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace pgsluice {
+
+struct FindingRow {
+  std::string kind;       // set, set_config, role, …, or "opaque_call" for a possible one
+  std::string detail;     // the setting, lock function, channel, … (or the function called)
+  std::string certainty;  // definite, possible
+  std::string action;     // what pgsluice did: warn, reject, reset, pin
+  std::string database;
+  std::string user;
+  std::string application_name;
+  std::string client_addr;  // of the last occurrence
+  std::string source;       // "query" (Query/Parse text) or "server" (evidence the server gave)
+  std::string sample;       // the normalized statement (constants as $n)
+  uint64_t fingerprint = 0;
+  uint64_t count = 0;
+  int64_t first_seen = 0;  // unix seconds
+  int64_t last_seen = 0;
+};
+
+struct FindingEvent {
+  std::string_view kind;
+  std::string_view detail;
+  std::string_view certainty;
+  std::string_view action;
+  std::string_view database;
+  std::string_view user;
+  std::string_view application_name;
+  std::string_view client_addr;
+  std::string_view source;
+  std::string_view statement;  // the raw statement text (normalized once, on the row's creation)
+};
+
+class SessionFindings {
+ public:
+  // Rows beyond this are not added (the count of dropped events is kept): a table that a
+  // misbehaving client can grow without bound would be a memory leak of its own.
+  static constexpr size_t kMaxRows = 10000;
+
+  // Returns the row; `created` tells whether it is new (the caller logs new rows).
+  const FindingRow* record(const FindingEvent& event, int64_t now, bool& created);
+
+  [[nodiscard]] const std::vector<FindingRow>& rows() const { return rows_; }
+  [[nodiscard]] uint64_t dropped() const { return dropped_; }
+  [[nodiscard]] uint64_t total() const { return total_; }
+  void clear();
+
+ private:
+  uint64_t fingerprint_of(std::string_view statement, std::string& normalized);
+
+  std::vector<FindingRow> rows_;
+  std::unordered_map<std::string, size_t> index_;  // key → row
+  // Statement text hash → (fingerprint, normalized), so that repeated statements are
+  // normalized once; cleared when it grows past kMaxRows.
+  std::unordered_map<uint64_t, std::pair<uint64_t, std::string>> fingerprints_;
+  uint64_t dropped_ = 0;
+  uint64_t total_ = 0;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,47 @@
+// What pgsluice does when a client leaves session state behind in transaction mode: the
+// `session_state_action` setting. Its value is a default action, optionally followed by
+// per-kind overrides: `reset,listen:pin,advisory_lock:reject`. It can be set in the main section,
+// in a [databases] entry and in a [users] entry; the most specific wins (user, then database,
+// then the main section).
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pgsluice/protocol/session_state.h"
+
+namespace pgsluice {
+
+enum class SessionAction {
+  off,     // do not look
+  warn,    // forward, record, log the first occurrence
+  reject,  // refuse definite findings with 0A000 and a hint; warn on possible ones
+  reset,   // forward, then clean exactly that before the server serves another client
+  pin,     // keep the client on its server until it disconnects
+};
+
+inline constexpr size_t kSessionStateKindCount = 9;
+
+struct SessionPolicy {
+  SessionAction default_action = SessionAction::warn;
+  std::array<std::optional<SessionAction>, kSessionStateKindCount> overrides{};
+
+  [[nodiscard]] SessionAction action_for(protocol::SessionStateKind kind) const {
+    const auto& o = overrides[static_cast<size_t>(kind)];
+    return o ? *o : default_action;
+  }
+  // Nothing to look for: the classifier is skipped altogether.
+  [[nodiscard]] bool all_off() const;
+  bool operator==(const SessionPolicy&) const = default;
+};
+
+std::string_view to_string(SessionAction action);
+std::optional<SessionAction> parse_session_action(std::string_view text);
+std::optional<protocol::SessionStateKind> parse_session_state_kind(std::string_view text);
+// Parses "action[,kind:action…]"; returns an error text, empty on success.
+std::string parse_session_policy(std::string_view text, SessionPolicy& out);
+std::string format_session_policy(const SessionPolicy& policy);
+
+}  // namespace pgsluice
