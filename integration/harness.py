@@ -127,16 +127,77 @@ def tail(path, lines: int = 60) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# TLS certificates
+
+
+class TlsFiles:
+    """Certificates made with the openssl command line in `directory`: a CA, a server certificate
+    signed by it for 127.0.0.1 and localhost (SAN), client certificates (CN app and CN intruder),
+    and a second, unrelated CA with its own server certificate (for "wrong CA" tests)."""
+
+    def __init__(self, directory: str):
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        p = lambda name: os.path.join(directory, name)  # noqa: E731
+        self.ca_cert, self.ca_key = p("ca.crt"), p("ca.key")
+        self.server_cert, self.server_key = p("server.crt"), p("server.key")
+        self.client_cert, self.client_key = p("client.crt"), p("client.key")
+        self.intruder_cert, self.intruder_key = p("intruder.crt"), p("intruder.key")
+        self.other_ca_cert, self.other_ca_key = p("other-ca.crt"), p("other-ca.key")
+        self.other_server_cert, self.other_server_key = p("other-server.crt"), p("other-server.key")
+        self._make_ca(self.ca_cert, self.ca_key, "pgsluice test CA")
+        self._make_ca(self.other_ca_cert, self.other_ca_key, "unrelated CA")
+        server_ext = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+        self._make_leaf(self.server_cert, self.server_key, "localhost", self.ca_cert,
+                        self.ca_key, server_ext)
+        self._make_leaf(self.other_server_cert, self.other_server_key, "localhost",
+                        self.other_ca_cert, self.other_ca_key, server_ext)
+        client_ext = "extendedKeyUsage=clientAuth\n"
+        self._make_leaf(self.client_cert, self.client_key, "app", self.ca_cert, self.ca_key,
+                        client_ext)
+        self._make_leaf(self.intruder_cert, self.intruder_key, "app", self.other_ca_cert,
+                        self.other_ca_key, client_ext)
+
+    @staticmethod
+    def _make_ca(cert: str, key: str, cn: str) -> None:
+        run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256",
+             "-days", "2", "-subj", f"/CN={cn}", "-keyout", key, "-out", cert,
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign"], check=True)
+
+    def _make_leaf(self, cert: str, key: str, cn: str, ca_cert: str, ca_key: str,
+                   ext: str) -> None:
+        csr = cert + ".csr"
+        ext_file = cert + ".ext"
+        with open(ext_file, "w") as f:
+            f.write(ext)
+        run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-subj", f"/CN={cn}",
+             "-keyout", key, "-out", csr], check=True)
+        run(["openssl", "x509", "-req", "-in", csr, "-CA", ca_cert, "-CAkey", ca_key,
+             "-CAcreateserial", "-days", "2", "-sha256", "-extfile", ext_file, "-out", cert],
+            check=True)
+        os.chmod(key, 0o600)
+
+
+# --------------------------------------------------------------------------------------------
 # PostgreSQL
 
 
 class PostgresCluster:
     """A throwaway PostgreSQL cluster: data dir, Unix socket and log inside one temp dir."""
 
-    def __init__(self, max_connections: int = 1200):
+    def __init__(self, max_connections: int = 1200, ssl: bool = False):
+        """With ssl, PostgreSQL also accepts TLS (ssl = on) with the certificates of
+        self.tls (a TlsFiles): its server certificate, and its CA for client certificates."""
         self.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
         os.chmod(self.dir, 0o700)
         chown_postgres(self.dir)
+        self.tls: TlsFiles | None = None
+        if ssl:
+            self.tls = TlsFiles(os.path.join(self.dir, "tls"))
+            for name in os.listdir(self.tls.dir):
+                chown_postgres(os.path.join(self.tls.dir, name))
+            chown_postgres(self.tls.dir)
         self.data = os.path.join(self.dir, "data")
         self.logfile = os.path.join(self.dir, "postgres.log")
         self.port = free_port()
@@ -170,6 +231,13 @@ max_wal_senders = 0
 wal_level = minimal
 logging_collector = off
 log_min_messages = warning
+""")
+            if self.tls is not None:
+                f.write(f"""
+ssl = on
+ssl_cert_file = '{self.tls.server_cert}'
+ssl_key_file = '{self.tls.server_key}'
+ssl_ca_file = '{self.tls.ca_cert}'
 """)
         with open(os.path.join(self.data, "pg_hba.conf"), "w") as f:
             f.write(f"""# written by integration/harness.py
@@ -235,6 +303,26 @@ host  all all       {HOST}/32 scram-sha-256
         self._pgbench_ready = True
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    def restart(self, mode: str = "fast") -> None:
+        """pg_ctl restart -m mode: every backend ends (clients get 57P01 or a dropped
+        connection); returns once PostgreSQL accepts connections again."""
+        run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-l", self.logfile, "-m", mode,
+                         "-w", "-t", "60", "restart"]), check=True, timeout=90)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Waits until a query works over the Unix socket (after a restart, or after the crash
+        recovery that a SIGKILL of one backend makes the postmaster run)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rc, _, err = run(["psql", "-X", "-At", "-h", self.socket_dir, "-p", str(self.port),
+                              "-U", "postgres", "-d", "postgres", "-c", "SELECT 1"], timeout=30)
+            if rc == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PostgreSQL not ready after {timeout} s: {err}")
+            time.sleep(0.2)
 
     def stop(self) -> None:
         if self._started:
@@ -486,8 +574,13 @@ class RawClient:
 
     def __init__(self, host: str, port: int, user: str, database: str,
                  password: str | None = None, params: dict[str, str] | None = None,
-                 ssl_request: bool = False, timeout: float = 15):
+                 ssl_request: bool = False, timeout: float = 15, send_chunk: int = 0,
+                 send_pause: float = 0.0):
+        """send_chunk > 0 sends every message (the startup packet too) in pieces of that many
+        bytes, each its own TCP segment (TCP_NODELAY), with send_pause seconds between them."""
         self._user = user
+        self.send_chunk = send_chunk
+        self.send_pause = send_pause
         self.password = password
         self.parameters: dict[str, str] = {}
         self.backend_key: tuple | None = None
@@ -507,7 +600,7 @@ class RawClient:
             for k, v in all_params.items():
                 body += k.encode() + b"\0" + v.encode() + b"\0"
             body += b"\0"
-            self.sock.sendall(struct.pack("!i", len(body) + 4) + body)
+            self.sendall(struct.pack("!i", len(body) + 4) + body)
             self._login()
         except BaseException:
             self.sock.close()
@@ -530,7 +623,18 @@ class RawClient:
         return kind, self._recv_exact(length - 4)
 
     def send(self, kind: bytes, body: bytes = b"") -> None:
-        self.sock.sendall(kind + struct.pack("!i", len(body) + 4) + body)
+        self.sendall(kind + struct.pack("!i", len(body) + 4) + body)
+
+    def sendall(self, data: bytes) -> None:
+        """Raw bytes to the server, in pieces when send_chunk is set."""
+        if self.send_chunk <= 0:
+            self.sock.sendall(data)
+            return
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(0, len(data), self.send_chunk):
+            if i > 0 and self.send_pause > 0:
+                time.sleep(self.send_pause)
+            self.sock.sendall(data[i:i + self.send_chunk])
 
     @staticmethod
     def _fields(body: bytes) -> dict[str, str]:

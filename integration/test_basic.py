@@ -301,3 +301,24 @@ def test_startup_parameters_kept_across_servers(pgbench_data, make_pooler):
     assert len(all_servers) <= 2, f"more server connections than the pool size: {all_servers}"
     # The check means something only if clients really moved between servers.
     assert any(len(s) > 1 for s in servers_seen), servers_seen
+
+
+def test_connect_query_runs_once_per_server(make_pooler):
+    pooler = make_pooler(
+        databases={"app": "host=127.0.0.1 port={pg_port} dbname=app "
+                          "connect_query='CREATE TEMP TABLE cq_marker AS SELECT 42 AS v'"},
+        default_pool_size=1)
+    with pooler.connect(autocommit=True) as a:
+        assert a.execute("SELECT v FROM pg_temp.cq_marker").fetchone()[0] == 42
+    with pooler.connect(autocommit=True) as b:
+        assert b.execute("SELECT count(*) FROM pg_temp.cq_marker").fetchone()[0] == 1
+
+
+def test_failing_connect_query_is_a_login_error(make_pooler):
+    pooler = make_pooler(
+        databases={"app": "host=127.0.0.1 port={pg_port} dbname=app "
+                          "connect_query='SELECT no_such_function()'"},
+        default_pool_size=1)
+    with pytest.raises(psycopg.OperationalError) as e:
+        pooler.connect(autocommit=True)
+    assert "connect_query failed" in str(e.value)

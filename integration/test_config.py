@@ -95,7 +95,7 @@ def test_missing_config_file(tmp_path):
 
 
 def test_unimplemented_pgbouncer_keys_warn_and_start(pg, make_pooler):
-    extra = {"server_lifetime": "3600", "tcp_keepalive": "1", "stats_period": "60",
+    extra = {"server_lifetime": "3600", "tcp_keepalive": "1", "syslog": "0",
              "server_idle_timeout": "600"}
     # The main section under PgBouncer's name, as in an existing pgbouncer.ini.
     config = BASE.replace("[pgsluice]", "[pgbouncer]") + "".join(

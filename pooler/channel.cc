@@ -1,7 +1,9 @@
-// Socket IO of one connection: reading into the frame reader, batched writes, close.
+// Socket IO of one connection: reading into the frame reader, batched writes, TLS, close.
 #include "pooler/channel.h"
 
 #include <cstring>
+
+#include "pooler/tls_session.h"
 
 namespace pgsluice {
 
@@ -18,6 +20,8 @@ Channel::Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phas
   std::memset(&handle_, 0, sizeof(handle_));
   std::memset(&write_req_, 0, sizeof(write_req_));
 }
+
+Channel::~Channel() = default;
 
 int Channel::init_tcp() {
   is_tcp_ = true;
@@ -52,13 +56,19 @@ void Channel::stop_reading() {
 
 void Channel::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   auto* self = static_cast<Channel*>(handle->data);
+  if (self->tls_ != nullptr) {
+    *buf = uv_buf_init(self->cipher_in_.data(), static_cast<unsigned>(self->cipher_in_.size()));
+    return;
+  }
   char* p = self->input_.writable(kReadChunk);
   *buf = uv_buf_init(p, static_cast<unsigned>(self->input_.writable_size()));
 }
 
 void Channel::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
   auto* self = static_cast<Channel*>(stream->data);
-  if (nread > 0) {
+  if (nread > 0 && self->tls_ != nullptr) {
+    self->on_tls_read(static_cast<size_t>(nread));
+  } else if (nread > 0) {
     self->input_.commit(static_cast<size_t>(nread));
     self->bytes_received_ += static_cast<uint64_t>(nread);
     self->owner_.on_channel_readable(*self);
@@ -72,24 +82,32 @@ void Channel::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
 }
 
 void Channel::flush() {
-  if (writing_ || closing_ || output_.empty()) return;
-  uv_buf_t buf = uv_buf_init(output_.data(), static_cast<unsigned>(output_.size()));
+  if (tls_ != nullptr) {
+    flush_tls();
+    return;
+  }
+  send(output_);
+}
+
+void Channel::send(std::string& pending) {
+  if (writing_ || closing_ || pending.empty()) return;
+  uv_buf_t buf = uv_buf_init(pending.data(), static_cast<unsigned>(pending.size()));
   int written = uv_try_write(stream(), &buf, 1);
   if (written > 0) {
     bytes_sent_ += static_cast<uint64_t>(written);
-    if (static_cast<size_t>(written) == output_.size()) {
-      output_.clear();
+    if (static_cast<size_t>(written) == pending.size()) {
+      pending.clear();
       return;
     }
-    output_.erase(0, static_cast<size_t>(written));
+    pending.erase(0, static_cast<size_t>(written));
   } else if (written != UV_EAGAIN && written != UV_ENOSYS) {
     // The error surfaces through the read side as well; drop what cannot be sent.
-    output_.clear();
+    pending.clear();
     owner_.on_channel_error(*this, written);
     return;
   }
-  in_flight_.swap(output_);
-  output_.clear();
+  in_flight_.swap(pending);
+  pending.clear();
   buf = uv_buf_init(in_flight_.data(), static_cast<unsigned>(in_flight_.size()));
   write_req_.data = this;
   if (uv_write(&write_req_, stream(), &buf, 1, on_write) == 0) {
@@ -109,13 +127,101 @@ void Channel::on_write(uv_write_t* req, int status) {
     self->owner_.on_channel_error(*self, status);
     return;
   }
-  bool was_high = self->output_.size() > kLowWaterMark;
+  bool was_high = self->output_.size() + self->cipher_out_.size() > kLowWaterMark;
   self->flush();
   if (self->close_after_flush_ && !self->writing_) {
     self->close();
     return;
   }
   if (!was_high || self->queued_output() <= kLowWaterMark) self->owner_.on_channel_drained(*self);
+}
+
+// --- TLS ---
+
+void Channel::start_tls(std::unique_ptr<TlsSession> session) {
+  tls_ = std::move(session);
+  cipher_in_.resize(kReadChunk);
+  // Queued plaintext (the 'S' of an SSLRequest's answer) precedes the first TLS record as is.
+  cipher_out_.append(output_);
+  output_.clear();
+  // A connecting session produces its ClientHello here; an accepting one waits for it.
+  if (tls_->handshake() == TlsSession::Status::error) {
+    tls_failed(tls_->error());
+    return;
+  }
+  flush_tls();
+}
+
+void Channel::flush_tls() {
+  if (writing_ || closing_) return;  // on_write flushes again
+  // Until the handshake is done, output() is held back: nothing may leave unencrypted once TLS
+  // was agreed (an error queued then is dropped with the connection).
+  if (tls_ready_ && !output_.empty()) {
+    TlsSession::Status status = tls_->write(output_);
+    output_.clear();
+    if (status != TlsSession::Status::ok) {
+      tls_error_ = tls_->error();
+      owner_.on_channel_error(*this, UV_EPROTO);
+      return;
+    }
+  }
+  if (close_after_flush_ && tls_ready_ && !tls_shutdown_sent_) {
+    tls_shutdown_sent_ = true;
+    tls_->shutdown();  // close_notify after the last data: the peer sees a clean end
+  }
+  tls_->drain(cipher_out_);
+  send(cipher_out_);
+}
+
+void Channel::tls_failed(std::string message) {
+  tls_error_ = std::move(message);
+  // The alert describing the failure goes out if the socket takes it now; the owner closes.
+  tls_->drain(cipher_out_);
+  send(cipher_out_);
+  stop_reading();
+  owner_.on_channel_error(*this, UV_EPROTO);
+}
+
+void Channel::on_tls_read(size_t nread) {
+  bytes_received_ += nread;
+  tls_->feed(cipher_in_.data(), nread);
+  if (!tls_ready_) {
+    TlsSession::Status status = tls_->handshake();
+    if (status == TlsSession::Status::error) {
+      tls_failed(tls_->error());
+      return;
+    }
+    flush_tls();  // the handshake's next flight
+    if (status != TlsSession::Status::ok || closing_) return;
+    tls_ready_ = true;
+    owner_.on_channel_tls_ready(*this);
+    if (closing_ || tls_ == nullptr) return;
+    // Application data may have come in the same read as the handshake's last flight.
+  }
+  bool got_data = false;
+  TlsSession::Status status = TlsSession::Status::ok;
+  while (status == TlsSession::Status::ok) {
+    char* p = input_.writable(kReadChunk);
+    size_t got = 0;
+    status = tls_->read(p, input_.writable_size(), got);
+    if (status == TlsSession::Status::ok) {
+      input_.commit(got);
+      got_data = true;
+    }
+  }
+  // Reading may have produced records to send (a TLS 1.3 KeyUpdate answer, an alert).
+  if (tls_->pending_output() > 0) flush_tls();
+  if (got_data) {
+    owner_.on_channel_readable(*this);
+    if (closing_) return;
+    if (input_.unread_size() == 0) input_.shrink_if_idle(kIdleInputCapacity);
+  }
+  if (status == TlsSession::Status::closed) {
+    stop_reading();
+    owner_.on_channel_error(*this, UV_EOF);
+  } else if (status == TlsSession::Status::error) {
+    tls_failed(tls_->error());
+  }
 }
 
 void Channel::close_when_flushed() {

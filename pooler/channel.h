@@ -5,11 +5,18 @@
 // Output is double-buffered: bytes queued with output() go out with one uv_try_write when the
 // socket takes them at once (the common case for small replies), otherwise with one uv_write of
 // everything queued so far; while that write is in flight, new bytes collect behind it.
+//
+// TLS (start_tls) sits between the socket and those buffers: input() still yields plaintext and
+// output() still takes it; ciphertext is read into a buffer of its own and decrypted into the
+// frame reader, and output is encrypted at flush time into a ciphertext buffer that takes the
+// plaintext buffer's place in the write path. Without TLS nothing of this runs: the socket reads
+// straight into the frame reader and writes straight from output(), as before.
 #pragma once
 
 #include <uv.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "pgsluice/protocol/frame.h"
@@ -17,6 +24,7 @@
 namespace pgsluice {
 
 class Channel;
+class TlsSession;
 
 class ChannelOwner {
  public:
@@ -29,6 +37,9 @@ class ChannelOwner {
   virtual void on_channel_drained(Channel& channel) = 0;
   // The handle is closed: the owner may now delete itself.
   virtual void on_channel_closed(Channel& channel) = 0;
+  // The TLS handshake started by start_tls() completed (a failure is on_channel_error with
+  // UV_EPROTO and channel.tls_error()).
+  virtual void on_channel_tls_ready(Channel& /*channel*/) {}
 };
 
 class Channel {
@@ -40,6 +51,7 @@ class Channel {
   Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phase, uint32_t max_length);
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
+  ~Channel();
 
   // Initializes the handle as TCP or as a Unix-domain pipe; exactly one is called once.
   int init_tcp();
@@ -57,7 +69,9 @@ class Channel {
   // Append whole messages here, then call flush().
   std::string& output() { return output_; }
   void flush();
-  [[nodiscard]] size_t queued_output() const { return output_.size() + in_flight_.size(); }
+  [[nodiscard]] size_t queued_output() const {
+    return output_.size() + cipher_out_.size() + in_flight_.size();
+  }
   [[nodiscard]] bool over_high_water() const { return queued_output() > kHighWaterMark; }
 
   // Closes the handle (once); on_channel_closed follows from the loop. Queued output is dropped.
@@ -65,6 +79,17 @@ class Channel {
   // Stops reading, sends what is queued (a final ErrorResponse), then closes.
   void close_when_flushed();
   [[nodiscard]] bool closing() const { return closing_; }
+
+  // Switches the socket to TLS. What output() holds is sent first as it is (the 'S' answering an
+  // SSLRequest); unread input must have been refused by the caller (bytes that came before the
+  // handshake were not encrypted: CVE-2021-23214/23222). A connecting session sends its
+  // ClientHello at once. on_channel_tls_ready follows the handshake.
+  void start_tls(std::unique_ptr<TlsSession> session);
+  // The TLS session (null on a plaintext socket); tls_ready() once its handshake is done.
+  [[nodiscard]] TlsSession* tls() const { return tls_.get(); }
+  [[nodiscard]] bool tls_ready() const { return tls_ready_; }
+  // Why TLS failed (after on_channel_error with UV_EPROTO).
+  [[nodiscard]] const std::string& tls_error() const { return tls_error_; }
 
   // Bytes read and written over the channel's life.
   [[nodiscard]] uint64_t bytes_received() const { return bytes_received_; }
@@ -75,6 +100,11 @@ class Channel {
   static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void on_write(uv_write_t* req, int status);
   static void on_close(uv_handle_t* handle);
+  // Sends `pending` (output_ in plaintext, cipher_out_ under TLS): try_write, else one uv_write.
+  void send(std::string& pending);
+  void flush_tls();
+  void on_tls_read(size_t nread);
+  void tls_failed(std::string message);
 
   union Handle {
     uv_tcp_t tcp;
@@ -94,6 +124,13 @@ class Channel {
   bool is_tcp_ = true;
   uint64_t bytes_received_ = 0;
   uint64_t bytes_sent_ = 0;
+  // TLS only: the session, ciphertext read from the socket, ciphertext waiting to be written.
+  std::unique_ptr<TlsSession> tls_;
+  std::string cipher_in_;
+  std::string cipher_out_;
+  std::string tls_error_;
+  bool tls_ready_ = false;
+  bool tls_shutdown_sent_ = false;
 };
 
 }  // namespace pgsluice

@@ -9,10 +9,13 @@
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/startup.h"
+#include "pooler/admin_session.h"
+#include "pooler/admin_views.h"
 #include "pooler/pool.h"
 #include "pooler/server.h"
 #include "pooler/session_check.h"
 #include "pooler/sqlstate.h"
+#include "pooler/tls_session.h"
 #include "pooler/worker.h"
 
 namespace pgsluice {
@@ -105,6 +108,11 @@ void Client::close(std::string_view reason) {
 }
 
 void Client::on_channel_error(Channel&, int status) {
+  if (!channel_.tls_error().empty()) {
+    spdlog::info("{} {}", log_id_, channel_.tls_error());
+    close(channel_.tls_error());
+    return;
+  }
   close(status == UV_EOF ? "client closed the connection"
                          : fmt::format("client connection failed: {}", uv_strerror(status)));
 }
@@ -173,6 +181,11 @@ bool Client::handle_startup_packet(const pp::Message& message) {
         protocol_violation("unexpected data after an encryption request");
         return false;
       }
+      if (channel_.tls() != nullptr) {
+        protocol_violation("SSL request inside SSL");
+        return false;
+      }
+      if (packet.value.kind == pp::StartupKind::ssl_request && accept_tls()) return true;
       channel_.output().push_back('N');
       channel_.flush();
       return true;
@@ -181,6 +194,7 @@ bool Client::handle_startup_packet(const pp::Message& message) {
       return false;
     case pp::StartupKind::startup_message:
       channel_.input().set_phase(pp::FramePhase::regular);
+      if (!tls_requirement_met()) return false;
       return handle_startup_message(packet.value);
   }
   return false;
@@ -262,8 +276,10 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
                   fmt::format("{} - {}", app != nullptr ? *app : std::string(), peer_));
   }
 
-  db_entry_ = worker_.config().find_database(database_);
-  if (!db_entry_) {
+  // The admin console is a virtual database (admin_session.h), never looked up in [databases].
+  admin_console_ = is_admin_database(database_);
+  if (!admin_console_) db_entry_ = worker_.config().find_database(database_);
+  if (!admin_console_ && !db_entry_) {
     fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
     return false;
   }
@@ -271,13 +287,20 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
     return false;
   }
+  // DISABLE db (admin_control.h) refuses new connections; it fails the client itself.
+  if (!admin_console_ && !worker_.admin_control().admit(*this)) return false;
 
+  if (settings.auth_type == AuthType::cert) {
+    login_by_certificate();
+    return false;
+  }
   std::optional<std::string> secret = worker_.secret_for(user_);
   const pp::ScramVerifier* plain_verifier =
       secret && settings.auth_type == AuthType::scram_sha_256
           ? worker_.plain_scram_verifier(user_, *secret)
           : nullptr;
   auth_.emplace(settings.auth_type, user_, std::move(secret), plain_verifier);
+  if (channel_.tls() != nullptr) auth_->set_channel_binding(channel_.tls()->server_end_point());
   ClientAuth::Result result = auth_->start(channel_.output());
   channel_.flush();
   switch (result) {
@@ -333,6 +356,13 @@ void Client::process_auth_input() {
 }
 
 void Client::auth_succeeded() {
+  if (admin_console_) {
+    // No pool: the console session checks admin_users / stats_users and greets (or fails).
+    auth_.reset();
+    set_state(State::idle);
+    admin_ = AdminSession::start(worker_, *this);
+    return;
+  }
   pool_ = &worker_.pool_for(*db_entry_, user_);
   ServerCredentials& cred = pool_->credentials();
   if (auth_->proven_client_key() && cred.user == user_ && pp::is_scram_verifier(cred.password)) {
@@ -375,6 +405,10 @@ void Client::set_cancel_key(int32_t pid, std::string key) {
 // --- forwarding ---
 
 void Client::process_regular_input() {
+  if (admin_ != nullptr) {
+    admin_->on_input();
+    return;
+  }
   if (state_ == State::active) {
     forward_to_server();
     return;
@@ -423,6 +457,7 @@ void Client::forward_to_server() {
     batch_size = 0;
   };
 
+  bool answered_here = false;
   while (state_ == State::active) {
     if (passthrough_remaining_ > 0) {
       size_t n = std::min(passthrough_remaining_, in.unread_size());
@@ -451,7 +486,10 @@ void Client::forward_to_server() {
       return;
     }
     if (header.header.wire_size() > in.unread_size()) {
-      if (header.header.wire_size() > kPassthroughThreshold && may_pass_through(type)) {
+      // A Bind is rewritten when statements are: it must be whole.
+      bool streamable = may_pass_through(type) &&
+                        !(type == fe::kBind && server_->rewrites_statements());
+      if (header.header.wire_size() > kPassthroughThreshold && streamable) {
         server_->note_client_message(type);
         passthrough_remaining_ = header.header.wire_size();
         continue;
@@ -459,20 +497,50 @@ void Client::forward_to_server() {
       break;
     }
     pp::FrameResult frame = in.next();
+    if (spdlog::should_log(spdlog::level::trace)) {
+      spdlog::trace("{} -> '{}' ({} bytes)", log_id_, type, frame.message.wire.size());
+    }
     if (type == fe::kTerminate) {
       flush_batch();
       out.flush();
       close("client sent Terminate");
       return;
     }
+    if (discard_until_sync_) {
+      // After an error the pooler gave in PostgreSQL's place, PostgreSQL would skip to Sync.
+      if (type != fe::kSync) continue;
+      discard_until_sync_ = false;
+    }
     if (session_checks_ && (type == fe::kQuery || type == fe::kParse)) {
-      std::string replacement;
-      if (check_session_state(worker_, *this, *server_, session_policy_, frame.message,
-                              replacement) == SessionCheckResult::replaced) {
+      std::string message, hint;
+      if (check_session_state(worker_, *this, *server_, session_policy_, frame.message, message,
+                              hint) == SessionCheckResult::refused) {
         flush_batch();
-        out.output().append(replacement);
-        server_->note_client_message(type);
+        if (type == fe::kParse && server_->rewrites_statements()) {
+          refuse_until_sync(sqlstate::kFeatureNotSupported, message, hint);
+          server_->note_client_message(type, /*queue_reply=*/false);
+        } else {
+          write_refusal(frame.message, message, hint, out.output());
+          server_->note_client_message(type);
+        }
         continue;
+      }
+    }
+    if (server_->rewrites_statements() &&
+        (type == fe::kParse || type == fe::kBind || type == fe::kDescribe ||
+         type == fe::kClose || type == fe::kQuery)) {
+      flush_batch();
+      switch (route_statement_message(frame.message, out.output())) {
+        case Routed::as_is:
+          break;
+        case Routed::written:
+          server_->note_client_message(type, /*queue_reply=*/false);
+          continue;
+        case Routed::answered:
+          // A Query answered here owes no ReadyForQuery from the server.
+          if (type != fe::kQuery) server_->note_client_message(type, /*queue_reply=*/false);
+          answered_here = true;
+          continue;
       }
     }
     server_->note_client_message(type);
@@ -489,6 +557,11 @@ void Client::forward_to_server() {
   out.flush();
   // The server cannot take more for now: stop reading until it drains.
   if (out.over_high_water()) channel_.stop_reading();
+  if (answered_here) {
+    channel_.flush();
+    // A DEALLOCATE answered here may have been all the client sent: the link ends as usual.
+    if (server_ != nullptr) server_->release_if_nothing_owed();
+  }
 }
 
 void Client::on_server_released() {
@@ -509,6 +582,21 @@ void Client::on_server_parameter(std::string_view name, std::string_view value) 
   if (current != nullptr && *current == value) return;
   reported_.set(name, value);
   pp::write_parameter_status(channel_.output(), name, value);
+}
+
+}  // namespace pgsluice
+
+namespace pgsluice {
+
+void Client::write_refusal(const pp::Message& message, std::string_view text, std::string_view hint,
+                           std::string& out) {
+  std::string statement = rejection_statement(text, hint);
+  if (message.type == fe::kQuery) {
+    pp::write_query(out, statement);
+    return;
+  }
+  auto parse = pp::parse_parse(message.body);
+  pp::write_parse(out, parse ? parse.value.statement : std::string_view(), statement, {});
 }
 
 }  // namespace pgsluice

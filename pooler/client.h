@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/startup.h"
@@ -17,11 +18,13 @@
 #include "pooler/client_auth.h"
 #include "pooler/config.h"
 #include "pooler/intrusive_list.h"
+#include "pooler/prepared_statements.h"
 #include "pooler/session_params.h"
 #include "pooler/session_policy.h"
 
 namespace pgsluice {
 
+class AdminSession;
 class Pool;
 class Server;
 class Worker;
@@ -83,6 +86,10 @@ class Client final : public ChannelOwner {
   [[nodiscard]] const std::string& log_id() const { return log_id_; }
   [[nodiscard]] const std::string& peer() const { return peer_; }
 
+  // Protocol-level prepared statements: a name the server skipped (an error earlier in the
+  // batch) is free again.
+  void forget_statement(const std::string& name, uint64_t id);
+
   // ChannelOwner
   void on_channel_readable(Channel& channel) override;
   void on_channel_error(Channel& channel, int status) override;
@@ -91,6 +98,11 @@ class Client final : public ChannelOwner {
 
   ListNode worker_node;  // on the worker's list of clients
   ListNode pool_node;    // on a pool's waiting list while it waits
+  uint64_t wait_started_us = 0;  // set by the pool when the client queues (wait-time stats)
+
+  // The admin console (database "pgsluice" or "pgbouncer"): answered by an AdminSession.
+  [[nodiscard]] bool is_admin_console() const { return admin_console_; }
+  [[nodiscard]] AdminSession* admin_session() const { return admin_.get(); }
 
  private:
   void set_state(State state);
@@ -99,6 +111,12 @@ class Client final : public ChannelOwner {
   bool handle_startup_packet(const protocol::Message& message);
   bool handle_startup_message(const protocol::StartupPacket& packet);
   void handle_cancel_request(const protocol::StartupPacket& packet);
+  // TLS (tls_client.cc): answers an SSLRequest with 'S' and starts the handshake (false: decline
+  // with 'N'); refuses a plaintext StartupMessage under client_tls_sslmode >= require; logs in
+  // by the certificate's CN under auth_type = cert.
+  bool accept_tls();
+  bool tls_requirement_met();
+  void login_by_certificate();
   void process_auth_input();
   void auth_succeeded();
   void process_regular_input();
@@ -107,6 +125,18 @@ class Client final : public ChannelOwner {
   void send_error(std::string_view severity, std::string_view sqlstate, std::string_view message,
                   std::string_view hint = {});
   void protocol_violation(std::string_view message);
+
+  // How a message went under prepared statement rewriting (client_statements.cc).
+  enum class Routed {
+    as_is,     // forward it unchanged
+    written,   // rewritten into the server's output; its reply is queued
+    answered,  // answered by the pooler (its made-up reply is queued); nothing sent
+  };
+  Routed route_statement_message(const protocol::Message& message, std::string& out);
+  void refuse_until_sync(std::string code, std::string message, std::string hint);
+  // A refused Query or Parse, replaced by a statement the server itself refuses.
+  void write_refusal(const protocol::Message& message, std::string_view text,
+                     std::string_view hint, std::string& out);
 
   Worker& worker_;
   uint64_t id_;
@@ -131,9 +161,13 @@ class Client final : public ChannelOwner {
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;
   bool registered_for_cancel_ = false;
+  std::unordered_map<std::string, PreparedStatementRef> statements_;
+  bool discard_until_sync_ = false;
   SessionPolicy session_policy_;
   bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
   size_t passthrough_remaining_ = 0;
+  bool admin_console_ = false;
+  std::unique_ptr<AdminSession> admin_;
 };
 
 }  // namespace pgsluice

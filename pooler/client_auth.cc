@@ -17,6 +17,7 @@ namespace pp = pgsluice::protocol;
 namespace {
 constexpr int kScramIterations = 4096;
 constexpr std::string_view kScramMechanism = "SCRAM-SHA-256";
+constexpr std::string_view kScramPlusMechanism = "SCRAM-SHA-256-PLUS";
 
 std::string random_bytes(size_t n) {
   std::string out(n, '\0');
@@ -57,6 +58,12 @@ ClientAuth::ClientAuth(AuthType type, std::string user, std::optional<std::strin
     case AuthType::scram_sha_256:
       method_ = Method::scram;
       break;
+    case AuthType::cert:
+      // Decided by the client's TLS certificate before any ClientAuth; should one be made anyway,
+      // it asks for a password nobody has.
+      method_ = Method::cleartext;
+      secret_.reset();
+      break;
   }
 }
 
@@ -94,8 +101,14 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
         verifier = doomed_verifier();
       }
       scram_.emplace(std::move(verifier));
-      const std::string_view mechanisms[] = {kScramMechanism};
-      pp::write_authentication_sasl(out, mechanisms);
+      // As PostgreSQL: -PLUS first, and only where there is a channel to bind to.
+      if (channel_binding_.empty()) {
+        const std::string_view mechanisms[] = {kScramMechanism};
+        pp::write_authentication_sasl(out, mechanisms);
+      } else {
+        const std::string_view mechanisms[] = {kScramPlusMechanism, kScramMechanism};
+        pp::write_authentication_sasl(out, mechanisms);
+      }
       break;
     }
   }
@@ -149,10 +162,18 @@ ClientAuth::Result ClientAuth::on_response(std::string_view body, std::string& o
       if (step_ == Step::sent_request) {
         auto msg = pp::parse_sasl_initial_response(body);
         if (!msg || !msg.value.data) return Result::protocol_violation;
-        if (msg.value.mechanism != kScramMechanism) return fail("unsupported SASL mechanism");
+        if (msg.value.mechanism == kScramPlusMechanism && !channel_binding_.empty()) {
+          scram_->set_channel_binding(true, channel_binding_);
+        } else if (msg.value.mechanism == kScramMechanism) {
+          scram_->set_channel_binding(!channel_binding_.empty(), {});
+        } else {
+          return fail("unsupported SASL mechanism");
+        }
         std::string server_first;
         auto status = scram_->handle_client_first(*msg.value.data, server_first);
-        if (status != pp::ScramStatus::ok) return fail("malformed SCRAM client-first-message");
+        if (status != pp::ScramStatus::ok) {
+          return fail("malformed SCRAM client-first-message (or a channel binding mismatch)");
+        }
         pp::write_authentication_sasl_continue(out, server_first);
         step_ = Step::sasl_continue;
         return Result::need_response;

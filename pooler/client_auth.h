@@ -25,6 +25,10 @@ class ClientAuth {
   ClientAuth(AuthType type, std::string user, std::optional<std::string> secret,
              const protocol::ScramVerifier* plain_verifier = nullptr);
 
+  // On a TLS connection, before start(): the tls-server-end-point data of our certificate, so
+  // that SCRAM-SHA-256-PLUS (channel binding) is offered next to SCRAM-SHA-256.
+  void set_channel_binding(std::string data) { channel_binding_ = std::move(data); }
+
   // Writes the first authentication request to `out` (nothing for trust).
   Result start(std::string& out);
   // Handles the body of the client's 'p' message; may write the next request to `out`.
@@ -56,6 +60,7 @@ class ClientAuth {
   std::optional<protocol::ScramServer> scram_;
   bool scram_from_verifier_ = false;
   std::string failure_reason_;
+  std::string channel_binding_;
   std::optional<protocol::ScramKey> proven_client_key_;
   std::optional<protocol::ScramKey> proven_server_key_;
 };

@@ -42,6 +42,26 @@ std::string_view to_string(AuthType type) {
       return "md5";
     case AuthType::scram_sha_256:
       return "scram-sha-256";
+    case AuthType::cert:
+      return "cert";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(SslMode mode) {
+  switch (mode) {
+    case SslMode::disable:
+      return "disable";
+    case SslMode::allow:
+      return "allow";
+    case SslMode::prefer:
+      return "prefer";
+    case SslMode::require:
+      return "require";
+    case SslMode::verify_ca:
+      return "verify-ca";
+    case SslMode::verify_full:
+      return "verify-full";
   }
   return "unknown";
 }
@@ -105,14 +125,8 @@ const std::set<std::string_view> kPgBouncerOnlyKeys = {
     "cancel_wait_timeout",
     "client_idle_timeout",
     "client_tls13_ciphers",
-    "client_tls_ca_file",
-    "client_tls_cert_file",
-    "client_tls_ciphers",
     "client_tls_dheparams",
     "client_tls_ecdhcurve",
-    "client_tls_key_file",
-    "client_tls_protocols",
-    "client_tls_sslmode",
     "conffile",
     "disable_pqexec",
     "dns_max_ttl",
@@ -124,7 +138,6 @@ const std::set<std::string_view> kPgBouncerOnlyKeys = {
     "log_stats",
     "max_db_client_connections",
     "max_db_connections",
-    "max_prepared_statements",
     "max_user_client_connections",
     "max_user_connections",
     "min_pool_size",
@@ -145,15 +158,8 @@ const std::set<std::string_view> kPgBouncerOnlyKeys = {
     "server_reset_query_always",
     "server_round_robin",
     "server_tls13_ciphers",
-    "server_tls_ca_file",
-    "server_tls_cert_file",
-    "server_tls_ciphers",
-    "server_tls_key_file",
-    "server_tls_protocols",
-    "server_tls_sslmode",
     "service_name",
     "so_reuseport",
-    "stats_period",
     "suspend_timeout",
     "syslog",
     "syslog_facility",
@@ -200,7 +206,7 @@ const std::set<std::string_view> kPgBouncerOnlyUserKeys = {
 };
 
 // auth_type values PgBouncer has and pgsluice does not (yet).
-const std::set<std::string_view> kUnsupportedAuthTypes = {"any", "cert", "hba", "ldap", "pam"};
+const std::set<std::string_view> kUnsupportedAuthTypes = {"any", "hba", "ldap", "pam"};
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -352,14 +358,64 @@ std::string parse_auth_type(std::string_view value, AuthType& out) {
     out = AuthType::md5;
   } else if (v == "scram-sha-256") {
     out = AuthType::scram_sha_256;
+  } else if (v == "cert") {
+    out = AuthType::cert;
   } else if (kUnsupportedAuthTypes.contains(v)) {
     return quoted(v) +
            " is a PgBouncer authentication method pgsluice does not support yet (use trust, "
-           "plain, md5 or scram-sha-256)";
+           "plain, md5, scram-sha-256 or cert)";
   } else {
-    return "invalid value " + quoted(value) + ": expected trust, plain, md5 or scram-sha-256";
+    return "invalid value " + quoted(value) + ": expected trust, plain, md5, scram-sha-256 or cert";
   }
   return {};
+}
+
+std::string parse_sslmode(std::string_view value, SslMode& out) {
+  const std::string v = lower(trim(value));
+  if (v == "disable") {
+    out = SslMode::disable;
+  } else if (v == "allow") {
+    out = SslMode::allow;
+  } else if (v == "prefer") {
+    out = SslMode::prefer;
+  } else if (v == "require") {
+    out = SslMode::require;
+  } else if (v == "verify-ca") {
+    out = SslMode::verify_ca;
+  } else if (v == "verify-full") {
+    out = SslMode::verify_full;
+  } else {
+    return "invalid value " + quoted(value) +
+           ": expected disable, allow, prefer, require, verify-ca or verify-full";
+  }
+  return {};
+}
+
+// client_tls_* and server_tls_*: the same six keys for each side.
+using TlsSetter = std::function<std::string(std::string_view, Settings&)>;
+void add_tls_setters(std::unordered_map<std::string, TlsSetter>& setters, const std::string& prefix,
+                     TlsSettings Settings::*side) {
+  setters[prefix + "sslmode"] = [side](std::string_view v, Settings& s) {
+    return parse_sslmode(v, (s.*side).sslmode);
+  };
+  auto string_field = [&](const char* key, std::string TlsSettings::*field) {
+    setters[prefix + key] = [side, field](std::string_view v, Settings& s) {
+      (s.*side).*field = std::string(trim(v));
+      return std::string();
+    };
+  };
+  string_field("key_file", &TlsSettings::key_file);
+  string_field("cert_file", &TlsSettings::cert_file);
+  string_field("ca_file", &TlsSettings::ca_file);
+  string_field("protocols", &TlsSettings::protocols);
+  string_field("ciphers", &TlsSettings::ciphers);
+}
+
+std::unordered_map<std::string, TlsSetter> with_tls_setters(
+    std::unordered_map<std::string, TlsSetter> setters) {
+  add_tls_setters(setters, "client_tls_", &Settings::client_tls);
+  add_tls_setters(setters, "server_tls_", &Settings::server_tls);
+  return setters;
 }
 
 std::string parse_workers(std::string_view value, int& out) {
@@ -407,7 +463,7 @@ Setter list_key(std::vector<std::string> Settings::*field) {
 }
 
 const std::unordered_map<std::string, Setter>& main_setters() {
-  static const std::unordered_map<std::string, Setter> setters = {
+  static const std::unordered_map<std::string, Setter> setters = with_tls_setters({
       {"listen_addr", string_key(&Settings::listen_addr)},
       {"listen_port", int_key(&Settings::listen_port, 1, 65535)},
       {"unix_socket_dir", string_key(&Settings::unix_socket_dir)},
@@ -439,6 +495,10 @@ const std::unordered_map<std::string, Setter>& main_setters() {
       {"workers", [](std::string_view v, Settings& s) { return parse_workers(v, s.workers); }},
       {"verbose_level",
        [](std::string_view v, Settings& s) { return parse_verbose_level(v, s.verbose_level); }},
+      {"stats_period", duration_key(&Settings::stats_period)},
+      {"metrics_addr", string_key(&Settings::metrics_addr)},
+      {"metrics_port", int_key(&Settings::metrics_port, 0, 65535)},
+      {"max_prepared_statements", int_key(&Settings::max_prepared_statements, 0, 1'000'000)},
       {"session_state_action",
        [](std::string_view v, Settings& s) {
          SessionPolicy policy;
@@ -446,7 +506,7 @@ const std::unordered_map<std::string, Setter>& main_setters() {
          if (err.empty()) s.session_state_action = policy;
          return err;
        }},
-  };
+  });
   return setters;
 }
 
@@ -838,6 +898,13 @@ class Loader {
 
 ConfigLoadResult load_config_string(const std::string& text, const std::string& name) {
   return Loader(name).run(text);
+}
+
+std::string apply_setting(Settings& settings, std::string_view key, std::string_view value) {
+  const auto& setters = main_setters();
+  auto it = setters.find(lower(key));
+  if (it == setters.end()) return "unknown setting";
+  return it->second(value, settings);
 }
 
 ConfigLoadResult load_config_file(const std::string& path) {

@@ -16,10 +16,13 @@
 namespace pgsluice {
 
 enum class PoolMode { session, transaction };
-enum class AuthType { trust, plain, md5, scram_sha_256 };
+enum class AuthType { trust, plain, md5, scram_sha_256, cert };
+// libpq's sslmode values, as PgBouncer's client_tls_sslmode and server_tls_sslmode take them.
+enum class SslMode { disable, allow, prefer, require, verify_ca, verify_full };
 
 std::string_view to_string(PoolMode mode);
 std::string_view to_string(AuthType type);
+std::string_view to_string(SslMode mode);
 
 // One [databases] line: `name = host=… port=… dbname=… user=… password=… pool_size=…
 // pool_mode=…`. Unset optional keys fall back to the main section.
@@ -51,6 +54,18 @@ struct UserEntry {
 
 using Duration = std::chrono::milliseconds;
 
+// TLS towards clients (client_tls_*: pgsluice is the TLS server) or towards PostgreSQL
+// (server_tls_*: pgsluice is the TLS client). The files are read when the SSL_CTX is built
+// (tls_context.h), not here.
+struct TlsSettings {
+  SslMode sslmode = SslMode::disable;
+  std::string key_file;
+  std::string cert_file;
+  std::string ca_file;
+  std::string protocols = "secure";  // PgBouncer's: secure, all, legacy, or tlsv1.2,tlsv1.3
+  std::string ciphers = "fast";      // PgBouncer's names, or an OpenSSL cipher list
+};
+
 struct Settings {
   std::string listen_addr = "127.0.0.1";  // comma-separated; "*" = all IPv4 and IPv6
   int listen_port = 6432;
@@ -76,7 +91,20 @@ struct Settings {
   std::vector<std::string> admin_users;
   std::vector<std::string> stats_users;
   int workers = 1;
+  // Protocol-level prepared statements kept per server in transaction mode; 0 turns the
+  // rewriting off (and lets "prepared statement does not exist" through, as PgBouncer < 1.21).
+  int max_prepared_statements = 200;
   std::string verbose_level = "info";  // trace, debug, info, warn, error
+  Duration stats_period = std::chrono::seconds(60);  // SHOW STATS averages (PgBouncer's)
+  std::string metrics_addr = "127.0.0.1";             // the Prometheus endpoint
+  int metrics_port = 0;                               // 0: no /metrics endpoint
+  TlsSettings client_tls;                             // client_tls_*: default disable
+  TlsSettings server_tls{.sslmode = SslMode::prefer,
+                         .key_file = {},
+                         .cert_file = {},
+                         .ca_file = {},
+                         .protocols = "secure",
+                         .ciphers = "fast"}; // server_tls_*: PgBouncer's default
   // Unset: warn in transaction mode, off in session mode (where nothing leaks between clients).
   std::optional<SessionPolicy> session_state_action;
 };
@@ -115,5 +143,9 @@ struct ConfigLoadResult {
 ConfigLoadResult load_config_file(const std::string& path);
 // Parses `text` as if it were the file `name` (tests, and an inline config).
 ConfigLoadResult load_config_string(const std::string& text, const std::string& name);
+
+// One main-section `key = value`, parsed and checked as in the file (the admin console's SET).
+// Returns an error message, empty on success; "unknown setting" for a key that is not one.
+std::string apply_setting(Settings& settings, std::string_view key, std::string_view value);
 
 }  // namespace pgsluice

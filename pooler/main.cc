@@ -12,6 +12,7 @@
 #include "pooler/auth_file.h"
 #include "pooler/config.h"
 #include "pooler/logging.h"
+#include "pooler/tls_context.h"
 #include "pooler/worker.h"
 
 namespace {
@@ -107,9 +108,19 @@ int main(int argc, char** argv) {
                  config.settings.workers);
   }
 
+  // Certificate and key files are read now: a bad one stops pgsluice before it listens.
+  pgsluice::TlsContexts tls;
+  std::string tls_error;
+  if (!pgsluice::TlsContexts::build(config.settings, tls, tls_error)) {
+    if (!config.settings.logfile.empty()) spdlog::error("{}", tls_error);
+    std::fprintf(stderr, "pgsluice: %s\n", tls_error.c_str());
+    return 1;
+  }
+
   raise_fd_limit();
   std::signal(SIGPIPE, SIG_IGN);
   pgsluice::Worker worker(loaded.config, secrets);
+  worker.set_tls(std::move(tls));
   if (!worker.listen()) return 1;
   spdlog::info("pgsluice {} started", PGSLUICE_VERSION);
   worker.run();

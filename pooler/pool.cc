@@ -32,8 +32,17 @@ bool Pool::login_retry_blocked(uint64_t now_ms) const {
 void Pool::launch_server() {
   // The server deletes itself when its socket is closed.
   auto* server = new Server(*this, worker_.next_server_id());
+  server->timing.connect_ms = worker_.now_ms();
   move_server(*server, Server::State::closing, Server::State::connecting);
   server->connect();
+}
+
+void Pool::link(Server& server, Client& client) {
+  ++stats_.totals.server_assignments;
+  // Bytes the server exchanged before this link (login, the previous client's cleanup) are not
+  // this client's traffic.
+  server.timing.on_link(server.channel().bytes_sent(), server.channel().bytes_received());
+  server.link(client);
 }
 
 void Pool::request_welcome(Client& client) {
@@ -48,13 +57,12 @@ void Pool::request_welcome(Client& client) {
     return;
   }
   welcome_waiting_.push_back(client);
-  if (login_.empty()) launch_server();
+  if (login_.empty() && !paused_) launch_server();
 }
 
 void Pool::request_server(Client& client) {
-  if (!idle_.empty()) {
-    ++counters_.server_assignments;
-    idle_.front().link(client);
+  if (!idle_.empty() && !paused_) {
+    link(idle_.front(), client);
     return;
   }
   if (login_retry_blocked(worker_.now_ms())) {
@@ -64,6 +72,8 @@ void Pool::request_server(Client& client) {
     return;
   }
   waiting_.push_back(client);
+  client.wait_started_us = now_us();
+  if (paused_) return;
   // A server that is logging in will serve the queue when it is ready; launch another only while
   // the pool is below its size and more clients wait than servers are on their way.
   if (static_cast<int>(server_count()) < pool_size_ && waiting_.size() > login_.size()) {
@@ -81,11 +91,16 @@ void Pool::forget_client(Client& client) {
 }
 
 void Pool::serve_waiters() {
+  if (paused_) return;
   while (!waiting_.empty() && !idle_.empty()) {
     Client* client = waiting_.pop_front();
-    ++counters_.server_assignments;
-    counters_.wait_time_us += (worker_.now_ms() - client->wait_started_ms()) * 1000;
-    idle_.front().link(*client);
+    const uint64_t now = now_us();
+    const uint64_t waited = client->wait_started_us != 0 && now > client->wait_started_us
+                                ? now - client->wait_started_us
+                                : 0;
+    stats_.totals.wait_time_us += waited;
+    stats_.wait_time.observe(waited);
+    link(idle_.front(), *client);
   }
 }
 
@@ -155,12 +170,21 @@ void Pool::on_server_idle(Server& server) {
     server.close("pool is over its size");
     return;
   }
+  if (server.timing.close_needed) {
+    server.close("reconnect requested (RECONNECT or a changed database)");
+    return;
+  }
+  if (paused_ && close_on_release_) {
+    // PAUSE is for restarting PostgreSQL: like PgBouncer, let go of every released server.
+    server.close("pause mode");
+    return;
+  }
   serve_waiters();
 }
 
 void Pool::on_server_closing() {
   // Replace the server when clients are waiting and nothing else is on its way.
-  if (!worker_.stopping() && (!waiting_.empty() || !welcome_waiting_.empty()) &&
+  if (!worker_.stopping() && !paused_ && (!waiting_.empty() || !welcome_waiting_.empty()) &&
       login_.empty() && static_cast<int>(server_count()) < pool_size_ &&
       !login_retry_blocked(worker_.now_ms())) {
     launch_server();
@@ -179,6 +203,77 @@ void Pool::check_timeouts(uint64_t now_ms) {
 }  // namespace pgsluice
 
 namespace pgsluice {
+
+void Pool::set_paused(bool paused, bool close_servers) {
+  paused_ = paused;
+  close_on_release_ = paused && close_servers;
+  if (paused) {
+    if (close_on_release_) {
+      login_.for_each([](Server& s) { s.close("pause mode"); });
+      idle_.for_each([](Server& s) { s.close("pause mode"); });
+    }
+    return;
+  }
+  // RESUME: serve what queued up, starting servers as request_server() would have.
+  if (!has_welcome_ && !welcome_waiting_.empty() && login_.empty()) launch_server();
+  serve_waiters();
+  while (!waiting_.empty() && static_cast<int>(server_count()) < pool_size_ &&
+         waiting_.size() > login_.size()) {
+    launch_server();
+  }
+}
+
+void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
+  const bool address_changed = db.host != db_.host || db.port != db_.port ||
+                               db.dbname != db_.dbname || db.password != db_.password;
+  db_ = db;
+  mode_ = mode;
+  if (address_changed) {
+    address_ = ServerAddress::from(db_);
+    if (!db.password.empty()) credentials_.password = db.password;
+    mark_close_needed();
+  }
+  const int old_size = pool_size_;
+  pool_size_ = pool_size;
+  if (pool_size_ < old_size) {
+    // Extra idle servers go now; busy ones when they are released (on_server_idle).
+    idle_.for_each([this](Server& s) {
+      if (static_cast<int>(server_count()) > pool_size_) s.close("pool is over its size");
+    });
+  } else if (!paused_) {
+    while (!waiting_.empty() && static_cast<int>(server_count()) < pool_size_ &&
+           waiting_.size() > login_.size()) {
+      launch_server();
+    }
+  }
+}
+
+void Pool::mark_close_needed() {
+  idle_.for_each([](Server& s) { s.close("reconnect requested"); });
+  for (ServerList* list : {&login_, &active_, &resetting_}) {
+    list->for_each([](Server& s) { s.timing.close_needed = true; });
+  }
+}
+
+size_t Pool::close_needed_count() {
+  size_t n = 0;
+  for_each_server([&n](Server& s) { n += s.timing.close_needed ? 1 : 0; });
+  return n;
+}
+
+uint64_t Pool::oldest_wait_start_us() {
+  return waiting_.empty() ? 0 : waiting_.front().wait_started_us;
+}
+
+void Pool::kill(std::string_view reason) {
+  while (Client* client = welcome_waiting_.pop_front()) {
+    client->fail(sqlstate::kAdminShutdown, reason);
+  }
+  while (Client* client = waiting_.pop_front()) client->fail(sqlstate::kAdminShutdown, reason);
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {
+    list->for_each([reason](Server& server) { server.close(reason); });
+  }
+}
 
 void Pool::close_all_servers() {
   for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {

@@ -55,7 +55,12 @@ Server::Server(Pool& pool, uint64_t id)
       worker_(pool.worker()),
       id_(id),
       channel_(pool.worker().loop(), *this, pp::FramePhase::regular,
-               pp::kDefaultMaxMessageLength) {}
+               pp::kDefaultMaxMessageLength) {
+  int max_statements = pool.worker().settings().max_prepared_statements;
+  if (pool.mode() == PoolMode::transaction && max_statements > 0) {
+    statements_ = std::make_unique<ServerStatementCache>(static_cast<size_t>(max_statements));
+  }
+}
 
 Server::~Server() = default;
 
@@ -76,7 +81,8 @@ void Server::set_state(State state) {
 
 bool Server::at_transaction_boundary() const {
   return tx_status_ == 'I' && client_ready_owed_ == 0 && internal_ready_owed_ == 0 &&
-         !extended_open_ && !copy_in_ && !copy_out_ && passthrough_remaining_ == 0;
+         !extended_open_ && !copy_in_ && !copy_out_ && passthrough_remaining_ == 0 &&
+         pending_.empty();
 }
 
 // --- connecting ---
@@ -167,17 +173,22 @@ void Server::on_connected(uv_connect_t* req, int status) {
     return;
   }
   self->set_state(State::login);
-  const DatabaseEntry& db = self->pool_.database();
+  if (self->request_tls()) return;  // the StartupMessage follows the handshake
+  self->send_startup_message();
+}
+
+void Server::send_startup_message() {
+  const DatabaseEntry& db = pool_.database();
   std::vector<std::pair<std::string_view, std::string_view>> params;
-  params.emplace_back("user", self->pool_.credentials().user);
+  params.emplace_back("user", pool_.credentials().user);
   params.emplace_back("database", db.dbname.empty() ? db.name : db.dbname);
   if (!db.client_encoding.empty()) params.emplace_back("client_encoding", db.client_encoding);
   if (!db.datestyle.empty()) params.emplace_back("DateStyle", db.datestyle);
   if (!db.timezone.empty()) params.emplace_back("TimeZone", db.timezone);
   if (!db.application_name.empty()) params.emplace_back("application_name", db.application_name);
-  pp::write_startup_message(self->channel_.output(), pp::kProtocolVersion30, params);
-  self->channel_.flush();
-  self->channel_.start_reading();
+  pp::write_startup_message(channel_.output(), pp::kProtocolVersion30, params);
+  channel_.flush();
+  channel_.start_reading();
 }
 
 void Server::on_connect_timeout(uv_timer_t* timer) {
@@ -232,13 +243,31 @@ bool Server::handle_login_message(const pp::Message& message) {
     case be::kErrorResponse: {
       auto error = pp::parse_error_fields(message.body);
       if (error) {
-        login_failed(error.value.code, error.value.message);
+        login_failed(error.value.code, connect_query_sent_
+                                           ? fmt::format("connect_query failed: {}",
+                                                         error.value.message)
+                                           : std::string(error.value.message));
       } else {
         login_failed(sqlstate::kProtocolViolation, "malformed ErrorResponse from server");
       }
       return false;
     }
+    case be::kRowDescription:
+    case be::kDataRow:
+    case be::kCommandComplete:
+    case be::kEmptyQueryResponse:
+      if (connect_query_sent_) return true;  // the connect_query's result, not for anyone
+      login_failed(sqlstate::kProtocolViolation,
+                   fmt::format("unexpected message '{}' from server during login", message.type));
+      return false;
     case be::kReadyForQuery:
+      if (!connect_query_sent_ && !pool_.database().connect_query.empty()) {
+        // The server is logged in; it is ready for others once its connect_query has run.
+        connect_query_sent_ = true;
+        pp::write_query(channel_.output(), pool_.database().connect_query);
+        channel_.flush();
+        return true;
+      }
       uv_timer_stop(&connect_timer_);
       tx_status_ = 'I';
       if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id());
@@ -287,8 +316,12 @@ bool Server::handle_authentication(const pp::Message& message) {
       break;
     case pp::AuthCode::sasl: {
       bool offers_scram = false;
-      for (auto m : auth.value.mechanisms) offers_scram |= (m == "SCRAM-SHA-256");
-      if (!offers_scram) {
+      bool offers_plus = false;
+      for (auto m : auth.value.mechanisms) {
+        offers_scram |= (m == "SCRAM-SHA-256");
+        offers_plus |= (m == "SCRAM-SHA-256-PLUS");
+      }
+      if (!offers_scram && !(offers_plus && channel_.tls() != nullptr)) {
         login_failed(sqlstate::kFeatureNotSupported,
                      "the server offers no SASL mechanism pgsluice supports");
         return false;
@@ -303,7 +336,8 @@ bool Server::handle_authentication(const pp::Message& message) {
                      "keys proven by a client for user \"" + cred.user + "\"");
         return false;
       }
-      pp::write_sasl_initial_response(out, "SCRAM-SHA-256", scram_->client_first());
+      std::string_view mechanism = choose_scram_mechanism(offers_plus);
+      pp::write_sasl_initial_response(out, mechanism, scram_->client_first());
       break;
     }
     case pp::AuthCode::sasl_continue: {
@@ -343,6 +377,10 @@ void Server::on_channel_readable(Channel&) {
     case State::closing:
       return;
     case State::login:
+      if (awaiting_ssl_answer_) {
+        handle_ssl_answer();
+        return;
+      }
       process_login_input();
       return;
     case State::idle:
@@ -355,6 +393,9 @@ void Server::on_channel_readable(Channel&) {
 
 void Server::link(Client& client) {
   client_ = &client;
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("{} linked to {}", log_id(), client.log_id());
+  }
   set_state(State::active);
   linked_at_ms_ = worker_.now_ms();
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
@@ -372,8 +413,41 @@ void Server::send_internal_query(const std::string& sql) {
   channel_.flush();
 }
 
-void Server::note_client_message(char type) {
-  namespace fe = pgsluice::protocol::frontend;
+namespace fe = pgsluice::protocol::frontend;
+
+void Server::note_client_message(char type, bool queue_reply) {
+  if (statements_ != nullptr && queue_reply) {
+    switch (type) {
+      case fe::kParse:
+        pending_.push_back(PendingReply{PendingKind::parse, 0, {}, {}, {}});
+        break;
+      case fe::kBind:
+        pending_.push_back(PendingReply{PendingKind::bind, 0, {}, {}, {}});
+        break;
+      case fe::kDescribe:
+        pending_.push_back(PendingReply{PendingKind::describe, 0, {}, {}, {}});
+        break;
+      case fe::kExecute:
+        pending_.push_back(PendingReply{PendingKind::execute, 0, {}, {}, {}});
+        break;
+      case fe::kClose:
+        pending_.push_back(PendingReply{PendingKind::close, 0, {}, {}, {}});
+        break;
+      case fe::kSync:
+        pending_.push_back(PendingReply{PendingKind::sync, 0, {}, {}, {}});
+        break;
+      case fe::kQuery:
+      case fe::kFunctionCall:
+        pending_.push_back(PendingReply{PendingKind::query, 0, {}, {}, {}});
+        break;
+      default:
+        break;
+    }
+  }
+  if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse ||
+      type == fe::kBind || type == fe::kExecute) {
+    timing.on_request();  // stats: the query (and transaction) clock starts, once
+  }
   switch (type) {
     case fe::kQuery:
     case fe::kFunctionCall:
@@ -453,6 +527,9 @@ void Server::process_session_input() {
     }
     pp::FrameResult frame = in.next();
     const pp::Message& message = frame.message;
+    if (spdlog::should_log(spdlog::level::trace)) {
+      spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, pending_.size());
+    }
     if (state_ != State::active || internal_ready_owed_ > 0) {
       flush_batch();
       if (!handle_internal_reply(message)) return;
@@ -461,10 +538,28 @@ void Server::process_session_input() {
     // A ParameterStatus may make the client write a message of its own: what came before
     // it must be in the client's output first.
     if (message.type == be::kParameterStatus) flush_batch();
+    if (statements_ != nullptr) {
+      switch (match_pending(message)) {
+        case Match::forward:
+          break;
+        case Match::swallow:
+          flush_batch();
+          send_made_up_replies();
+          continue;
+        case Match::out_of_step:
+          flush_batch();
+          close(fmt::format("reply '{}' out of step with the requests", message.type));
+          return;
+      }
+    }
     Reply action = inspect_reply(message);
     switch (action) {
       case Reply::forward:
         forward(message.wire);
+        if (!pending_.empty() && is_made_up(pending_.front().kind)) {
+          flush_batch();
+          send_made_up_replies();
+        }
         break;
       case Reply::swallow:
         flush_batch();
@@ -491,8 +586,17 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       tx_status_ = rfq ? rfq.value.status : 'E';
       if (client_ready_owed_ > 0) --client_ready_owed_;
       copy_in_ = copy_out_ = false;
+      // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
+      timing.on_ready(pool_.stats(), tx_status_, channel_.bytes_sent(), channel_.bytes_received());
+      if (tx_status_ == 'I' && !at_transaction_boundary() &&
+          spdlog::should_log(spdlog::level::debug)) {
+        spdlog::debug("{} kept at ReadyForQuery: owed {} internal {} extended {} copy {}/{} "
+                      "pending {} (front {})",
+                      log_id(), client_ready_owed_, internal_ready_owed_, extended_open_, copy_in_,
+                      copy_out_, pending_.size(),
+                      pending_.empty() ? -1 : static_cast<int>(pending_.front().kind));
+      }
       if (pool_.mode() == PoolMode::transaction && !pinned_ && at_transaction_boundary()) {
-        ++pool_.counters().transactions;
         return Reply::forward_and_release;
       }
       return Reply::forward;
@@ -595,6 +699,7 @@ void Server::release_to_pool() {
     client->on_server_released();
   }
   internal_failed_ = false;
+  pending_.clear();  // empty at a transaction boundary; a leftover would be a bug's trace
   if (dirty_.any()) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
@@ -603,6 +708,168 @@ void Server::release_to_pool() {
   }
   set_state(State::idle);
   pool_.on_server_idle(*this);
+}
+
+// --- protocol-level prepared statements ---
+
+void Server::expect(PendingReply reply) {
+  pending_.push_back(std::move(reply));
+  if (pending_.size() == 1 && is_made_up(pending_.front().kind)) send_made_up_replies();
+}
+
+void Server::prepare_statement(const PreparedStatement& stmt, bool hidden,
+                               std::string client_name, std::string& out) {
+  std::vector<std::string> evicted;
+  statements_->add(stmt.id, stmt.server_name, evicted);
+  for (const std::string& name : evicted) {
+    // Closing costs nothing visible: the CloseComplete is swallowed. The client messages it
+    // travels with carry the Sync that makes the server answer.
+    pp::write_close(out, 'S', name);
+    pending_.push_back(PendingReply{PendingKind::close_hidden, 0, {}, {}, {}});
+  }
+  pp::write_parse(out, stmt.server_name, stmt.query, stmt.parameter_types);
+  pending_.push_back(PendingReply{hidden ? PendingKind::parse_hidden : PendingKind::parse, stmt.id,
+                                  std::move(client_name), {}, {}});
+  ++pool_.counters().server_parse_count;
+}
+
+void Server::forget_statements() {
+  if (statements_ != nullptr) statements_->clear();
+}
+
+void Server::send_made_up_replies() {
+  if (client_ == nullptr) return;
+  std::string& out = client_->channel().output();
+  while (!pending_.empty() && is_made_up(pending_.front().kind)) {
+    PendingReply reply = std::move(pending_.front());
+    pending_.pop_front();
+    switch (reply.kind) {
+      case PendingKind::made_parse_complete:
+        pp::write_parse_complete(out);
+        break;
+      case PendingKind::made_close_complete:
+        pp::write_close_complete(out);
+        break;
+      case PendingKind::made_error: {
+        pp::ErrorNotice error{.severity = "ERROR",
+                              .code = reply.code,
+                              .message = reply.text,
+                              .detail = {},
+                              .hint = reply.hint};
+        pp::write_error_response(out, error);
+        break;
+      }
+      case PendingKind::made_command_done:
+        pp::write_command_complete(out, reply.text);
+        pp::write_ready_for_query(out, tx_status_);
+        break;
+      case PendingKind::parse:
+      case PendingKind::parse_hidden:
+      case PendingKind::close_hidden:
+      case PendingKind::bind:
+      case PendingKind::describe:
+      case PendingKind::execute:
+      case PendingKind::close:
+      case PendingKind::sync:
+      case PendingKind::query:
+        break;
+    }
+  }
+}
+
+void Server::skip_pending_to_sync() {
+  while (!pending_.empty() && pending_.front().kind != PendingKind::sync &&
+         pending_.front().kind != PendingKind::query) {
+    PendingReply reply = std::move(pending_.front());
+    pending_.pop_front();
+    if (reply.kind == PendingKind::parse || reply.kind == PendingKind::parse_hidden ||
+        reply.kind == PendingKind::made_parse_complete) {
+      // PostgreSQL skipped that Parse: the statement does not exist there, and a client Parse
+      // that "failed" must not leave its name taken.
+      if (reply.kind != PendingKind::made_parse_complete) statements_->remove(reply.statement_id);
+      if (reply.kind != PendingKind::parse_hidden && client_ != nullptr && !reply.text.empty()) {
+        client_->forget_statement(reply.text, reply.statement_id);
+      }
+    }
+  }
+}
+
+Server::Match Server::match_pending(const pp::Message& message) {
+  switch (message.type) {
+    case be::kParameterStatus:
+    case be::kNoticeResponse:
+    case be::kNotificationResponse:
+      return Match::forward;  // may come at any time
+    default:
+      break;
+  }
+  if (pending_.empty()) return Match::out_of_step;
+  PendingReply& front = pending_.front();
+  auto pop = [this] { pending_.pop_front(); };
+  switch (message.type) {
+    case be::kParseComplete:
+      if (front.kind == PendingKind::parse) {
+        pop();
+        return Match::forward;
+      }
+      if (front.kind == PendingKind::parse_hidden) {
+        pop();
+        return Match::swallow;
+      }
+      return Match::out_of_step;
+    case be::kBindComplete:
+      if (front.kind != PendingKind::bind) return Match::out_of_step;
+      pop();
+      return Match::forward;
+    case be::kCloseComplete:
+      if (front.kind == PendingKind::close) {
+        pop();
+        return Match::forward;
+      }
+      if (front.kind == PendingKind::close_hidden) {
+        pop();
+        return Match::swallow;
+      }
+      return Match::out_of_step;
+    case be::kParameterDescription:
+      return front.kind == PendingKind::describe ? Match::forward : Match::out_of_step;
+    case be::kRowDescription:
+      if (front.kind == PendingKind::describe) {
+        pop();
+        return Match::forward;
+      }
+      return front.kind == PendingKind::query ? Match::forward : Match::out_of_step;
+    case be::kNoData:
+      if (front.kind != PendingKind::describe) return Match::out_of_step;
+      pop();
+      return Match::forward;
+    case be::kCommandComplete:
+    case be::kEmptyQueryResponse:
+    case be::kPortalSuspended:
+      if (front.kind == PendingKind::execute) {
+        pop();
+        return Match::forward;
+      }
+      return front.kind == PendingKind::query ? Match::forward : Match::out_of_step;
+    case be::kErrorResponse:
+      if (front.kind != PendingKind::query) skip_pending_to_sync();
+      return Match::forward;
+    case be::kReadyForQuery:
+      if (front.kind != PendingKind::sync && front.kind != PendingKind::query) {
+        return Match::out_of_step;
+      }
+      pop();
+      return Match::forward;
+    default:
+      // DataRow, COPY messages, FunctionCallResponse: inside the current request.
+      return Match::forward;
+  }
+}
+
+void Server::release_if_nothing_owed() {
+  if (state_ != State::active || pool_.mode() != PoolMode::transaction || pinned_) return;
+  if (!at_transaction_boundary()) return;
+  release_to_pool();
 }
 
 void Server::detach_client() {
@@ -640,6 +907,13 @@ void Server::clean_and_release(bool session_ended) {
   }
   dirty_.clear();
   pinned_ = false;
+  for (const std::string& q : queries) {
+    // These end every prepared statement on the server, the pooler's included.
+    if (q.find("DISCARD ALL") != std::string::npos || q.find("DEALLOCATE ALL") != std::string::npos) {
+      forget_statements();
+    }
+  }
+  pending_.clear();
   if (queries.empty()) {
     set_state(State::idle);
     pool_.on_server_idle(*this);
@@ -702,8 +976,9 @@ void Server::close(std::string_view reason) {
     uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
   }
   if (channel_open_) {
-    // Terminate tells PostgreSQL this is a clean goodbye, not a lost connection.
-    if (!connecting_) {
+    // Terminate tells PostgreSQL this is a clean goodbye, not a lost connection (but not in
+    // answer to a refused SSLRequest: nothing goes to that server in plaintext).
+    if (!connecting_ && !awaiting_ssl_answer_) {
       pp::write_terminate(channel_.output());
       channel_.close_when_flushed();
     } else {
@@ -730,6 +1005,14 @@ void Server::maybe_destroy() {
 }
 
 void Server::on_channel_error(Channel&, int status) {
+  if (!channel_.tls_error().empty()) {
+    if (state_ == State::login || state_ == State::connecting) {
+      login_failed(sqlstate::kConnectionFailure, channel_.tls_error());
+    } else {
+      close(channel_.tls_error());
+    }
+    return;
+  }
   if (state_ == State::login || state_ == State::connecting) {
     login_failed(sqlstate::kConnectionFailure,
                  fmt::format("server closed the connection during login: {}",

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -20,8 +21,11 @@
 #include "pgsluice/protocol/session_state.h"
 #include "pooler/channel.h"
 #include "pooler/dirty_state.h"
+#include "pooler/pending_replies.h"
+#include "pooler/prepared_statements.h"
 #include "pooler/intrusive_list.h"
 #include "pooler/session_params.h"
+#include "pooler/stats.h"
 
 namespace pgsluice {
 
@@ -63,8 +67,25 @@ class Server final : public ChannelOwner {
   [[nodiscard]] bool pinned() const { return pinned_; }
   [[nodiscard]] bool dirty() const { return dirty_.any(); }
 
-  // Called by the linked client for every message it forwards here.
-  void note_client_message(char type);
+  // Called by the linked client for every message it forwards here. With prepared statement
+  // rewriting on, it also queues the reply the message expects (unless `queue_reply` is false:
+  // the client queued a special one itself).
+  void note_client_message(char type, bool queue_reply = true);
+
+  // --- protocol-level prepared statements (transaction mode, max_prepared_statements > 0) ---
+  [[nodiscard]] bool rewrites_statements() const { return statements_ != nullptr; }
+  void expect(PendingReply reply);
+  [[nodiscard]] bool has_statement(uint64_t id) const { return statements_->contains(id); }
+  void touch_statement(uint64_t id) { statements_->touch(id); }
+  // Writes the Parse of `stmt` under its server name (after Close messages for statements the
+  // cache evicts) and queues its reply: the client's own (`hidden` false) or swallowed.
+  void prepare_statement(const PreparedStatement& stmt, bool hidden, std::string client_name,
+                         std::string& out);
+  // DEALLOCATE ALL or DISCARD ALL ran on this server: it has no statement left.
+  void forget_statements();
+  // After the client handled messages itself (a DEALLOCATE answered by the pooler): when the
+  // server owes nothing, the link ends as at a ReadyForQuery.
+  void release_if_nothing_owed();
 
   // Sends the cancel request for whatever this server runs now.
   void cancel_running_query();
@@ -88,8 +109,14 @@ class Server final : public ChannelOwner {
   void on_channel_error(Channel& channel, int status) override;
   void on_channel_drained(Channel& channel) override;
   void on_channel_closed(Channel& channel) override;
+  void on_channel_tls_ready(Channel& channel) override;
 
   ListNode pool_node;  // on the pool's list of its state
+  ServerTiming timing;  // stats and admin state (stats.h): query/xact timing, close_needed
+
+  // For SHOW SERVERS.
+  [[nodiscard]] int32_t backend_pid() const { return backend_pid_; }
+  [[nodiscard]] uint64_t linked_at_ms() const { return linked_at_ms_; }
 
  private:
   void set_state(State state);
@@ -99,6 +126,7 @@ class Server final : public ChannelOwner {
   static void on_connect_timeout(uv_timer_t* timer);
 
   enum class Reply { forward, swallow, forward_and_release };
+  enum class Match { forward, swallow, out_of_step };
 
   void process_login_input();
   bool handle_login_message(const protocol::Message& message);
@@ -110,6 +138,13 @@ class Server final : public ChannelOwner {
   // One reply to the pooler's own query, or an unsolicited message on an idle server; false
   // when the server was closed or changed hands.
   bool handle_internal_reply(const protocol::Message& message);
+  // Walks the pending replies for one server reply.
+  Match match_pending(const protocol::Message& message);
+  // After an error in an extended-protocol batch, PostgreSQL skips to the Sync: so do the
+  // pending replies (a Parse skipped there never created its statement).
+  void skip_pending_to_sync();
+  // Sends the made-up replies at the front of the queue to the client.
+  void send_made_up_replies();
   void send_internal_query(const std::string& sql);
   void release_to_pool();
   void note_orphan_notification(const protocol::Message& message);
@@ -117,6 +152,12 @@ class Server final : public ChannelOwner {
   // goes idle; closes instead when the state cannot be undone.
   void clean_and_release(bool session_ended);
   void login_failed(std::string_view sqlstate, std::string_view message);
+  // TLS towards the server (tls_server.cc): the SSLRequest sent before the StartupMessage under
+  // server_tls_sslmode != disable, its one-byte answer, and SCRAM channel binding.
+  bool request_tls();
+  void handle_ssl_answer();
+  void send_startup_message();
+  std::string_view choose_scram_mechanism(bool offers_plus);
   static void on_timer_closed(uv_handle_t* handle);
   void maybe_destroy();
 
@@ -138,6 +179,8 @@ class Server final : public ChannelOwner {
   // Login.
   std::optional<protocol::ScramClient> scram_;
   int32_t backend_pid_ = 0;
+  bool connect_query_sent_ = false;
+  bool awaiting_ssl_answer_ = false;  // SSLRequest sent; the next byte is 'S' or 'N'
   std::string backend_key_;
 
   // What is owed and open; see the comment at the top.
@@ -151,6 +194,8 @@ class Server final : public ChannelOwner {
   // Forwarding a message that is larger than what has arrived: bytes still to pass through.
   size_t passthrough_remaining_ = 0;
 
+  std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
+  PendingReplies pending_;
   DirtyState dirty_;
   bool pinned_ = false;
   ParameterSet tracked_;  // as reported by ParameterStatus

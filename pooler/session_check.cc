@@ -96,9 +96,8 @@ std::string rejection_statement(std::string_view message, std::string_view hint)
 
 SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
                                        const SessionPolicy& policy, const pp::Message& message,
-                                       std::string& replacement) {
+                                       std::string& message_out, std::string& hint_out) {
   std::string_view sql;
-  std::string_view statement_name;
   if (message.type == fe::kQuery) {
     auto q = pp::parse_query(message.body);
     if (!q) return SessionCheckResult::forward;
@@ -107,7 +106,6 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     auto p = pp::parse_parse(message.body);
     if (!p) return SessionCheckResult::forward;
     sql = p.value.query;
-    statement_name = p.value.statement;
   }
   // The common case ends here, in a few dozen nanoseconds and without allocating.
   if (!pp::may_change_session_state(sql)) return SessionCheckResult::forward;
@@ -154,17 +152,12 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   if (rejected != nullptr) {
     std::string what = std::string(pp::to_string(rejected->kind));
     if (!rejected->detail.empty()) what += " " + rejected->detail;
-    std::string text = fmt::format(
+    message_out = fmt::format(
         "pgsluice refused \"{}\": session state ({}) would outlive the transaction on a shared "
         "server in transaction pooling mode",
         statement_text(sql, rejected->span), what);
-    std::string statement = rejection_statement(text, hint_for(rejected->kind));
-    if (message.type == fe::kQuery) {
-      pp::write_query(replacement, statement);
-    } else {
-      pp::write_parse(replacement, statement_name, statement, {});
-    }
-    return SessionCheckResult::replaced;
+    hint_out = std::string(hint_for(rejected->kind));
+    return SessionCheckResult::refused;
   }
   if (pin && !server.pinned()) {
     spdlog::info("{} pinned to {} (session state under the pin action)", client.log_id(),

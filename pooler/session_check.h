@@ -16,13 +16,14 @@ class Server;
 class Worker;
 
 enum class SessionCheckResult {
-  forward,   // send the message as it is
-  replaced,  // send `replacement` instead: the statement was refused
+  forward,  // send the message as it is
+  refused,  // the statement is refused: `message` and `hint` say why (SQLSTATE 0A000)
 };
 
 SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
                                        const SessionPolicy& policy,
-                                       const protocol::Message& message, std::string& replacement);
+                                       const protocol::Message& message, std::string& message_out,
+                                       std::string& hint_out);
 
 // The statement that makes the server itself refuse a rejected one: the error then comes in
 // its normal place among the replies, and the transaction state (idle, or failed inside a

@@ -11,6 +11,7 @@
 #include "pgsluice/protocol/md5.h"
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/metrics_server.h"
 #include "pooler/sqlstate.h"
 
 namespace pgsluice {
@@ -141,12 +142,22 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
                                      config_->pool_size_for(db));
   Pool& ref = *pool;
   pools_.emplace(key, std::move(pool));
+  admin_control_.on_new_pool(ref);  // a paused database's new pool starts paused
   return ref;
 }
 
 // --- listening ---
 
 bool Worker::listen() {
+  started_ms_ = now_ms();
+  if (!open_listeners()) return false;
+  uv_signal_start(&sigint_, on_signal, SIGINT);
+  uv_signal_start(&sigterm_, on_signal, SIGTERM);
+  uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
+  return start_metrics();
+}
+
+bool Worker::open_listeners() {
   const Settings& s = settings();
   bool any = false;
   std::string addrs = s.listen_addr;
@@ -170,9 +181,6 @@ bool Worker::listen() {
     spdlog::error("no listening socket could be opened");
     return false;
   }
-  uv_signal_start(&sigint_, on_signal, SIGINT);
-  uv_signal_start(&sigterm_, on_signal, SIGTERM);
-  uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   return true;
 }
 
@@ -286,6 +294,7 @@ void Worker::on_janitor(uv_timer_t* timer) {
   auto* self = static_cast<Worker*>(timer->data);
   uint64_t now = self->now_ms();
   for (auto& [key, pool] : self->pools_) pool->check_timeouts(now);
+  self->admin_control_.tick();  // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN waits
   auto login_timeout = static_cast<uint64_t>(self->settings().client_login_timeout.count());
   if (login_timeout > 0) {
     self->clients_.for_each([&](Client& c) {
@@ -307,6 +316,7 @@ void Worker::stop() {
   if (stopping_) return;
   stopping_ = true;
   listeners_.clear();
+  stop_metrics();
   uv_timer_stop(&janitor_);
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);

@@ -15,13 +15,18 @@
 #include <vector>
 
 #include "pgsluice/protocol/session_state.h"
+#include "pooler/admin_control.h"
 #include "pooler/client.h"
 #include "pooler/config.h"
 #include "pooler/intrusive_list.h"
 #include "pooler/pool.h"
+#include "pooler/prepared_statements.h"
 #include "pooler/session_findings.h"
+#include "pooler/tls_context.h"
 
 namespace pgsluice {
+
+class MetricsServer;
 
 struct AuthSecrets {
   std::map<std::string, std::string> by_user;
@@ -43,6 +48,9 @@ class Worker {
   uv_loop_t* loop() { return &loop_; }
   [[nodiscard]] const Config& config() const { return *config_; }
   [[nodiscard]] const Settings& settings() const { return config_->settings; }
+  // TLS towards clients and towards servers (built by main from the settings; null when off).
+  [[nodiscard]] const TlsContexts& tls() const { return tls_; }
+  void set_tls(TlsContexts tls) { tls_ = std::move(tls); }
   [[nodiscard]] std::optional<std::string> secret_for(const std::string& user) const;
   // The SCRAM verifier of a plain auth_file password, derived once per user and kept.
   const protocol::ScramVerifier* plain_scram_verifier(const std::string& user,
@@ -56,6 +64,7 @@ class Worker {
   // Session-state checks: the verdict cache of this thread and the findings table.
   protocol::SessionStateClassifier& classifier() { return classifier_; }
   SessionFindings& findings() { return findings_; }
+  PreparedRegistry& prepared_registry() { return prepared_registry_; }
 
   uint64_t next_client_id() { return ++last_client_id_; }
   uint64_t next_server_id() { return ++last_server_id_; }
@@ -69,12 +78,37 @@ class Worker {
   // Sends a CancelRequest to a server on a connection of its own.
   void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key);
 
+  // --- the admin console and metrics (worker_admin.cc) ---
+  AdminControl& admin_control() { return admin_control_; }
+  template <class Fn>
+  void for_each_pool(Fn&& fn) {
+    for (auto& [key, pool] : pools_) fn(*pool);
+  }
+  template <class Fn>
+  void for_each_client(Fn&& fn) {
+    clients_.for_each(fn);
+  }
+  [[nodiscard]] const AuthSecrets& secrets() const { return *secrets_; }
+  [[nodiscard]] uint64_t started_ms() const { return started_ms_; }
+  // SUSPEND / RESUME and SHUTDOWN WAIT_FOR_CLIENTS stop and restart accepting.
+  bool open_listeners();
+  void close_listeners();
+  // RELOAD: re-reads the configuration file and the auth_file; on an error nothing changes
+  // and the error is returned (empty on success).
+  std::string reload();
+  // SET key = value (a changeable setting); returns an error, empty on success.
+  std::string set_setting(std::string_view key, std::string_view value);
+
  private:
   bool listen_tcp(const std::string& host, int port);
   bool listen_unix(const std::string& dir, int port);
   static void on_connection(uv_stream_t* listener, int status);
   static void on_signal(uv_signal_t* handle, int signum);
   static void on_janitor(uv_timer_t* timer);
+  bool start_metrics();
+  void stop_metrics();
+  // A new configuration snapshot: pool sizes, modes and database lines applied to the pools.
+  void apply_config(std::shared_ptr<const Config> config);
   void accept_client(uv_stream_t* listener);
 
   std::shared_ptr<const Config> config_;
@@ -90,6 +124,14 @@ class Worker {
   std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
   protocol::SessionStateClassifier classifier_;
   SessionFindings findings_;
+  TlsContexts tls_;
+  PreparedRegistry prepared_registry_;
+  AdminControl admin_control_{*this};
+  std::unique_ptr<MetricsServer> metrics_;
+  // The snapshot a RELOAD replaced, kept one more reload: code running when it is swapped may
+  // still hold references into it.
+  std::shared_ptr<const Config> previous_config_;
+  uint64_t started_ms_ = 0;
   uint64_t last_client_id_ = 0;
   uint64_t last_server_id_ = 0;
   bool stopping_ = false;

@@ -20,7 +20,11 @@ struct Value {
   int64_t integer = 0;  // numbers in libpg_query's output are integers (floats are strings)
   std::string text;     // a string's decoded value
   std::vector<Value> items;
-  std::vector<std::pair<std::string, Value>> members;
+  // Why not std::pair<std::string, Value>: a pair of the still-incomplete Value is undefined
+  // behaviour and clang with libstdc++ 12 rejects it (the fuzz build); a vector of a declared
+  // member struct is allowed (C++17 incomplete-type support). Fields keep pair's names.
+  struct Member;
+  std::vector<Member> members;
 
   // The member `key` of an object; nullptr when absent or when this is not an object.
   const Value* get(std::string_view key) const;
@@ -32,6 +36,11 @@ struct Value {
   bool is_object() const { return type == Type::object; }
   bool is_array() const { return type == Type::array; }
   bool is_string() const { return type == Type::string; }
+};
+
+struct Value::Member {
+  std::string first;  // the key
+  Value second;       // the value
 };
 
 // Parses a whole JSON text; nullopt when it is malformed or nests deeper than `max_depth`.

@@ -23,8 +23,6 @@ namespace {
 constexpr std::string_view kVerifierPrefix = "SCRAM-SHA-256$";
 constexpr std::string_view kClientKeyLabel = "Client Key";
 constexpr std::string_view kServerKeyLabel = "Server Key";
-// The only GS2 header our own client sends: no channel binding, no authzid. base64 is "biws".
-constexpr std::string_view kClientGs2Header = "n,,";
 // A server asking for more PBKDF2 rounds than this is broken or hostile (it would pin a core for
 // minutes per login); PostgreSQL's default is 4096.
 constexpr long kMaxClientIterations = 10'000'000;
@@ -310,6 +308,11 @@ ScramServer::ScramServer(ScramVerifier verifier, std::string server_nonce)
     : verifier_(std::move(verifier)),
       server_nonce_(server_nonce.empty() ? scram_random_nonce() : std::move(server_nonce)) {}
 
+void ScramServer::set_channel_binding(bool offered, std::string data) {
+  binding_offered_ = offered || !data.empty();
+  binding_data_ = std::move(data);
+}
+
 ScramStatus ScramServer::handle_client_first(std::string_view client_first,
                                              std::string& server_first) {
   client_first_bare_.clear();
@@ -319,21 +322,29 @@ ScramStatus ScramServer::handle_client_first(std::string_view client_first,
   client_key_ = ScramKey{};
 
   // gs2-header = gs2-cbind-flag "," [authzid] ","
-  if (client_first.empty()) return ScramStatus::malformed;
-  const char flag = client_first[0];
-  if (flag == 'p') {
-    // "p=<cb-name>": the client requires channel binding, which needs the TLS layer's
-    // tls-server-end-point hash; we do not advertise SCRAM-SHA-256-PLUS yet.
-    return client_first.starts_with("p=") ? ScramStatus::unsupported : ScramStatus::malformed;
-  }
-  // "y" means the client could bind but thinks the server cannot. That is only a downgrade sign
-  // when the server did advertise -PLUS, which we never do, so it is as good as "n".
-  if ((flag != 'n' && flag != 'y') || client_first.size() < 2 || client_first[1] != ',') {
+  // gs2-cbind-flag = ("p=" cb-name) / "n" / "y"
+  const size_t first_comma = client_first.find(',');
+  if (first_comma == std::string_view::npos) return ScramStatus::malformed;
+  const std::string_view flag = client_first.substr(0, first_comma);
+  if (flag.starts_with("p=")) {
+    // Binding is only valid when the client chose SCRAM-SHA-256-PLUS (binding_data_ set), and
+    // only to the one type we can compute.
+    if (binding_data_.empty() || flag.substr(2) != kScramChannelBindingType) {
+      return ScramStatus::unsupported;
+    }
+  } else if (flag == "n" || flag == "y") {
+    // -PLUS chosen without binding is a contradiction. "y" means the client could bind but
+    // thinks the server cannot: when -PLUS was offered, someone removed it on the way.
+    if (!binding_data_.empty() || (flag == "y" && binding_offered_)) {
+      return ScramStatus::malformed;
+    }
+  } else {
     return ScramStatus::malformed;
   }
-  const size_t second_comma = client_first.find(',', 2);
+  const size_t second_comma = client_first.find(',', first_comma + 1);
   if (second_comma == std::string_view::npos) return ScramStatus::malformed;
-  const std::string_view authzid = client_first.substr(2, second_comma - 2);
+  const std::string_view authzid =
+      client_first.substr(first_comma + 1, second_comma - first_comma - 1);
   if (!authzid.empty()) {
     // "a=<user>": acting as another user, which PostgreSQL does not support either.
     return authzid.starts_with("a=") ? ScramStatus::unsupported : ScramStatus::malformed;
@@ -377,8 +388,15 @@ ScramStatus ScramServer::handle_client_final(std::string_view client_final,
   }
   // c= must repeat the GS2 header of the client-first: it is what ties the (unauthenticated)
   // first message to the signed final one.
+  // With channel binding, it also carries the hash of the certificate this TLS connection uses:
+  // a relay that terminates TLS with another certificate cannot forward the proof.
   const std::optional<std::string> binding = base64_decode(value_of(attrs[0]));
-  if (!binding || *binding != gs2_header_) return ScramStatus::malformed;
+  const bool binding_expected = gs2_header_.starts_with("p=");
+  if (!binding || !binding->starts_with(gs2_header_) ||
+      std::string_view(*binding).substr(gs2_header_.size()) !=
+          (binding_expected ? std::string_view(binding_data_) : std::string_view())) {
+    return ScramStatus::malformed;
+  }
   if (value_of(attrs[1]) != combined_nonce_) return ScramStatus::malformed;
   ScramKey proof{};
   if (!decode_key(value_of(attrs.back()), proof)) return ScramStatus::malformed;
@@ -436,6 +454,15 @@ ScramClient ScramClient::with_keys(const ScramKey& client_key, const ScramKey& s
   return client;
 }
 
+void ScramClient::set_channel_binding(std::string data) {
+  if (data.empty()) {
+    set_channel_binding_unused();
+    return;
+  }
+  gs2_header_ = "p=" + std::string(kScramChannelBindingType) + ",,";
+  binding_data_ = std::move(data);
+}
+
 std::string ScramClient::client_first() {
   return client_first(std::string_view());
 }
@@ -443,7 +470,7 @@ std::string ScramClient::client_first() {
 std::string ScramClient::client_first(std::string_view user_name) {
   awaiting_server_final_ = false;
   client_first_bare_ = "n=" + escape_saslname(user_name) + ",r=" + client_nonce_;
-  return std::string(kClientGs2Header) + client_first_bare_;
+  return gs2_header_ + client_first_bare_;
 }
 
 ScramStatus ScramClient::handle_server_first(std::string_view server_first,
@@ -480,7 +507,7 @@ ScramStatus ScramClient::handle_server_first(std::string_view server_first,
     return ScramStatus::unsupported;
   }
 
-  std::string without_proof = "c=" + base64_encode(kClientGs2Header) + ",r=";
+  std::string without_proof = "c=" + base64_encode(gs2_header_ + binding_data_) + ",r=";
   without_proof += nonce;
   std::string auth_message = client_first_bare_;
   auth_message += ',';

@@ -281,7 +281,7 @@ TEST(ConfigTest, AuthTypes) {
 }
 
 TEST(ConfigTest, PgBouncerAuthTypesNotSupported) {
-  for (const char* v : {"hba", "cert", "any", "pam", "ldap"}) {
+  for (const char* v : {"hba", "any", "pam", "ldap"}) {
     ConfigError e = load_error(std::string("[pgsluice]\nauth_type = ") + v + "\n");
     EXPECT_EQ(e.line, 2);
     EXPECT_EQ(e.key, "auth_type");
@@ -290,6 +290,36 @@ TEST(ConfigTest, PgBouncerAuthTypesNotSupported) {
   }
   ConfigError e = load_error("[pgsluice]\nauth_type = kerberos\n");
   EXPECT_TRUE(contains(e.message, "'kerberos'"));
+}
+
+TEST(ConfigTest, TlsSettings) {
+  ConfigLoadResult r = load_config_string(
+      "[pgsluice]\nauth_type = cert\nclient_tls_sslmode = verify-full\n"
+      "client_tls_key_file = /k\nclient_tls_cert_file = /c\nclient_tls_ca_file = /ca\n"
+      "client_tls_protocols = tlsv1.2,tlsv1.3\nclient_tls_ciphers = secure\n"
+      "server_tls_sslmode = Verify-CA\nserver_tls_ca_file = /sca\n",
+      "tls.ini");
+  for (const auto& e : r.errors) ADD_FAILURE() << e.to_string();
+  ASSERT_NE(r.config, nullptr);
+  const Settings& s = r.config->settings;
+  EXPECT_TRUE(r.config->warnings.empty());
+  EXPECT_EQ(s.auth_type, AuthType::cert);
+  EXPECT_EQ(s.client_tls.sslmode, SslMode::verify_full);
+  EXPECT_EQ(s.client_tls.key_file, "/k");
+  EXPECT_EQ(s.client_tls.cert_file, "/c");
+  EXPECT_EQ(s.client_tls.ca_file, "/ca");
+  EXPECT_EQ(s.client_tls.protocols, "tlsv1.2,tlsv1.3");
+  EXPECT_EQ(s.client_tls.ciphers, "secure");
+  EXPECT_EQ(s.server_tls.sslmode, SslMode::verify_ca);
+  EXPECT_EQ(s.server_tls.ca_file, "/sca");
+  // PgBouncer's defaults.
+  Settings defaults;
+  EXPECT_EQ(defaults.client_tls.sslmode, SslMode::disable);
+  EXPECT_EQ(defaults.server_tls.sslmode, SslMode::prefer);
+
+  ConfigError e = load_error("[pgsluice]\nserver_tls_sslmode = sometimes\n");
+  EXPECT_EQ(e.key, "server_tls_sslmode");
+  EXPECT_TRUE(contains(e.message, "verify-full")) << e.message;
 }
 
 TEST(ConfigTest, PoolModes) {

@@ -37,11 +37,22 @@ bool constant_time_equal(std::string_view a, std::string_view b);
 
 enum class ScramStatus { ok, malformed, wrong_proof, wrong_server_signature, unsupported };
 
+// The only channel binding type PostgreSQL (and so pgsluice) supports: the hash of the TLS
+// server's certificate (RFC 5929), which a man in the middle with another certificate cannot
+// reproduce.
+inline constexpr std::string_view kScramChannelBindingType = "tls-server-end-point";
+
 // The pooler as the SCRAM server of a client.
 class ScramServer {
  public:
   // `server_nonce` is appended to the client's nonce; empty means a random one.
   explicit ScramServer(ScramVerifier verifier, std::string server_nonce = {});
+
+  // Channel binding, before handle_client_first. `offered`: SCRAM-SHA-256-PLUS was advertised,
+  // so a client saying "y" (it could bind but believes the server cannot) reveals a downgrade and
+  // is refused. `data`: the client chose -PLUS; its gs2 header must be "p=tls-server-end-point"
+  // and its c= attribute must carry exactly this data. Without a call: no binding, as before.
+  void set_channel_binding(bool offered, std::string data);
 
   // client-first-message → server-first-message.
   ScramStatus handle_client_first(std::string_view client_first, std::string& server_first);
@@ -59,7 +70,9 @@ class ScramServer {
   std::string client_first_bare_;
   std::string server_first_;
   std::string combined_nonce_;
-  std::string gs2_header_;  // "n,," or "y,,": the client-final's c= must be its base64
+  std::string gs2_header_;  // "n,," "y,," or "p=tls-server-end-point,,"
+  bool binding_offered_ = false;
+  std::string binding_data_;  // non-empty: the client chose -PLUS; c= must be header + this
   ScramKey client_key_{};
 };
 
@@ -71,6 +84,12 @@ class ScramClient {
   // With keys proven by a client (pass-through): no plaintext password needed.
   static ScramClient with_keys(const ScramKey& client_key, const ScramKey& server_key,
                                std::string client_nonce = {});
+
+  // Before client_first: bind to the TLS channel (SCRAM-SHA-256-PLUS) with the server's
+  // tls-server-end-point `data`; or, with empty `data`, say "y": the client could bind but the
+  // server did not offer -PLUS (which a server that did would take as a downgrade).
+  void set_channel_binding(std::string data);
+  void set_channel_binding_unused() { gs2_header_ = "y,,"; }
 
   // "n,,n=,r=<nonce>": PostgreSQL takes the user name from the startup packet.
   std::string client_first();
@@ -87,6 +106,8 @@ class ScramClient {
   ScramKey server_key_{};
   std::string client_nonce_;
   std::string client_first_bare_;
+  std::string gs2_header_ = "n,,";
+  std::string binding_data_;
   ScramKey expected_server_signature_{};
   // Set by a successful handle_server_first: a server-final before it must not be accepted (the
   // expected signature would still be all zeros).

@@ -1,0 +1,563 @@
+"""The admin console (database pgsluice, alias pgbouncer) and the Prometheus endpoint: PgBouncer
+1.25's SHOW columns, numbers that move under pgbench, PAUSE/RESUME, RELOAD, KILL_CLIENT, roles,
+the extended protocol through psycopg, and /metrics parsed back against SHOW STATS."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import psycopg
+import pytest
+
+import harness
+
+REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                         "reference", "pgbouncer-1.25-show-columns.txt")
+ADMIN = {"admin_users": "app", "stats_users": "md5user"}
+
+# pgsluice's own columns, allowed only after PgBouncer's.
+EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused"]}
+IMPLEMENTED = ["POOLS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "CLIENTS",
+               "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG"]
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def reference_columns() -> dict[str, list[str]]:
+    cols, lines = {}, open(REFERENCE).read().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("SHOW ") and not line.endswith("rows:") and i + 1 < len(lines):
+            cols[line[5:].strip()] = lines[i + 1].split("|")
+    return cols
+
+
+def reference_rows(command: str) -> list[str]:
+    lines = open(REFERENCE).read().splitlines()
+    for i, line in enumerate(lines):
+        if line == f"SHOW {command} rows:":
+            return lines[i + 1].split()
+    raise KeyError(command)
+
+
+class Admin:
+    """A console session over the raw protocol: columns, rows and tag of each command."""
+
+    def __init__(self, pooler, user="app", password="app", db="pgsluice"):
+        self.c = pooler.raw(user=user, password=password, db=db)
+
+    def send(self, sql: str) -> None:
+        self.c.send_query(sql)
+
+    def result(self):
+        cols, rows, tag, error = [], [], None, None
+        while True:
+            kind, body = self.c.read_message()
+            if kind == b"T":
+                n = struct.unpack("!h", body[:2])[0]
+                pos = 2
+                for _ in range(n):
+                    end = body.index(b"\0", pos)
+                    cols.append(body[pos:end].decode())
+                    pos = end + 1 + 18
+            elif kind == b"D":
+                rows.append(_data_row(body))
+            elif kind == b"C":
+                tag = body.rstrip(b"\0").decode()
+            elif kind == b"E":
+                error = harness.PgError(self.c._fields(body))
+            elif kind == b"Z":
+                if error:
+                    raise error
+                return cols, rows, tag
+
+    def run(self, sql: str):
+        self.send(sql)
+        return self.result()
+
+    def dicts(self, sql: str) -> list[dict]:
+        cols, rows, _ = self.run(sql)
+        return [dict(zip(cols, r)) for r in rows]
+
+    def close(self):
+        self.c.close()
+
+
+def _data_row(body: bytes) -> list[str | None]:
+    n = struct.unpack("!h", body[:2])[0]
+    pos, row = 2, []
+    for _ in range(n):
+        length = struct.unpack("!i", body[pos:pos + 4])[0]
+        pos += 4
+        if length < 0:
+            row.append(None)
+        else:
+            row.append(body[pos:pos + length].decode())
+            pos += length
+    return row
+
+
+def pool_row(admin: Admin, db="app", user="app") -> dict:
+    for r in admin.dicts("SHOW POOLS"):
+        if r["database"] == db and r["user"] == user:
+            return r
+    return {}
+
+
+def stats_row(admin: Admin, db="app") -> dict:
+    for r in admin.dicts("SHOW STATS"):
+        if r["database"] == db:
+            return r
+    return {}
+
+
+# --------------------------------------------------------------------------------------------
+# The console itself
+
+
+def test_show_columns_match_pgbouncer(make_pooler):
+    pooler = make_pooler(**ADMIN)
+    with pooler.raw() as c:
+        c.query("SELECT 1")  # a pool, so that per-pool commands have rows
+    expected = reference_columns()
+    admin = Admin(pooler)
+    try:
+        for command in IMPLEMENTED:
+            cols, _, tag = admin.run(f"SHOW {command}")
+            want = expected[command] + EXTRA_COLUMNS.get(command, [])
+            assert cols == want, f"SHOW {command}: {cols} != {want}"
+            assert tag == "SHOW"
+        # psql (simple protocol), through the pgbouncer alias, prints the same header.
+        rc, out, err = pooler.psql("SHOW POOLS", db="pgbouncer", args=["-F", "|", "-t", "-P",
+                                                                        "tuples_only=off"])
+        assert rc == 0, err
+        assert out.splitlines()[0].split("|") == expected["POOLS"] + EXTRA_COLUMNS["POOLS"]
+        lists = [r[0] for r in admin.run("SHOW LISTS")[1]]
+        assert lists == reference_rows("LISTS")
+        state = dict(admin.run("SHOW STATE")[1])
+        assert state == {"active": "yes", "paused": "no", "suspended": "no"}
+        assert admin.run("SHOW VERSION")[1][0][0].startswith("pgsluice ")
+        workers = admin.dicts("SHOW WORKERS")
+        assert len(workers) == 1 and int(workers[0]["clients"]) >= 1
+    finally:
+        admin.close()
+
+
+def test_extended_protocol_psycopg(make_pooler):
+    pooler = make_pooler(**ADMIN)
+    expected = reference_columns()
+    with psycopg.connect(pooler.dsn(db="pgbouncer"), autocommit=True) as conn:
+        cur = conn.execute("SHOW POOLS")  # Parse/Bind/Describe/Execute/Sync
+        assert [d.name for d in cur.description] == expected["POOLS"] + EXTRA_COLUMNS["POOLS"]
+        cur.fetchall()
+        cur = conn.execute("SHOW STATS_TOTALS")
+        assert [d.name for d in cur.description] == expected["STATS_TOTALS"]
+        conn.execute("PAUSE")
+        conn.execute("RESUME")
+        with pytest.raises(psycopg.errors.SyntaxError):
+            conn.execute("SHOW NOTHING")
+        # The session survives the error.
+        assert conn.execute("SHOW STATE").fetchall()[0] == ("active", "yes")
+
+
+def test_roles_and_errors(make_pooler):
+    pooler = make_pooler(**ADMIN)
+    # A user in neither list authenticates, then is refused, like PgBouncer ("not allowed").
+    with pytest.raises(harness.PgError) as e:
+        harness.RawClient(harness.HOST, pooler.port, "scramuser", "pgsluice", "scrampass")
+    assert e.value.message == "not allowed" and e.value.sqlstate == "28000"
+    # A wrong password stays a password failure.
+    with pytest.raises(harness.PgError) as e:
+        harness.RawClient(harness.HOST, pooler.port, "app", "pgsluice", "wrong")
+    assert e.value.sqlstate == "28P01"
+    stats = Admin(pooler, user="md5user", password="md5pass")
+    try:
+        assert stats.run("SHOW POOLS")[2] == "SHOW"
+        for command in ("PAUSE", "RESUME", "RELOAD", "KILL app", "SHUTDOWN", "DISABLE app",
+                        "SET default_pool_size = 3"):
+            with pytest.raises(harness.PgError) as e:
+                stats.run(command)
+            assert e.value.sqlstate == "42501" and e.value.message == "admin access needed"
+        # Driver noise is accepted from anyone, as PgBouncer does.
+        assert stats.run("SET client_encoding = 'UTF8'")[2] == "SET"
+        # Unknown commands and bad arguments: an ErrorResponse naming them, not a disconnect.
+        with pytest.raises(harness.PgError) as e:
+            stats.run("FROBNICATE now")
+        assert e.value.sqlstate == "42601"
+        assert "FROBNICATE now" in e.value.message
+        assert stats.run("show version;")[2] == "SHOW"
+    finally:
+        stats.close()
+    admin = Admin(pooler)
+    try:
+        with pytest.raises(harness.PgError) as e:
+            admin.run("PAUSE nosuchdb")
+        assert e.value.sqlstate == "42704" and "nosuchdb" in e.value.message
+        with pytest.raises(harness.PgError) as e:
+            admin.run("KILL_CLIENT x1")
+        assert e.value.sqlstate == "42601"
+        assert admin.run("RESUME")  # not paused: an error, the session goes on
+    except harness.PgError as e:
+        assert e.sqlstate == "55000"
+    finally:
+        admin.close()
+    assert pooler.alive()
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers under load
+
+
+def test_counts_move_under_pgbench(pgbench_data, make_pooler):
+    pooler = make_pooler(default_pool_size=5, max_client_conn=2000, **ADMIN)
+    admin = Admin(pooler)
+    samples, done = [], threading.Event()
+    result = {}
+
+    def load():
+        result["pgbench"] = pooler.pgbench(["-c", "200", "-j", "2", "-S", "-T", "8",
+                                            "--no-vacuum"], timeout=240)
+        done.set()
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    try:
+        while not done.is_set():
+            r = pool_row(admin)
+            if r:
+                samples.append(r)
+            time.sleep(0.1)
+    finally:
+        t.join(260)
+    rc, out, err = result["pgbench"]
+    assert rc == 0, out + err[-2000:]
+    m = re.search(r"number of transactions actually processed: (\d+)", out)
+    processed = int(m.group(1))
+    assert samples, "no SHOW POOLS sample"
+    assert max(int(s["cl_waiting"]) for s in samples) > 0, samples[-3:]
+    assert max(int(s["sv_active"]) for s in samples) <= 5
+    assert max(int(s["sv_active"]) + int(s["sv_idle"]) + int(s["sv_used"]) + int(s["sv_login"])
+               for s in samples) <= 5
+    assert max(int(s["cl_active"]) + int(s["cl_waiting"]) for s in samples) >= 150
+    assert max(int(s["maxwait_us"]) + 1_000_000 * int(s["maxwait"]) for s in samples) > 0
+    # After the run: nobody left, and the totals cover what pgbench did.
+    assert wait_until(lambda: int(pool_row(admin)["cl_active"]) == 0, 10)
+    st = stats_row(admin)
+    assert int(st["total_xact_count"]) >= processed
+    assert int(st["total_query_count"]) >= int(st["total_xact_count"])
+    assert int(st["total_server_assignment_count"]) >= processed
+    assert int(st["total_wait_time"]) > 0
+    assert int(st["total_xact_time"]) > 0 and int(st["total_query_time"]) > 0
+    assert int(st["total_received"]) > 0 and int(st["total_sent"]) > int(st["total_received"])
+    totals = dict(admin.run("SHOW TOTALS")[1])
+    assert totals["total_xact_count"] == st["total_xact_count"]
+    # Averages (stats_period 60 s: the run is in the current window) are real numbers.
+    assert int(st["avg_xact_count"]) > 0
+    assert 0 < int(st["avg_xact_time"]) < 10_000_000
+    print(f"pgbench: {processed} transactions; last SHOW POOLS under load: {samples[len(samples)//2]}")
+    print(f"SHOW STATS: {st}")
+    admin.close()
+
+
+def test_show_clients_and_servers_rows(make_pooler):
+    pooler = make_pooler(default_pool_size=2, **ADMIN)
+    c1 = pooler.raw(params={"application_name": "cli-one"})
+    c1.send_query("BEGIN")
+    c1.read_result()
+    admin = Admin(pooler)
+    try:
+        clients = [r for r in admin.dicts("SHOW CLIENTS") if r["database"] == "app"]
+        assert len(clients) == 1
+        cl = clients[0]
+        assert cl["type"] == "C" and cl["user"] == "app" and cl["state"] == "active"
+        assert cl["application_name"] == "cli-one" and cl["addr"] == "127.0.0.1"
+        assert int(cl["local_port"]) == pooler.port and cl["link"]
+        assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", cl["connect_time"])
+        servers = admin.dicts("SHOW SERVERS")
+        assert len(servers) == 1
+        sv = servers[0]
+        assert sv["type"] == "S" and sv["state"] == "active" and sv["link"] == cl["ptr"]
+        assert int(sv["remote_pid"]) > 0 and sv["database"] == "app"
+        c1.query("COMMIT")
+        sv = admin.dicts("SHOW SERVERS")[0]
+        assert sv["state"] == "idle" and sv["link"] == ""
+        assert [r["state"] for r in admin.dicts("SHOW CLIENTS") if r["database"] == "app"] == \
+            ["idle"]
+        dbs = {r["name"]: r for r in admin.dicts("SHOW DATABASES")}
+        assert dbs["app"]["pool_size"] == "2" and dbs["app"]["current_connections"] == "1"
+    finally:
+        admin.close()
+        c1.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+
+
+def test_pause_holds_transactions_and_resume_releases(make_pooler):
+    pooler = make_pooler(default_pool_size=2, **ADMIN)
+    admin = Admin(pooler)
+    busy = pooler.raw()
+    try:
+        busy.send_query("BEGIN")
+        busy.read_result()
+        # PAUSE waits for the open transaction.
+        admin.send("PAUSE app")
+        admin.c.sock.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            admin.c.read_message()
+        admin.c.sock.settimeout(15)
+        busy.query("COMMIT")
+        assert admin.result()[2] == "PAUSE"
+        assert pool_row(admin)["paused"] == "1"
+        # New transactions queue while paused.
+        late = pooler.raw()
+        late.send_query("SELECT 42")
+        late.sock.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            late.read_message()
+        late.sock.settimeout(15)
+        assert int(pool_row(admin)["cl_waiting"]) == 1
+        assert admin.dicts("SHOW DATABASES")[0]["paused"] == "1"
+        assert admin.run("RESUME app")[2] == "RESUME"
+        rows, _, _ = late.read_result()
+        assert rows == [["42"]]
+        late.close()
+        assert pool_row(admin)["paused"] == "0"
+        # PAUSE of everything, SHOW STATE, RESUME.
+        assert admin.run("PAUSE")[2] == "PAUSE"
+        assert dict(admin.run("SHOW STATE")[1])["paused"] == "yes"
+        assert admin.run("RESUME")[2] == "RESUME"
+        assert busy.query("SELECT 1") == [["1"]]
+    finally:
+        busy.close()
+        admin.close()
+
+
+def test_reload_picks_up_pool_size(make_pooler):
+    pooler = make_pooler(default_pool_size=2, **ADMIN)
+    admin = Admin(pooler)
+
+    def busy_servers(clients: int) -> int:
+        conns = [pooler.raw() for _ in range(clients)]
+        try:
+            for c in conns:
+                c.send_query("SELECT pg_sleep(0.5)")
+            peak = 0
+            deadline = time.monotonic() + 0.4
+            while time.monotonic() < deadline:
+                r = pool_row(admin)
+                peak = max(peak, int(r["sv_active"]) + int(r["sv_idle"]) + int(r["sv_login"]))
+                time.sleep(0.05)
+            for c in conns:
+                c.read_result()
+            return peak
+        finally:
+            for c in conns:
+                c.close()
+
+    try:
+        assert busy_servers(6) <= 2
+        with open(pooler.config_path) as f:
+            text = f.read()
+        with open(pooler.config_path, "w") as f:
+            f.write(text.replace("default_pool_size = 2", "default_pool_size = 4"))
+        assert admin.run("RELOAD")[2] == "RELOAD"
+        assert pool_row(admin)["pool_size"] == "4"
+        assert any(r["key"] == "default_pool_size" and r["value"] == "4"
+                   for r in admin.dicts("SHOW CONFIG"))
+        assert wait_until(lambda: busy_servers(6) > 2, 10)
+        # A broken file: RELOAD fails with the reason, the running configuration stays.
+        with open(pooler.config_path, "w") as f:
+            f.write(text.replace("default_pool_size = 2", "default_pool_size = lots"))
+        with pytest.raises(harness.PgError) as e:
+            admin.run("RELOAD")
+        assert "default_pool_size" in e.value.message and e.value.sqlstate == "F0000"
+        assert pool_row(admin)["pool_size"] == "4"
+        # SET changes an online setting; a fixed one is refused.
+        assert admin.run("SET default_pool_size = 3")[2] == "SET"
+        assert pool_row(admin)["pool_size"] == "3"
+        with pytest.raises(harness.PgError):
+            admin.run("SET listen_port = 1")
+    finally:
+        admin.close()
+
+
+def test_kill_client_drops_one_client(make_pooler):
+    pooler = make_pooler(**ADMIN)
+    a = pooler.raw(params={"application_name": "victim"})
+    b = pooler.raw(params={"application_name": "bystander"})
+    admin = Admin(pooler)
+    try:
+        a.query("SELECT 1")
+        clients = {r["application_name"]: r for r in admin.dicts("SHOW CLIENTS")}
+        victim = clients["victim"]["id"]
+        assert admin.run(f"KILL_CLIENT {victim}")[2] == "KILL_CLIENT"
+        with pytest.raises((harness.PgError, ConnectionError, OSError)) as e:
+            a.query("SELECT 1")
+        if isinstance(e.value, harness.PgError):
+            assert e.value.sqlstate == "57P01"
+        assert b.query("SELECT 2") == [["2"]]
+        names = [r["application_name"] for r in admin.dicts("SHOW CLIENTS")]
+        assert "victim" not in names and "bystander" in names
+        with pytest.raises(harness.PgError) as e:
+            admin.run(f"KILL_CLIENT {victim}")
+        assert e.value.sqlstate == "42704"
+    finally:
+        a.close()
+        b.close()
+        admin.close()
+
+
+def test_disable_enable_reconnect_kill(make_pooler):
+    pooler = make_pooler(**ADMIN)
+    admin = Admin(pooler)
+    try:
+        with pooler.raw() as c:
+            backend = c.scalar("SELECT pg_backend_pid()")
+        assert admin.run("DISABLE app")[2] == "DISABLE"
+        with pytest.raises(harness.PgError) as e:
+            pooler.raw()
+        assert e.value.sqlstate == "57P03"
+        assert admin.run("ENABLE app")[2] == "ENABLE"
+        # RECONNECT: the idle server goes; the next client gets a new backend.
+        assert admin.run("RECONNECT app")[2] == "RECONNECT"
+        assert admin.run("WAIT_CLOSE app")[2] == "WAIT_CLOSE"
+        with pooler.raw() as c:
+            assert c.scalar("SELECT pg_backend_pid()") != backend
+        # KILL: clients and servers go, and the database is paused until RESUME.
+        victim = pooler.raw()
+        victim.query("SELECT 1")
+        assert admin.run("KILL app")[2] == "KILL"
+        with pytest.raises((harness.PgError, ConnectionError, OSError)):
+            victim.query("SELECT 1")
+        assert pool_row(admin)["paused"] == "1"
+        assert admin.run("RESUME app")[2] == "RESUME"
+        with pooler.raw() as c:
+            assert c.scalar("SELECT 3") == "3"
+    finally:
+        admin.close()
+
+
+def test_shutdown_wait_for_clients(make_pooler):
+    pooler = make_pooler(**ADMIN)
+    c = pooler.raw()
+    admin = Admin(pooler)
+    assert admin.run("SHUTDOWN WAIT_FOR_CLIENTS")[2] == "SHUTDOWN"
+    # No new connections; the existing client keeps working.
+    with pytest.raises(OSError):
+        socket.create_connection((harness.HOST, pooler.port), timeout=2).close()
+    assert c.query("SELECT 5") == [["5"]]
+    assert pooler.alive()
+    c.close()
+    assert wait_until(lambda: not pooler.alive(), 10), "pooler did not exit after the last client"
+    assert pooler.proc.returncode == 0
+    admin.close()
+    pooler.proc = None  # already exited: nothing for the fixture to stop
+
+
+# --------------------------------------------------------------------------------------------
+# Prometheus
+
+SAMPLE_RE = re.compile(
+    r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\\\|\\"|\\n)*",?)*\})? '
+    r'-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$')
+COMMENT_RE = re.compile(r"^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$")
+
+
+def scrape(port: int, path: str = "/metrics") -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{harness.HOST}:{port}{path}", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def parse_metrics(text: str) -> dict[str, dict[str, float]]:
+    values: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert COMMENT_RE.match(line), line
+            continue
+        assert SAMPLE_RE.match(line), line
+        name_labels, value = line.rsplit(" ", 1)
+        name, _, labels = name_labels.partition("{")
+        values.setdefault(name, {})[labels.rstrip("}")] = float(value)
+    return values
+
+
+def test_metrics_endpoint_matches_show_stats(pgbench_data, make_pooler):
+    mport = harness.free_port()
+    pooler = make_pooler(default_pool_size=5, metrics_port=mport, **ADMIN)
+    rc, out, err = pooler.pgbench(["-c", "20", "-j", "2", "-S", "-T", "3", "--no-vacuum"])
+    assert rc == 0, out + err[-2000:]
+    admin = Admin(pooler)
+    try:
+        st = stats_row(admin)
+        pr = pool_row(admin)
+        status, text = scrape(mport)
+        assert status == 200
+        m = parse_metrics(text)
+        key = 'database="app",user="app"'
+        assert m["pgsluice_up"][""] == 1
+        assert m["pgsluice_transactions_total"][key] == int(st["total_xact_count"])
+        assert m["pgsluice_queries_total"][key] == int(st["total_query_count"])
+        assert m["pgsluice_server_assignments_total"][key] == \
+            int(st["total_server_assignment_count"])
+        assert m["pgsluice_received_bytes_total"][key] == int(st["total_received"])
+        assert m["pgsluice_sent_bytes_total"][key] == int(st["total_sent"])
+        assert round(m["pgsluice_xact_time_seconds_total"][key] * 1e6) == \
+            int(st["total_xact_time"])
+        assert round(m["pgsluice_wait_time_seconds_total"][key] * 1e6) == \
+            int(st["total_wait_time"])
+        assert m["pgsluice_pool_sv_idle"][key] == int(pr["sv_idle"])
+        assert m["pgsluice_pool_size"][key] == 5
+        # Histograms: cumulative, +Inf == _count == the transaction count.
+        buckets = sorted(((float(re.search(r'le="([^"]+)"', k).group(1)), v)
+                          for k, v in m["pgsluice_transaction_duration_seconds_bucket"].items()
+                          if k.startswith(key)))
+        counts = [v for _, v in buckets]
+        assert counts == sorted(counts)
+        assert buckets[-1][0] == float("inf")
+        assert buckets[-1][1] == m["pgsluice_transaction_duration_seconds_count"][key] == \
+            int(st["total_xact_count"])
+        assert m["pgsluice_query_duration_seconds_count"][key] > 0
+        assert m["pgsluice_client_wait_seconds_count"][key] > 0
+        # Other paths and methods.
+        assert scrape(mport, "/nothing")[0] == 404
+        # Many scrapes, some concurrent, some abandoned half-way: it keeps answering.
+        for _ in range(100):
+            assert scrape(mport)[0] == 200
+        idle = [socket.create_connection((harness.HOST, mport)) for _ in range(10)]
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(scrape(mport)[0]))
+                   for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert results == [200] * 20
+        for s in idle:
+            s.close()
+        # It answers while everything is paused, too.
+        assert admin.run("PAUSE")[2] == "PAUSE"
+        status, text = scrape(mport)
+        assert status == 200 and parse_metrics(text)["pgsluice_paused"][""] == 1
+        admin.run("RESUME")
+        print("\n".join(l for l in text.splitlines() if 'database="app"' in l and
+                        "_bucket" not in l)[:3000])
+    finally:
+        admin.close()

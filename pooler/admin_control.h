@@ -1,0 +1,80 @@
+// What the admin console changes in a running worker: paused, suspended, disabled and killed
+// databases; the console commands that answer only later (PAUSE and SUSPEND wait for busy
+// servers, WAIT_CLOSE for servers to close, SHUTDOWN WAIT_FOR_CLIENTS for clients to leave);
+// and the stats_period clock (PgBouncer's averages). The worker's janitor ticks it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgsluice {
+
+class AdminSession;
+class Client;
+class Pool;
+class Worker;
+
+class AdminControl {
+ public:
+  enum class Mode { active, paused, suspended };
+
+  explicit AdminControl(Worker& worker);
+
+  // New connections to a DISABLEd database are refused (the client is failed, false returned).
+  bool admit(Client& client);
+  // A pool created while its database is paused starts paused.
+  void on_new_pool(Pool& pool);
+
+  // Each returns an error message, empty on success. `db` empty: every database.
+  std::string pause(const std::string& db);
+  std::string resume(const std::string& db);
+  std::string suspend();
+  std::string disable(const std::string& db);
+  std::string enable(const std::string& db);
+  std::string reconnect(const std::string& db);
+  std::string kill(const std::string& db);
+  std::string kill_client(uint64_t id);
+  void shutdown_when_clients_gone();
+
+  // A console command that answers when its condition holds (checked at every tick).
+  enum class WaitKind { pause, wait_close };
+  void wait(AdminSession& session, WaitKind kind, std::string db, std::string tag);
+  void forget(AdminSession& session);
+  // Whether the condition already holds (the command answers at once).
+  [[nodiscard]] bool settled(WaitKind kind, const std::string& db);
+  // Checks the waits and answers those that are done (from the janitor).
+  void check_waits();
+
+  // The janitor: waits, stats_period, SHUTDOWN WAIT_FOR_CLIENTS.
+  void tick();
+
+  [[nodiscard]] Mode mode() const { return mode_; }
+  [[nodiscard]] bool db_paused(const std::string& db) const;
+  [[nodiscard]] bool db_disabled(const std::string& db) const;
+  [[nodiscard]] bool known_database(const std::string& db) const;
+  // The stats_period clock: the stamp of the tick before the last one (PgBouncer's old_stamp).
+  [[nodiscard]] uint64_t stats_old_stamp_us() const { return stats_old_stamp_us_; }
+
+ private:
+  struct Waiter {
+    AdminSession* session;
+    WaitKind kind;
+    std::string db;
+    std::string tag;
+  };
+  void set_pool_paused(const std::string& db, bool paused);
+
+  Worker& worker_;
+  Mode mode_ = Mode::active;
+  std::map<std::string, bool> paused_dbs_;  // PAUSE db / KILL db (true: servers close)
+  std::map<std::string, bool> disabled_dbs_;
+  std::vector<Waiter> waiters_;
+  bool shutdown_wait_ = false;
+  uint64_t stats_old_stamp_us_;
+  uint64_t stats_new_stamp_us_;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,118 @@
+// Per-pool statistics: the counters SHOW STATS and /metrics report (PgBouncer's names and
+// meanings), fixed-bucket latency histograms, PgBouncer's stats_period averages, and the timing
+// state a server connection carries while it serves a client. Everything here is updated on the
+// hot path, so it is plain integers: no allocation, no locking (a pool belongs to one worker).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace pgsluice {
+
+// Monotonic microseconds (uv_hrtime), for query, transaction and wait times.
+uint64_t now_us();
+
+// The totals of one pool since it was created. Times are microseconds.
+struct PoolCounters {
+  uint64_t server_assignments = 0;  // a client got a server
+  uint64_t transactions = 0;        // ReadyForQuery 'I' ended a transaction
+  uint64_t queries = 0;             // Query, FunctionCall and Execute messages forwarded
+  uint64_t bytes_received = 0;      // from clients, forwarded to servers
+  uint64_t bytes_sent = 0;          // from servers, forwarded to clients
+  uint64_t xact_time_us = 0;
+  uint64_t query_time_us = 0;
+  uint64_t wait_time_us = 0;        // clients queued for a server
+  uint64_t client_parse_count = 0;  // prepared statements (filled in by the registry)
+  uint64_t server_parse_count = 0;
+  uint64_t bind_count = 0;
+
+  PoolCounters& operator+=(const PoolCounters& o);
+};
+
+// PgBouncer's averages: counts and bytes per second, times per query / transaction /
+// assignment, over the time since the snapshot before the last stats_period tick.
+struct PoolAverages {
+  uint64_t server_assignments = 0;
+  uint64_t transactions = 0;
+  uint64_t queries = 0;
+  uint64_t bytes_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t xact_time_us = 0;
+  uint64_t query_time_us = 0;
+  uint64_t wait_time_us = 0;
+  uint64_t client_parse_count = 0;
+  uint64_t server_parse_count = 0;
+  uint64_t bind_count = 0;
+};
+
+PoolAverages compute_averages(const PoolCounters& current, const PoolCounters& old,
+                              uint64_t duration_us);
+
+// A latency histogram with fixed bucket bounds (Prometheus `le`, in microseconds): from 100 µs
+// to 10 s, roughly 1-2.5-5 per decade, enough to tell a pooled 200 µs query from a 50 ms one.
+class Histogram {
+ public:
+  static constexpr std::array<uint64_t, 16> kBoundsUs = {
+      100,    250,     500,     1'000,   2'500,     5'000,     10'000,    25'000,
+      50'000, 100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000, 10'000'000};
+
+  void observe(uint64_t us);
+  Histogram& operator+=(const Histogram& o);
+  // Observations <= kBoundsUs[i] (cumulative, as Prometheus wants).
+  [[nodiscard]] uint64_t cumulative(size_t i) const;
+  [[nodiscard]] uint64_t count() const { return count_; }
+  [[nodiscard]] uint64_t sum_us() const { return sum_us_; }
+
+ private:
+  std::array<uint64_t, kBoundsUs.size() + 1> buckets_{};  // the last one: above every bound
+  uint64_t count_ = 0;
+  uint64_t sum_us_ = 0;
+};
+
+struct PoolStats {
+  PoolCounters totals;
+  // Snapshots at the last two stats_period ticks (PgBouncer's newer_stats / older_stats).
+  PoolCounters newer;
+  PoolCounters older;
+  Histogram xact_time;
+  Histogram query_time;
+  Histogram wait_time;
+
+  // A stats_period tick.
+  void roll() {
+    older = newer;
+    newer = totals;
+  }
+};
+
+// What a server connection measures while linked: when the running query and transaction
+// started (0: none), and what it has already counted of its socket's bytes.
+struct ServerTiming {
+  uint64_t query_start_us = 0;
+  uint64_t xact_start_us = 0;
+  uint64_t counted_sent = 0;      // server socket bytes already added to bytes_received
+  uint64_t counted_received = 0;  // server socket bytes already added to bytes_sent
+  uint64_t connect_ms = 0;        // loop time the connection was started
+  bool close_needed = false;      // RECONNECT / RELOAD: close instead of reuse at the next release
+
+  // A client message that starts work (Query, Parse, Bind, Execute, FunctionCall).
+  void on_request() {
+    if (query_start_us != 0) return;
+    query_start_us = now_us();
+    if (xact_start_us == 0) xact_start_us = query_start_us;
+  }
+  // A ReadyForQuery for the client, with the server's transaction status and the server
+  // socket's byte counters.
+  void on_ready(PoolStats& stats, char status, uint64_t socket_sent, uint64_t socket_received);
+  // The link ended: bytes up to here are counted, a half-done transaction is forgotten.
+  void on_unlink(PoolStats& stats, uint64_t socket_sent, uint64_t socket_received);
+  // A new link: bytes before it (the pooler's own queries) are not the client's.
+  void on_link(uint64_t socket_sent, uint64_t socket_received) {
+    counted_sent = socket_sent;
+    counted_received = socket_received;
+    query_start_us = xact_start_us = 0;
+  }
+};
+
+}  // namespace pgsluice

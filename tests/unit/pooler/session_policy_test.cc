@@ -1,0 +1,187 @@
+// session_state_action parsing, the per-kind lookup, targeted cleanup queries and the findings
+// table.
+#include <gtest/gtest.h>
+
+#include "pooler/dirty_state.h"
+#include "pooler/session_findings.h"
+#include "pooler/session_policy.h"
+
+namespace pgsluice {
+namespace {
+
+namespace pp = pgsluice::protocol;
+
+TEST(SessionPolicy, DefaultActionAlone) {
+  SessionPolicy p;
+  ASSERT_EQ(parse_session_policy("reset", p), "");
+  EXPECT_EQ(p.default_action, SessionAction::reset);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::reset);
+  EXPECT_EQ(format_session_policy(p), "reset");
+}
+
+TEST(SessionPolicy, OverridesPerKind) {
+  SessionPolicy p;
+  ASSERT_EQ(parse_session_policy("reset, listen:pin ,advisory_lock:reject", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::set), SessionAction::reset);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::pin);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::reject);
+  EXPECT_EQ(format_session_policy(p), "reset,advisory_lock:reject,listen:pin");
+}
+
+TEST(SessionPolicy, EveryKindAndActionName) {
+  for (const char* kind : {"set", "set_config", "role", "advisory_lock", "listen", "prepare",
+                           "hold_cursor", "temp_object", "load"}) {
+    for (const char* action : {"off", "warn", "reject", "reset", "pin"}) {
+      SessionPolicy p;
+      std::string text = std::string("warn,") + kind + ":" + action;
+      EXPECT_EQ(parse_session_policy(text, p), "") << text;
+      EXPECT_EQ(to_string(p.action_for(*parse_session_state_kind(kind))), action) << text;
+    }
+  }
+}
+
+TEST(SessionPolicy, Errors) {
+  SessionPolicy p;
+  p.default_action = SessionAction::pin;
+  EXPECT_NE(parse_session_policy("teleport", p), "");
+  EXPECT_NE(parse_session_policy("reset,listen:teleport", p), "");
+  EXPECT_NE(parse_session_policy("reset,cursor:pin", p), "");
+  EXPECT_NE(parse_session_policy("reset,,listen:pin", p), "");
+  EXPECT_NE(parse_session_policy("", p), "");
+  EXPECT_NE(parse_session_policy("reset,warn", p), "");  // the default comes first, once
+  EXPECT_EQ(p.default_action, SessionAction::pin);  // untouched on error
+}
+
+TEST(SessionPolicy, OverridesAloneKeepTheWarnDefault) {
+  SessionPolicy p;
+  ASSERT_EQ(parse_session_policy("listen:pin", p), "");
+  EXPECT_EQ(p.default_action, SessionAction::warn);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::pin);
+}
+
+TEST(SessionPolicy, AllOff) {
+  SessionPolicy p;
+  ASSERT_EQ(parse_session_policy("off", p), "");
+  EXPECT_TRUE(p.all_off());
+  ASSERT_EQ(parse_session_policy("off,listen:warn", p), "");
+  EXPECT_FALSE(p.all_off());
+}
+
+pp::SessionStateFinding finding(pp::SessionStateKind kind, std::string detail,
+                                pp::SessionStateEffect effect = pp::SessionStateEffect::acquire) {
+  pp::SessionStateFinding f;
+  f.kind = kind;
+  f.detail = std::move(detail);
+  f.effect = effect;
+  return f;
+}
+
+TEST(DirtyState, CleanServerSendsNothing) {
+  DirtyState d;
+  EXPECT_FALSE(d.any());
+  EXPECT_TRUE(d.cleanup_queries().empty());
+}
+
+TEST(DirtyState, ResetsExactlyTheSettingsThatWereSet) {
+  DirtyState d;
+  d.add(finding(pp::SessionStateKind::set, "search_path"));
+  d.add(finding(pp::SessionStateKind::set_config, "statement_timeout"));
+  d.add(finding(pp::SessionStateKind::set, "SEARCH_PATH"));
+  ASSERT_EQ(d.cleanup_queries().size(), 1u);
+  EXPECT_EQ(d.cleanup_queries()[0], "RESET search_path;RESET statement_timeout");
+  EXPECT_FALSE(d.resets_all_settings());
+  EXPECT_EQ(d.reset_names().size(), 2u);
+}
+
+TEST(DirtyState, ReleasesAreNotDirt) {
+  DirtyState d;
+  d.add(finding(pp::SessionStateKind::listen, "a", pp::SessionStateEffect::release));
+  EXPECT_FALSE(d.any());
+}
+
+TEST(DirtyState, EachKindHasItsCleanup) {
+  DirtyState d;
+  d.add(finding(pp::SessionStateKind::role, "session_authorization"));
+  d.add(finding(pp::SessionStateKind::advisory_lock, "pg_advisory_lock"));
+  d.add(finding(pp::SessionStateKind::listen, "jobs"));
+  d.add(finding(pp::SessionStateKind::hold_cursor, "c"));
+  d.add(finding(pp::SessionStateKind::prepare, "p"));
+  d.add(finding(pp::SessionStateKind::temp_object, "t"));
+  ASSERT_EQ(d.cleanup_queries().size(), 1u);
+  EXPECT_EQ(d.cleanup_queries()[0],
+            "SET SESSION AUTHORIZATION DEFAULT;RESET ROLE;"
+            "SELECT pg_catalog.pg_advisory_unlock_all();UNLISTEN *;CLOSE ALL;DEALLOCATE ALL;"
+            "DISCARD TEMP");
+}
+
+TEST(DirtyState, UnknownMeansDiscardAllAlone) {
+  DirtyState d;
+  d.add(finding(pp::SessionStateKind::listen, "jobs"));
+  d.add_unknown();
+  ASSERT_EQ(d.cleanup_queries().size(), 1u);
+  EXPECT_EQ(d.cleanup_queries()[0], "DISCARD ALL");
+  EXPECT_TRUE(d.resets_all_settings());
+}
+
+TEST(DirtyState, ResetAllAndLoad) {
+  DirtyState d;
+  d.add(finding(pp::SessionStateKind::set, "all"));
+  EXPECT_EQ(d.cleanup_queries()[0], "RESET ALL");
+  EXPECT_TRUE(d.resets_all_settings());
+  d.add(finding(pp::SessionStateKind::load, "auto_explain"));
+  EXPECT_TRUE(d.needs_close());
+  d.clear();
+  EXPECT_FALSE(d.any());
+}
+
+FindingEvent event(std::string_view statement, std::string_view app = "app1") {
+  return FindingEvent{.kind = "set",
+                      .detail = "work_mem",
+                      .certainty = "definite",
+                      .action = "warn",
+                      .database = "db",
+                      .user = "u",
+                      .application_name = app,
+                      .client_addr = "127.0.0.1:5",
+                      .source = "query",
+                      .statement = statement};
+}
+
+TEST(SessionFindings, SameFingerprintIsOneRow) {
+  SessionFindings f;
+  bool created = false;
+  const FindingRow* row = f.record(event("SET work_mem = '64MB'"), 100, created);
+  ASSERT_NE(row, nullptr);
+  EXPECT_TRUE(created);
+  row = f.record(event("SET work_mem = '128MB'"), 105, created);
+  EXPECT_FALSE(created);
+  ASSERT_EQ(f.rows().size(), 1u);
+  EXPECT_EQ(f.rows()[0].count, 2u);
+  EXPECT_EQ(f.rows()[0].first_seen, 100);
+  EXPECT_EQ(f.rows()[0].last_seen, 105);
+  EXPECT_NE(f.rows()[0].sample.find("$1"), std::string::npos) << f.rows()[0].sample;
+  EXPECT_EQ(f.total(), 2u);
+}
+
+TEST(SessionFindings, OtherApplicationIsAnotherRow) {
+  SessionFindings f;
+  bool created = false;
+  f.record(event("SET work_mem = '64MB'", "a"), 1, created);
+  f.record(event("SET work_mem = '64MB'", "b"), 1, created);
+  EXPECT_TRUE(created);
+  EXPECT_EQ(f.rows().size(), 2u);
+}
+
+TEST(SessionFindings, BoundedTable) {
+  SessionFindings f;
+  bool created = false;
+  for (size_t i = 0; i < SessionFindings::kMaxRows + 5; ++i) {
+    std::string app = "app" + std::to_string(i);
+    f.record(event("SET work_mem = 1", app), 1, created);
+  }
+  EXPECT_EQ(f.rows().size(), SessionFindings::kMaxRows);
+  EXPECT_EQ(f.dropped(), 5u);
+}
+
+}  // namespace
+}  // namespace pgsluice
