@@ -257,3 +257,22 @@ def test_session_mode_passes_names_through(make_pooler):
         send_batch(c, [parse("plain", "SELECT 1"), SYNC])
         assert types_of(read_until_ready(c)) == "1Z"
         assert c.scalar("SELECT name FROM pg_prepared_statements") == "plain"
+
+
+def test_show_prepared_counts_each_statement_once_per_server(make_pooler):
+    pooler = make_pooler(default_pool_size=1, admin_users="app")
+    clients = [pooler.raw() for _ in range(5)]
+    try:
+        for c in clients:
+            send_batch(c, [parse("q", "SELECT 1"), bind("q"), execute(), SYNC])
+            assert types_of(read_until_ready(c)) == "12DCZ"
+            send_batch(c, [bind("q"), execute(), SYNC])
+            assert types_of(read_until_ready(c)) == "2DCZ"
+    finally:
+        for c in clients:
+            c.close()
+    rc, out, err = pooler.psql("SHOW PREPARED", db="pgsluice")
+    assert rc == 0, err
+    row = out.strip().splitlines()[0].split("|")
+    # database|user|client_parse_count|server_parse_count|bind_count|…
+    assert row[:5] == ["app", "app", "5", "1", "10"], row

@@ -211,3 +211,22 @@ def test_bad_policy_is_a_config_error(make_pooler):
     rc, out, err = run([pooler.binary, pooler.config_path], timeout=10)
     assert rc == 1
     assert "session_state_action" in err and "teleport" in err
+
+
+def test_show_leaks_names_who_did_what(make_pooler):
+    pooler = make_pooler(default_pool_size=1, admin_users="app")
+    with pooler.connect(autocommit=True, application_name="billing") as a:
+        a.execute("SET search_path = public")
+        a.execute("SET search_path = pg_catalog")
+        a.execute("SELECT pg_advisory_lock(5)")
+        a.execute("SELECT pg_advisory_unlock(5)")
+    rc, out, err = pooler.psql("SHOW LEAKS", db="pgsluice")
+    assert rc == 0, err
+    rows = [line.split("|") for line in out.strip().splitlines()]
+    by_kind = {(r[0], r[1]): r for r in rows}
+    row = by_kind[("set", "search_path")]
+    # kind|detail|certainty|action|database|user|application_name|client_addr|source|count|…
+    assert row[2:7] == ["definite", "warn", "app", "app", "billing"], row
+    assert row[8] == "query" and row[9] == "2", row
+    assert "search_path" in row[13] and "$1" in row[13], row
+    assert ("advisory_lock", "pg_advisory_lock") in by_kind, rows

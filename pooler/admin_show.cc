@@ -2,6 +2,7 @@
 // (../shared/reference/pgbouncer-1.25-show-columns.txt); counts come from admin_views.h, so
 // SHOW and /metrics agree.
 #include "pooler/admin_show.h"
+#include "pooler/admin_show_own.h"
 
 #include <fmt/format.h>
 
@@ -505,7 +506,7 @@ AdminResult show_help() {
   AdminResult r;
   r.notice("Console usage",
            "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|STATE"
-           "\n\tSHOW LISTS|MEM|WORKERS"
+           "\n\tSHOW LISTS|MEM|WORKERS|LEAKS|PREPARED"
            "\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
            "\n\tSET key = arg"
            "\n\tRELOAD"
@@ -564,6 +565,8 @@ std::optional<AdminResult> admin_show(Worker& worker, const std::string& subject
   if (subject == "STATE") return show_state(worker);
   if (subject == "VERSION") return show_version();
   if (subject == "WORKERS") return show_workers(worker);
+  if (subject == "LEAKS") return show_leaks(worker);
+  if (subject == "PREPARED") return show_prepared(worker);
   if (subject == "HELP") return show_help();
   return fake_show(subject);
 }

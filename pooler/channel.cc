@@ -224,6 +224,13 @@ void Channel::on_tls_read(size_t nread) {
   }
 }
 
+void Channel::release_idle_buffers() {
+  if (closing_) return;
+  input_.shrink_if_idle(0);
+  if (output_.empty()) std::string().swap(output_);
+  if (!writing_ && in_flight_.empty()) std::string().swap(in_flight_);
+}
+
 void Channel::close_when_flushed() {
   if (closing_) return;
   stop_reading();

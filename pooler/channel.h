@@ -66,6 +66,9 @@ class Channel {
   [[nodiscard]] bool reading() const { return reading_; }
 
   protocol::FrameReader& input() { return input_; }
+  // Gives back the memory of empty buffers: an idle connection then costs little more than
+  // its libuv handle. The janitor calls it for idle clients.
+  void release_idle_buffers();
   // Append whole messages here, then call flush().
   std::string& output() { return output_; }
   void flush();
