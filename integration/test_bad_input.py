@@ -425,11 +425,6 @@ def test_client_that_never_reads(make_pooler):
     print(f"RSS start {rss_start // 1024} MB, peak {peak // 1024} MB, {queries} queries")
 
 
-@pytest.mark.xfail(strict=True, reason="pooler bug: a client that drops its connection (RST) while "
-                   "pgsluice has a write to it in flight is never freed: Channel::on_write "
-                   "reports the write error to Client::on_channel_error, whose close() returns "
-                   "at once (already closing) and the channel waits for a flush that cannot "
-                   "come; the client keeps its socket, buffers and a max_client_conn slot")
 def test_reset_with_unsent_results_frees_the_client(pg):
     # Each such client must be gone once it is gone: with max_client_conn = 4, eight of them in
     # a row must not lock everybody out.

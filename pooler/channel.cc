@@ -103,7 +103,7 @@ void Channel::send(std::string& pending) {
   } else if (written != UV_EAGAIN && written != UV_ENOSYS) {
     // The error surfaces through the read side as well; drop what cannot be sent.
     pending.clear();
-    owner_.on_channel_error(*this, written);
+    write_failed(written);
     return;
   }
   in_flight_.swap(pending);
@@ -124,7 +124,7 @@ void Channel::on_write(uv_write_t* req, int status) {
   self->in_flight_.clear();
   if (self->closing_) return;
   if (status < 0) {
-    self->owner_.on_channel_error(*self, status);
+    self->write_failed(status);
     return;
   }
   bool was_high = self->output_.size() + self->cipher_out_.size() > kLowWaterMark;
@@ -222,6 +222,16 @@ void Channel::on_tls_read(size_t nread) {
   } else if (status == TlsSession::Status::error) {
     tls_failed(tls_->error());
   }
+}
+
+void Channel::write_failed(int status) {
+  // A channel already closing after its last write (close_when_flushed) has an owner that
+  // considers itself gone: the flush it waits for can never come, so close now.
+  if (close_after_flush_) {
+    close();
+    return;
+  }
+  owner_.on_channel_error(*this, status);
 }
 
 void Channel::release_idle_buffers() {

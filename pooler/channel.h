@@ -103,6 +103,7 @@ class Channel {
   static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void on_write(uv_write_t* req, int status);
   static void on_close(uv_handle_t* handle);
+  void write_failed(int status);
   // Sends `pending` (output_ in plaintext, cipher_out_ under TLS): try_write, else one uv_write.
   void send(std::string& pending);
   void flush_tls();

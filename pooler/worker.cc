@@ -92,6 +92,8 @@ Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthS
   uv_loop_init(&loop_);
   uv_signal_init(&loop_, &sigint_);
   uv_signal_init(&loop_, &sigterm_);
+  uv_signal_init(&loop_, &sighup_);
+  sighup_.data = this;
   uv_timer_init(&loop_, &janitor_);
   sigint_.data = sigterm_.data = janitor_.data = this;
 }
@@ -153,6 +155,7 @@ bool Worker::listen() {
   if (!open_listeners()) return false;
   uv_signal_start(&sigint_, on_signal, SIGINT);
   uv_signal_start(&sigterm_, on_signal, SIGTERM);
+  uv_signal_start(&sighup_, on_sighup, SIGHUP);
   uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   return start_metrics();
 }
@@ -314,6 +317,17 @@ void Worker::on_signal(uv_signal_t* handle, int signum) {
   self->stop();
 }
 
+void Worker::on_sighup(uv_signal_t* handle, int) {
+  auto* self = static_cast<Worker*>(handle->data);
+  // The same as the console's RELOAD: a bad file keeps the old settings and logs why.
+  std::string error = self->reload();
+  if (error.empty()) {
+    spdlog::info("SIGHUP: configuration reloaded from {}", self->config().path);
+  } else {
+    spdlog::error("SIGHUP: reload failed, keeping the old configuration: {}", error);
+  }
+}
+
 void Worker::stop() {
   if (stopping_) return;
   stopping_ = true;
@@ -323,6 +337,7 @@ void Worker::stop() {
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
   clients_.for_each([](Client& c) {
     c.fail(sqlstate::kAdminShutdown, "pgsluice is shutting down");
   });

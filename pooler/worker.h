@@ -104,6 +104,7 @@ class Worker {
   bool listen_unix(const std::string& dir, int port);
   static void on_connection(uv_stream_t* listener, int status);
   static void on_signal(uv_signal_t* handle, int signum);
+  static void on_sighup(uv_signal_t* handle, int signum);
   static void on_janitor(uv_timer_t* timer);
   bool start_metrics();
   void stop_metrics();
@@ -117,6 +118,7 @@ class Worker {
   std::vector<std::unique_ptr<uv_stream_t, void (*)(uv_stream_t*)>> listeners_;
   uv_signal_t sigint_{};
   uv_signal_t sigterm_{};
+  uv_signal_t sighup_{};
   uv_timer_t janitor_{};
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
   IntrusiveList<Client, &Client::worker_node> clients_;
