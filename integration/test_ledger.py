@@ -1,6 +1,6 @@
 """The commit ledger: N client threads run numbered two-row INSERT … COMMIT transactions through
 pgsluice (transaction mode, a pool of 4) while a killer thread terminates a random backend every
-second and the pooler's configuration is reloaded (admin console RELOAD) every few seconds.
+second and the pooler's configuration is reloaded (admin console RELOAD, SIGHUP) every 2.5 s.
 Afterwards the table must hold every transaction the client saw acknowledged, none that failed
 before its COMMIT was sent, and no transaction half-applied (both rows or none). A transaction
 whose COMMIT got no answer (the connection died during COMMIT) has an unknown outcome: it may be
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import threading
 import time
 import uuid
@@ -88,7 +89,7 @@ def test_commit_ledger(pg, make_pooler):
                for i in range(CLIENTS)]
     rng = random.Random(20241130)  # fixed: a failing run can be compared with the next
     kills = 0
-    reloads = {"ok": 0, "failed": 0}
+    reloads = {"ok": 0, "failed": 0, "sighup": 0}
     for t in threads:
         t.start()
     start = time.monotonic()
@@ -102,8 +103,13 @@ def test_commit_ledger(pg, make_pooler):
             kills += 1
         if time.monotonic() >= next_reload:
             next_reload += 2.5
-            rc, _, err = pooler.psql("RELOAD", db="pgsluice", timeout=30)
-            reloads["ok" if rc == 0 else "failed"] += 1
+            # Alternately the admin console's RELOAD and SIGHUP (to pgsluice's own PID).
+            if (reloads["ok"] + reloads["failed"] + reloads["sighup"]) % 2 == 0:
+                rc, _, err = pooler.psql("RELOAD", db="pgsluice", timeout=30)
+                reloads["ok" if rc == 0 else "failed"] += 1
+            else:
+                pooler.proc.send_signal(signal.SIGHUP)
+                reloads["sighup"] += 1
     stop.set()
     for t in threads:
         t.join(60)
@@ -156,4 +162,6 @@ def test_commit_ledger(pg, make_pooler):
     assert acked > 10 * CLIENTS, summary
     assert kills >= SECONDS / 2, summary
     assert failed + unknown > 0, (summary, sample_errors)
+    assert reloads["failed"] == 0, summary
+    assert pooler.wait_for_log(r"reload", timeout=1), "no reload in pgsluice's log"
     pg.psql(f"DROP TABLE {table}", db="app")
