@@ -304,3 +304,27 @@ def test_pgjdbc_prepare_threshold_1(make_pooler, tmp_path):
     rc, out, err = run(["java", "-cp", f"{tmp_path}:{PGJDBC_JAR}", "PreparedThroughPool",
                         str(pooler.port), "8", "15"], timeout=180)
     assert rc == 0 and out.strip() == "ok 8", out + err
+
+
+def test_error_before_sync_skips_what_follows(make_pooler):
+    # psycopg's pipeline mode: Flush after each statement, Sync at the end. After an error the
+    # server skips everything up to the Sync, including a named Parse the pooler could have
+    # answered itself: the client must not get a ParseComplete for it, and the name stays free.
+    pooler = make_pooler(default_pool_size=1)
+    flush = (b"H", b"")
+    with pooler.raw() as warm:
+        send_batch(warm, [parse("known", "SELECT 7"), SYNC])  # now the server has it
+        assert types_of(read_until_ready(warm)) == "1Z"
+    with pooler.raw() as c:
+        send_batch(c, [parse("", "SELECT 1 / 0"), bind(""), execute(), flush])
+        kind, body = c.read_message()
+        while kind in (b"S", b"N"):
+            kind, body = c.read_message()
+        assert kind == b"1"
+        send_batch(c, [parse("known", "SELECT 7"), bind("known"), execute(), SYNC])
+        replies = read_until_ready(c)
+        # 1/0 of constants fails when the unnamed statement is planned, at Bind.
+        assert types_of(replies) == "EZ", replies
+        assert error_code(replies[0][1]) == "22012"
+        send_batch(c, [parse("known", "SELECT 7"), bind("known"), execute(), SYNC])
+        assert types_of(read_until_ready(c)) == "12DCZ"

@@ -700,6 +700,7 @@ void Server::release_to_pool() {
   }
   internal_failed_ = false;
   pending_.clear();  // empty at a transaction boundary; a leftover would be a bug's trace
+  skipping_to_sync_ = false;
   if (dirty_.any()) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
@@ -713,6 +714,14 @@ void Server::release_to_pool() {
 // --- protocol-level prepared statements ---
 
 void Server::expect(PendingReply reply) {
+  if (skipping_to_sync_ && is_made_up(reply.kind)) {
+    // PostgreSQL skips everything up to the Sync after an error, so it would not have
+    // answered this request either; a statement "parsed" here does not exist for the client.
+    if (reply.kind == PendingKind::made_parse_complete && client_ != nullptr) {
+      client_->forget_statement(reply.text, reply.statement_id);
+    }
+    return;
+  }
   pending_.push_back(std::move(reply));
   if (pending_.size() == 1 && is_made_up(pending_.front().kind)) send_made_up_replies();
 }
@@ -852,10 +861,21 @@ Server::Match Server::match_pending(const pp::Message& message) {
       }
       return front.kind == PendingKind::query ? Match::forward : Match::out_of_step;
     case be::kErrorResponse:
-      if (front.kind != PendingKind::query) skip_pending_to_sync();
+      if (front.kind != PendingKind::query) {
+        // Until the Sync, the server ignores what the client sends (and sends nothing back).
+        skip_pending_to_sync();
+        skipping_to_sync_ = true;
+      }
       return Match::forward;
     case be::kReadyForQuery:
-      if (front.kind != PendingKind::sync && front.kind != PendingKind::query) {
+      if (skipping_to_sync_) {
+        // Requests that arrived after the error were skipped by the server too.
+        skip_pending_to_sync();
+        skipping_to_sync_ = false;
+        if (pending_.empty()) return Match::out_of_step;
+      }
+      if (pending_.front().kind != PendingKind::sync &&
+          pending_.front().kind != PendingKind::query) {
         return Match::out_of_step;
       }
       pop();
@@ -914,6 +934,7 @@ void Server::clean_and_release(bool session_ended) {
     }
   }
   pending_.clear();
+  skipping_to_sync_ = false;
   if (queries.empty()) {
     set_state(State::idle);
     pool_.on_server_idle(*this);

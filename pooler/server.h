@@ -196,6 +196,7 @@ class Server final : public ChannelOwner {
 
   std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
   PendingReplies pending_;
+  bool skipping_to_sync_ = false;  // an extended-protocol error: the server skips to the Sync
   DirtyState dirty_;
   bool pinned_ = false;
   ParameterSet tracked_;  // as reported by ParameterStatus
