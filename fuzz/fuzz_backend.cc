@@ -17,7 +17,9 @@ namespace {
 
 std::string_view g_body;
 
-void in_body(std::string_view v) { FUZZ_CHECK(within(g_body.data(), g_body.size(), v.data(), v.size())); }
+void in_body(std::string_view v) {
+  FUZZ_CHECK(within(g_body.data(), g_body.size(), v.data(), v.size()));
+}
 
 std::string_view reframe(const std::string& out, char type) {
   const FrameResult r = next_message(out, FramePhase::regular, kDefaultMaxMessageLength);
@@ -73,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // be one of them.
       if (!p.value.code.empty()) {
         bool found = false;
-        for (const auto& [code, value] : p.value.fields) found |= code == 'C' && value == p.value.code;
+        for (const auto& [code, value] : p.value.fields)
+          found |= code == 'C' && value == p.value.code;
         FUZZ_CHECK(found);
       }
       break;

@@ -33,10 +33,14 @@ bool ends_startup_phase(const Message& m) {
 
 uint32_t max_length_for(uint8_t flags) {
   switch ((flags >> 1) & 3) {
-    case 0: return kDefaultMaxMessageLength;
-    case 1: return 8192;
-    case 2: return 100;
-    default: return 4;
+    case 0:
+      return kDefaultMaxMessageLength;
+    case 1:
+      return 8192;
+    case 2:
+      return 100;
+    default:
+      return 4;
   }
 }
 
@@ -70,9 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(!r.message.wire.empty());
       FUZZ_CHECK(r.message.wire.data() == stream.data() + pos);
       FUZZ_CHECK(pgsluice::fuzz::within(r.message.wire.data(), r.message.wire.size(),
-                              r.message.body.data(), r.message.body.size()));
-      FUZZ_CHECK(r.message.wire.size() ==
-                 r.message.body.size() + (r.message.type == 0 ? 4u : 5u));
+                                        r.message.body.data(), r.message.body.size()));
+      FUZZ_CHECK(r.message.wire.size() == r.message.body.size() + (r.message.type == 0 ? 4u : 5u));
       expected.push_back({r.message.type, std::string(r.message.wire)});
       pos += r.message.wire.size();
       if (phase == FramePhase::startup && ends_startup_phase(r.message)) {

@@ -19,7 +19,9 @@ namespace {
 
 std::string_view g_body;
 
-void in_body(std::string_view v) { FUZZ_CHECK(within(g_body.data(), g_body.size(), v.data(), v.size())); }
+void in_body(std::string_view v) {
+  FUZZ_CHECK(within(g_body.data(), g_body.size(), v.data(), v.size()));
+}
 
 // The body of the single message written into `out`.
 std::string_view reframe(const std::string& out, char type) {

@@ -24,9 +24,8 @@ bool too_many_iterations(std::string_view server_first) {
   const size_t i = server_first.find(",i=");
   if (i == std::string_view::npos) return false;
   long n = 0;
-  for (size_t p = i + 3; p < server_first.size() && server_first[p] >= '0' &&
-                         server_first[p] <= '9';
-       ++p) {
+  for (size_t p = i + 3;
+       p < server_first.size() && server_first[p] >= '0' && server_first[p] <= '9'; ++p) {
     n = n * 10 + (server_first[p] - '0');
     if (n > kMaxFuzzIterations) return true;
   }
@@ -51,15 +50,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     client_key[i] = static_cast<uint8_t>(i * 7 + 1);
     server_key[i] = static_cast<uint8_t>(i * 13 + 5);
   }
-  ScramClient client = with_keys
-                           ? ScramClient::with_keys(client_key, server_key, std::string(kClientNonce))
-                           : ScramClient::with_password(kPassword, std::string(kClientNonce));
+  ScramClient client =
+      with_keys ? ScramClient::with_keys(client_key, server_key, std::string(kClientNonce))
+                : ScramClient::with_password(kPassword, std::string(kClientNonce));
   // Before a client-first, a server-first is refused.
   if (data[0] & 2) {
     std::string ignored;
     FUZZ_CHECK(client.handle_server_first(server_first, ignored) != ScramStatus::ok);
   }
-  const std::string first = (data[0] & 4) ? client.client_first("user,=name") : client.client_first();
+  const std::string first =
+      (data[0] & 4) ? client.client_first("user,=name") : client.client_first();
   FUZZ_CHECK(first.starts_with("n,,n="));
   // A server-final before the server-first is never accepted.
   if (data[0] & 8) FUZZ_CHECK(client.handle_server_final(server_final) != ScramStatus::ok);

@@ -354,10 +354,6 @@ def test_wrong_message_during_authentication(make_pooler):
     assert_works(pooler)
 
 
-@pytest.mark.xfail(strict=True, reason="pooler bug: bytes that arrive with the StartupMessage "
-                   "are not read until the next socket read (Client::process_startup_input "
-                   "returns before process_auth_input); the login stalls until "
-                   "client_login_timeout")
 def test_password_pipelined_with_startup(make_pooler):
     # PostgreSQL reads a PasswordMessage that came in the same segment as the StartupMessage (it
     # is buffered); so must pgsluice, and a wrong message there must fail at once, not at
@@ -438,5 +434,21 @@ def test_reset_with_unsent_results_frees_the_client(make_pooler):
         time.sleep(0.5)  # pgsluice has more for it than its socket takes
         hog.close(abort=True)
         time.sleep(0.3)
+    assert pooler.alive()
+    assert_works(pooler)
+
+
+def test_sql_that_broke_the_lexer_fallback(make_pooler):
+    # Found by fuzz_session_state: broken SQL starting with ".name(" made the session-state
+    # lexer fallback read before its token vector, and the first such Query killed pgsluice
+    # (std::logic_error from a garbage string_view). PostgreSQL answers it with a syntax error.
+    pooler = make_pooler(pool_mode="transaction")
+    for sql in (b"\x2e\xba\xb3\xba\xbc\x49\xdf\x8fgactc(1_olk)rg_a", b".f(1", b"SELECT 1; .g(2"):
+        with pooler.raw() as c:
+            c.send(b"Q", sql + b"\0")
+            with pytest.raises(harness.PgError) as info:
+                c.read_result()
+            assert info.value.sqlstate in ("42601", "22021"), info.value
+            assert c.scalar("SELECT 1") == "1"
     assert pooler.alive()
     assert_works(pooler)

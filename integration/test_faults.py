@@ -182,10 +182,6 @@ def test_terminate_during_pipeline(pg, make_pooler, table):
     assert_pool_heals(pooler)
 
 
-@pytest.mark.xfail(strict=True, reason="pooler bug: an ErrorResponse with no request pending "
-                   "(the server's FATAL before it exits) is taken for a reply 'out of step' "
-                   "(Server::match_pending): the client gets 08006 'server connection lost: reply "
-                   "'E' out of step with the requests' instead of the server's 57P01")
 def test_terminated_client_sees_server_reason(pg, make_pooler):
     pooler = make_pooler(default_pool_size=POOL_SIZE)
     conn = pooler.connect()

@@ -2,7 +2,6 @@
 // (../shared/reference/pgbouncer-1.25-show-columns.txt); counts come from admin_views.h, so
 // SHOW and /metrics agree.
 #include "pooler/admin_show.h"
-#include "pooler/admin_show_own.h"
 
 #include <fmt/format.h>
 
@@ -11,6 +10,7 @@
 #include <unordered_map>
 
 #include "pooler/admin_control.h"
+#include "pooler/admin_show_own.h"
 #include "pooler/admin_views.h"
 #include "pooler/client.h"
 #include "pooler/pool.h"

@@ -1,10 +1,11 @@
 // pgsluice's own SHOW commands: LEAKS (the session-state findings) and PREPARED (protocol-level
 // prepared statements per pool and in the registry).
+#include "pooler/admin_show_own.h"
+
 #include <fmt/format.h>
 
 #include <ctime>
 
-#include "pooler/admin_show_own.h"
 #include "pooler/pool.h"
 #include "pooler/worker.h"
 

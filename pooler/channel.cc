@@ -9,7 +9,7 @@ namespace pgsluice {
 
 namespace {
 // The read size asked of the kernel; the buffer grows only when one message needs more.
-constexpr size_t kReadChunk = 16 * 1024;
+constexpr size_t kReadChunk = 16 * 1024;  // the most one read asks for
 // An emptied input buffer above this capacity is released, so an idle client costs little.
 constexpr size_t kIdleInputCapacity = 64 * 1024;
 }  // namespace
@@ -60,7 +60,7 @@ void Channel::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
     *buf = uv_buf_init(self->cipher_in_.data(), static_cast<unsigned>(self->cipher_in_.size()));
     return;
   }
-  char* p = self->input_.writable(kReadChunk);
+  char* p = self->input_.writable(self->read_size_);
   *buf = uv_buf_init(p, static_cast<unsigned>(self->input_.writable_size()));
 }
 
@@ -69,6 +69,11 @@ void Channel::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
   if (nread > 0 && self->tls_ != nullptr) {
     self->on_tls_read(static_cast<size_t>(nread));
   } else if (nread > 0) {
+    // A read that filled what was asked for: ask for more next time. Connections start small
+    // (most clients send short queries), which keeps an idle client's memory low.
+    if (static_cast<size_t>(nread) >= self->read_size_ && self->read_size_ < kReadChunk) {
+      self->read_size_ *= 2;
+    }
     self->input_.commit(static_cast<size_t>(nread));
     self->bytes_received_ += static_cast<uint64_t>(nread);
     self->owner_.on_channel_readable(*self);

@@ -121,6 +121,7 @@ class Channel {
   std::string in_flight_;
   uv_write_t write_req_;
   bool writing_ = false;
+  size_t read_size_ = 2048;  // grows to 16 kB when reads fill it
   bool reading_ = false;
   bool closing_ = false;
   bool close_after_flush_ = false;

@@ -28,7 +28,9 @@ namespace {
 // pieces (big CopyData or Bind) instead of being buffered whole.
 constexpr size_t kPassthroughThreshold = 64 * 1024;
 
-bool may_pass_through(char type) { return type == fe::kCopyData || type == fe::kBind; }
+bool may_pass_through(char type) {
+  return type == fe::kCopyData || type == fe::kBind;
+}
 
 std::string peer_name(Channel& channel) {
   if (!channel.is_tcp()) return "unix";
@@ -71,7 +73,9 @@ void Client::start() {
   channel_.start_reading();
 }
 
-void Client::set_state(State state) { state_ = state; }
+void Client::set_state(State state) {
+  state_ = state;
+}
 
 // --- errors and closing ---
 
@@ -89,7 +93,9 @@ void Client::fail(std::string_view code, std::string_view message) {
   close(message);
 }
 
-void Client::protocol_violation(std::string_view message) { fail(sqlstate::kProtocolViolation, message); }
+void Client::protocol_violation(std::string_view message) {
+  fail(sqlstate::kProtocolViolation, message);
+}
 
 void Client::close(std::string_view reason) {
   if (state_ == State::closing) return;
@@ -117,7 +123,9 @@ void Client::on_channel_error(Channel&, int status) {
                          : fmt::format("client connection failed: {}", uv_strerror(status)));
 }
 
-void Client::on_channel_closed(Channel&) { worker_.on_client_closed(*this); }
+void Client::on_channel_closed(Channel&) {
+  worker_.on_client_closed(*this);
+}
 
 void Client::on_channel_drained(Channel&) {
   // The client took what its server sent: the server may read again.
@@ -130,7 +138,9 @@ void Client::on_server_drained() {
 
 // --- input dispatch ---
 
-void Client::on_channel_readable(Channel&) { process_input(); }
+void Client::on_channel_readable(Channel&) {
+  process_input();
+}
 
 void Client::process_input() {
   switch (state_) {
@@ -161,7 +171,9 @@ void Client::process_startup_input() {
       protocol_violation(fmt::format("invalid startup packet: {}", pp::to_string(frame.error)));
       return;
     }
-    if (!handle_startup_packet(frame.message)) return;
+    // A false return ends the startup phase (or the connection); a PasswordMessage that came
+    // in the same read as the StartupMessage is handled right below.
+    if (!handle_startup_packet(frame.message)) break;
   }
   if (state_ == State::auth) process_auth_input();
 }
@@ -295,10 +307,9 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     return false;
   }
   std::optional<std::string> secret = worker_.secret_for(user_);
-  const pp::ScramVerifier* plain_verifier =
-      secret && settings.auth_type == AuthType::scram_sha_256
-          ? worker_.plain_scram_verifier(user_, *secret)
-          : nullptr;
+  const pp::ScramVerifier* plain_verifier = secret && settings.auth_type == AuthType::scram_sha_256
+                                                ? worker_.plain_scram_verifier(user_, *secret)
+                                                : nullptr;
   auth_.emplace(settings.auth_type, user_, std::move(secret), plain_verifier);
   if (channel_.tls() != nullptr) auth_->set_channel_binding(channel_.tls()->server_end_point());
   ClientAuth::Result result = auth_->start(channel_.output());
@@ -330,8 +341,8 @@ void Client::process_auth_input() {
       return;
     }
     if (frame.message.type != fe::kPasswordMessage) {
-      protocol_violation(fmt::format("expected a password response, got message type '{}'",
-                                     frame.message.type));
+      protocol_violation(
+          fmt::format("expected a password response, got message type '{}'", frame.message.type));
       return;
     }
     ClientAuth::Result result = auth_->on_response(frame.message.body, channel_.output());
@@ -487,8 +498,8 @@ void Client::forward_to_server() {
     }
     if (header.header.wire_size() > in.unread_size()) {
       // A Bind is rewritten when statements are: it must be whole.
-      bool streamable = may_pass_through(type) &&
-                        !(type == fe::kBind && server_->rewrites_statements());
+      bool streamable =
+          may_pass_through(type) && !(type == fe::kBind && server_->rewrites_statements());
       if (header.header.wire_size() > kPassthroughThreshold && streamable) {
         server_->note_client_message(type);
         passthrough_remaining_ = header.header.wire_size();
@@ -527,8 +538,8 @@ void Client::forward_to_server() {
       }
     }
     if (server_->rewrites_statements() &&
-        (type == fe::kParse || type == fe::kBind || type == fe::kDescribe ||
-         type == fe::kClose || type == fe::kQuery)) {
+        (type == fe::kParse || type == fe::kBind || type == fe::kDescribe || type == fe::kClose ||
+         type == fe::kQuery)) {
       flush_batch();
       switch (route_statement_message(frame.message, out.output())) {
         case Routed::as_is:

@@ -32,12 +32,12 @@ class Worker;
 class Client final : public ChannelOwner {
  public:
   enum class State {
-    startup,        // before a StartupMessage (SSLRequest may come first)
-    auth,           // authentication exchange in progress
-    welcome_wait,   // authenticated, waiting for the pool's first server to log in
-    idle,           // logged in, no server
-    waiting,        // queued for a server
-    active,         // linked to a server
+    startup,       // before a StartupMessage (SSLRequest may come first)
+    auth,          // authentication exchange in progress
+    welcome_wait,  // authenticated, waiting for the pool's first server to log in
+    idle,          // logged in, no server
+    waiting,       // queued for a server
+    active,        // linked to a server
     closing,
   };
 
@@ -96,8 +96,8 @@ class Client final : public ChannelOwner {
   void on_channel_drained(Channel& channel) override;
   void on_channel_closed(Channel& channel) override;
 
-  ListNode worker_node;  // on the worker's list of clients
-  ListNode pool_node;    // on a pool's waiting list while it waits
+  ListNode worker_node;          // on the worker's list of clients
+  ListNode pool_node;            // on a pool's waiting list while it waits
   uint64_t wait_started_us = 0;  // set by the pool when the client queues (wait-time stats)
 
   // The admin console (database "pgsluice" or "pgbouncer"): answered by an AdminSession.
@@ -135,8 +135,8 @@ class Client final : public ChannelOwner {
   Routed route_statement_message(const protocol::Message& message, std::string& out);
   void refuse_until_sync(std::string code, std::string message, std::string hint);
   // A refused Query or Parse, replaced by a statement the server itself refuses.
-  void write_refusal(const protocol::Message& message, std::string_view text,
-                     std::string_view hint, std::string& out);
+  void write_refusal(const protocol::Message& message, std::string_view text, std::string_view hint,
+                     std::string& out);
 
   Worker& worker_;
   uint64_t id_;
@@ -156,7 +156,7 @@ class Client final : public ChannelOwner {
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;
   ParameterSet reported_;  // the client's view of every parameter the server reports
-  ParameterSet extras_;   // startup settings the server does not report
+  ParameterSet extras_;    // startup settings the server does not report
 
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;

@@ -187,8 +187,9 @@ ClientAuth::Result ClientAuth::on_response(std::string_view body, std::string& o
         if (pp::is_md5_password_hash(*secret_)) {
           return fail("auth_file holds an MD5 hash, which cannot verify SCRAM");
         }
-        return fail(status == pp::ScramStatus::wrong_proof ? "password does not match"
-                                                            : "malformed SCRAM client-final-message");
+        return fail(status == pp::ScramStatus::wrong_proof
+                        ? "password does not match"
+                        : "malformed SCRAM client-final-message");
       }
       pp::write_authentication_sasl_final(out, server_final);
       if (scram_from_verifier_) {

@@ -52,8 +52,8 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
                           {});
         return Routed::answered;
       }
-      PreparedStatementRef stmt = worker_.prepared_registry().get_or_create(
-          parse.value.query, parse.value.parameter_types);
+      PreparedStatementRef stmt =
+          worker_.prepared_registry().get_or_create(parse.value.query, parse.value.parameter_types);
       statements_.emplace(name, stmt);
       if (server.has_statement(stmt->id)) {
         // Prepared on this server already (by this client earlier, or by another): the client

@@ -27,8 +27,9 @@ std::string_view to_string(SslMode mode);
 // One [databases] line: `name = host=… port=… dbname=… user=… password=… pool_size=…
 // pool_mode=…`. Unset optional keys fall back to the main section.
 struct DatabaseEntry {
-  std::string name;    // the name clients connect to ("*" for the fallback entry)
-  std::string host;    // empty: the Unix socket in unix_socket_dir of the server ("/var/run/postgresql")
+  std::string name;  // the name clients connect to ("*" for the fallback entry)
+  std::string
+      host;  // empty: the Unix socket in unix_socket_dir of the server ("/var/run/postgresql")
   int port = 5432;
   std::string dbname;  // empty: same as name (or the client's database for "*")
   std::string user;    // empty: the client's user
@@ -94,17 +95,17 @@ struct Settings {
   // Protocol-level prepared statements kept per server in transaction mode; 0 turns the
   // rewriting off (and lets "prepared statement does not exist" through, as PgBouncer < 1.21).
   int max_prepared_statements = 200;
-  std::string verbose_level = "info";  // trace, debug, info, warn, error
+  std::string verbose_level = "info";                // trace, debug, info, warn, error
   Duration stats_period = std::chrono::seconds(60);  // SHOW STATS averages (PgBouncer's)
-  std::string metrics_addr = "127.0.0.1";             // the Prometheus endpoint
-  int metrics_port = 0;                               // 0: no /metrics endpoint
-  TlsSettings client_tls;                             // client_tls_*: default disable
+  std::string metrics_addr = "127.0.0.1";            // the Prometheus endpoint
+  int metrics_port = 0;                              // 0: no /metrics endpoint
+  TlsSettings client_tls;                            // client_tls_*: default disable
   TlsSettings server_tls{.sslmode = SslMode::prefer,
                          .key_file = {},
                          .cert_file = {},
                          .ca_file = {},
                          .protocols = "secure",
-                         .ciphers = "fast"}; // server_tls_*: PgBouncer's default
+                         .ciphers = "fast"};  // server_tls_*: PgBouncer's default
   // Unset: warn in transaction mode, off in session mode (where nothing leaks between clients).
   std::optional<SessionPolicy> session_state_action;
 };

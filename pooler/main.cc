@@ -103,9 +103,10 @@ int main(int argc, char** argv) {
     secrets->by_user = std::move(auth.secrets);
   }
   if (config.settings.workers > 1) {
-    spdlog::warn("workers = {}: this build runs one worker thread; more come with the "
-                 "performance work",
-                 config.settings.workers);
+    spdlog::warn(
+        "workers = {}: this build runs one worker thread; more come with the "
+        "performance work",
+        config.settings.workers);
   }
 
   // Certificate and key files are read now: a bad one stops pgsluice before it listens.

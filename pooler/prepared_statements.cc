@@ -106,8 +106,8 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
       words.push_back("\"" + word);  // marks a quoted (case-kept) name
     } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
       std::string word;
-      while (i < sql.size() && (std::isalnum(static_cast<unsigned char>(sql[i])) ||
-                                sql[i] == '_' || sql[i] == '$')) {
+      while (i < sql.size() &&
+             (std::isalnum(static_cast<unsigned char>(sql[i])) || sql[i] == '_' || sql[i] == '$')) {
         word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(sql[i]))));
         ++i;
       }

@@ -54,8 +54,7 @@ Server::Server(Pool& pool, uint64_t id)
     : pool_(pool),
       worker_(pool.worker()),
       id_(id),
-      channel_(pool.worker().loop(), *this, pp::FramePhase::regular,
-               pp::kDefaultMaxMessageLength) {
+      channel_(pool.worker().loop(), *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength) {
   int max_statements = pool.worker().settings().max_prepared_statements;
   if (pool.mode() == PoolMode::transaction && max_statements > 0) {
     statements_ = std::make_unique<ServerStatementCache>(static_cast<size_t>(max_statements));
@@ -107,10 +106,10 @@ void Server::connect() {
     return;
   }
   sockaddr_storage storage{};
-  if (uv_ip4_addr(address.host.c_str(), address.port,
-                  reinterpret_cast<sockaddr_in*>(&storage)) == 0 ||
-      uv_ip6_addr(address.host.c_str(), address.port,
-                  reinterpret_cast<sockaddr_in6*>(&storage)) == 0) {
+  if (uv_ip4_addr(address.host.c_str(), address.port, reinterpret_cast<sockaddr_in*>(&storage)) ==
+          0 ||
+      uv_ip6_addr(address.host.c_str(), address.port, reinterpret_cast<sockaddr_in6*>(&storage)) ==
+          0) {
     start_connect(reinterpret_cast<const sockaddr*>(&storage));
     return;
   }
@@ -119,8 +118,8 @@ void Server::connect() {
   hints.ai_socktype = SOCK_STREAM;
   resolve_req_.data = this;
   std::string port = std::to_string(address.port);
-  if (uv_getaddrinfo(worker_.loop(), &resolve_req_, on_resolved, address.host.c_str(),
-                     port.c_str(), &hints) == 0) {
+  if (uv_getaddrinfo(worker_.loop(), &resolve_req_, on_resolved, address.host.c_str(), port.c_str(),
+                     &hints) == 0) {
     resolving_ = true;
   } else {
     login_failed(sqlstate::kConnectionFailure,
@@ -243,10 +242,9 @@ bool Server::handle_login_message(const pp::Message& message) {
     case be::kErrorResponse: {
       auto error = pp::parse_error_fields(message.body);
       if (error) {
-        login_failed(error.value.code, connect_query_sent_
-                                           ? fmt::format("connect_query failed: {}",
-                                                         error.value.message)
-                                           : std::string(error.value.message));
+        login_failed(error.value.code, connect_query_sent_ ? fmt::format("connect_query failed: {}",
+                                                                         error.value.message)
+                                                           : std::string(error.value.message));
       } else {
         login_failed(sqlstate::kProtocolViolation, "malformed ErrorResponse from server");
       }
@@ -289,8 +287,8 @@ bool Server::handle_authentication(const pp::Message& message) {
   }
   const ServerCredentials& cred = pool_.credentials();
   const std::string& secret = cred.password;
-  bool secret_is_plain = !secret.empty() && !pp::is_md5_password_hash(secret) &&
-                         !pp::is_scram_verifier(secret);
+  bool secret_is_plain =
+      !secret.empty() && !pp::is_md5_password_hash(secret) && !pp::is_scram_verifier(secret);
   std::string& out = channel_.output();
   switch (auth.value.code) {
     case pp::AuthCode::ok:
@@ -308,7 +306,8 @@ bool Server::handle_authentication(const pp::Message& message) {
       if (secret.empty() || pp::is_scram_verifier(secret)) {
         login_failed(sqlstate::kInvalidPassword,
                      "the server asks for an MD5 password and pgsluice has no password or MD5 "
-                     "hash for user \"" + cred.user + "\"");
+                     "hash for user \"" +
+                         cred.user + "\"");
         return false;
       }
       pp::write_password_message(out,
@@ -333,7 +332,8 @@ bool Server::handle_authentication(const pp::Message& message) {
       } else {
         login_failed(sqlstate::kInvalidPassword,
                      "the server asks for SCRAM and pgsluice has neither a password nor SCRAM "
-                     "keys proven by a client for user \"" + cred.user + "\"");
+                     "keys proven by a client for user \"" +
+                         cred.user + "\"");
         return false;
       }
       std::string_view mechanism = choose_scram_mechanism(offers_plus);
@@ -342,8 +342,8 @@ bool Server::handle_authentication(const pp::Message& message) {
     }
     case pp::AuthCode::sasl_continue: {
       std::string client_final;
-      if (!scram_ || scram_->handle_server_first(auth.value.data, client_final) !=
-                         pp::ScramStatus::ok) {
+      if (!scram_ ||
+          scram_->handle_server_first(auth.value.data, client_final) != pp::ScramStatus::ok) {
         login_failed(sqlstate::kProtocolViolation, "invalid SCRAM server-first-message");
         return false;
       }
@@ -444,8 +444,8 @@ void Server::note_client_message(char type, bool queue_reply) {
         break;
     }
   }
-  if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse ||
-      type == fe::kBind || type == fe::kExecute) {
+  if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
+      type == fe::kExecute) {
     timing.on_request();  // stats: the query (and transaction) clock starts, once
   }
   switch (type) {
@@ -519,7 +519,8 @@ void Server::process_session_input() {
     }
     if (header.header.wire_size() > in.unread_size()) {
       if (state_ == State::active && internal_ready_owed_ == 0 &&
-          header.header.wire_size() > kPassthroughThreshold && may_pass_through(header.header.type)) {
+          header.header.wire_size() > kPassthroughThreshold &&
+          may_pass_through(header.header.type)) {
         passthrough_remaining_ = header.header.wire_size();
         continue;
       }
@@ -590,11 +591,11 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       timing.on_ready(pool_.stats(), tx_status_, channel_.bytes_sent(), channel_.bytes_received());
       if (tx_status_ == 'I' && !at_transaction_boundary() &&
           spdlog::should_log(spdlog::level::debug)) {
-        spdlog::debug("{} kept at ReadyForQuery: owed {} internal {} extended {} copy {}/{} "
-                      "pending {} (front {})",
-                      log_id(), client_ready_owed_, internal_ready_owed_, extended_open_, copy_in_,
-                      copy_out_, pending_.size(),
-                      pending_.empty() ? -1 : static_cast<int>(pending_.front().kind));
+        spdlog::debug(
+            "{} kept at ReadyForQuery: owed {} internal {} extended {} copy {}/{} "
+            "pending {} (front {})",
+            log_id(), client_ready_owed_, internal_ready_owed_, extended_open_, copy_in_, copy_out_,
+            pending_.size(), pending_.empty() ? -1 : static_cast<int>(pending_.front().kind));
       }
       if (pool_.mode() == PoolMode::transaction && !pinned_ && at_transaction_boundary()) {
         return Reply::forward_and_release;
@@ -669,8 +670,9 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         pp::ErrorNotice notice{.severity = "WARNING",
                                .code = error ? error.value.code : sqlstate::kInternalError,
                                .message = text,
-                               .detail = "pgsluice could not apply the session parameters "
-                                         "of this client on the server",
+                               .detail =
+                                   "pgsluice could not apply the session parameters "
+                                   "of this client on the server",
                                .hint = {}};
         pp::write_notice_response(client_->channel().output(), notice);
       }
@@ -726,8 +728,8 @@ void Server::expect(PendingReply reply) {
   if (pending_.size() == 1 && is_made_up(pending_.front().kind)) send_made_up_replies();
 }
 
-void Server::prepare_statement(const PreparedStatement& stmt, bool hidden,
-                               std::string client_name, std::string& out) {
+void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::string client_name,
+                               std::string& out) {
   std::vector<std::string> evicted;
   statements_->add(stmt.id, stmt.server_name, evicted);
   for (const std::string& name : evicted) {
@@ -737,8 +739,11 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden,
     pending_.push_back(PendingReply{PendingKind::close_hidden, 0, {}, {}, {}});
   }
   pp::write_parse(out, stmt.server_name, stmt.query, stmt.parameter_types);
-  pending_.push_back(PendingReply{hidden ? PendingKind::parse_hidden : PendingKind::parse, stmt.id,
-                                  std::move(client_name), {}, {}});
+  pending_.push_back(PendingReply{hidden ? PendingKind::parse_hidden : PendingKind::parse,
+                                  stmt.id,
+                                  std::move(client_name),
+                                  {},
+                                  {}});
   ++pool_.counters().server_parse_count;
 }
 
@@ -812,7 +817,11 @@ Server::Match Server::match_pending(const pp::Message& message) {
     default:
       break;
   }
-  if (pending_.empty()) return Match::out_of_step;
+  if (pending_.empty()) {
+    // A FATAL the server sends on its own (terminated, shutting down) belongs to no request;
+    // the client should see PostgreSQL's reason before the connection goes.
+    return message.type == be::kErrorResponse ? Match::forward : Match::out_of_step;
+  }
   PendingReply& front = pending_.front();
   auto pop = [this] { pending_.pop_front(); };
   switch (message.type) {
@@ -929,7 +938,8 @@ void Server::clean_and_release(bool session_ended) {
   pinned_ = false;
   for (const std::string& q : queries) {
     // These end every prepared statement on the server, the pooler's included.
-    if (q.find("DISCARD ALL") != std::string::npos || q.find("DEALLOCATE ALL") != std::string::npos) {
+    if (q.find("DISCARD ALL") != std::string::npos ||
+        q.find("DEALLOCATE ALL") != std::string::npos) {
       forget_statements();
     }
   }
@@ -945,7 +955,9 @@ void Server::clean_and_release(bool session_ended) {
   for (const std::string& q : queries) send_internal_query(q);
 }
 
-void Server::mark_dirty(const pp::SessionStateFinding& finding) { dirty_.add(finding); }
+void Server::mark_dirty(const pp::SessionStateFinding& finding) {
+  dirty_.add(finding);
+}
 
 void Server::note_orphan_notification(const pp::Message& message) {
   // A notification on a server nobody is linked to: some client LISTENed on it and left it
@@ -968,13 +980,16 @@ void Server::note_orphan_notification(const pp::Message& message) {
                     .count();
   worker_.findings().record(event, now, created);
   if (created) {
-    spdlog::warn("{} session state: a notification on channel \"{}\" reached an idle pooled "
-                 "server: a client LISTENed and left",
-                 log_id(), channel);
+    spdlog::warn(
+        "{} session state: a notification on channel \"{}\" reached an idle pooled "
+        "server: a client LISTENed and left",
+        log_id(), channel);
   }
 }
 
-void Server::mark_dirty_unknown() { dirty_.add_unknown(); }
+void Server::mark_dirty_unknown() {
+  dirty_.add_unknown();
+}
 
 void Server::cancel_running_query() {
   if (state_ != State::active || backend_key_.empty()) return;

@@ -21,9 +21,9 @@
 #include "pgsluice/protocol/session_state.h"
 #include "pooler/channel.h"
 #include "pooler/dirty_state.h"
+#include "pooler/intrusive_list.h"
 #include "pooler/pending_replies.h"
 #include "pooler/prepared_statements.h"
-#include "pooler/intrusive_list.h"
 #include "pooler/session_params.h"
 #include "pooler/stats.h"
 
@@ -111,7 +111,7 @@ class Server final : public ChannelOwner {
   void on_channel_closed(Channel& channel) override;
   void on_channel_tls_ready(Channel& channel) override;
 
-  ListNode pool_node;  // on the pool's list of its state
+  ListNode pool_node;   // on the pool's list of its state
   ServerTiming timing;  // stats and admin state (stats.h): query/xact timing, close_needed
 
   // For SHOW SERVERS.

@@ -8,10 +8,12 @@ namespace pgsluice {
 
 namespace {
 constexpr std::array<std::string_view, 6> kTracked = {
-    "client_encoding", "DateStyle",        "IntervalStyle",
-    "TimeZone",        "standard_conforming_strings", "application_name"};
+    "client_encoding", "DateStyle", "IntervalStyle", "TimeZone", "standard_conforming_strings",
+    "application_name"};
 
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+char lower(char c) {
+  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
 }  // namespace
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -119,10 +121,11 @@ std::string quote_literal(std::string_view value) {
 }
 
 std::string quote_identifier(std::string_view name) {
-  bool plain = !name.empty() && (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  bool plain =
+      !name.empty() && (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_');
   for (char c : name) {
-    if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-          c == '_' || c == '.')) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '.')) {
       plain = false;
     }
   }

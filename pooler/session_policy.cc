@@ -66,9 +66,8 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string_view item =
-        trim(text.substr(pos, comma == std::string_view::npos ? std::string_view::npos
-                                                               : comma - pos));
+    std::string_view item = trim(
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
     pos = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
     if (item.empty()) return "empty item in '" + std::string(text) + "'";
     size_t colon = item.find(':');

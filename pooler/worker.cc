@@ -49,8 +49,8 @@ class CancelSender final : public ChannelOwner {
       delete this;
       return;
     }
-    if (uv_ip4_addr(address.host.c_str(), address.port,
-                    reinterpret_cast<sockaddr_in*>(&storage)) != 0 &&
+    if (uv_ip4_addr(address.host.c_str(), address.port, reinterpret_cast<sockaddr_in*>(&storage)) !=
+            0 &&
         uv_ip6_addr(address.host.c_str(), address.port,
                     reinterpret_cast<sockaddr_in6*>(&storage)) != 0) {
       // Cancel requests go to IP literals and sockets only; a name would need a lookup per
@@ -110,7 +110,7 @@ std::optional<std::string> Worker::secret_for(const std::string& user) const {
 }
 
 const pp::ScramVerifier* Worker::plain_scram_verifier(const std::string& user,
-                                                     const std::string& secret) {
+                                                      const std::string& secret) {
   if (secret.empty() || pp::is_scram_verifier(secret) || pp::is_md5_password_hash(secret)) {
     return nullptr;
   }
@@ -119,8 +119,9 @@ const pp::ScramVerifier* Worker::plain_scram_verifier(const std::string& user,
     std::string salt(16, '\0');
     RAND_bytes(reinterpret_cast<unsigned char*>(salt.data()), static_cast<int>(salt.size()));
     constexpr int kIterations = 4096;  // PostgreSQL's default scram_iterations
-    it = scram_cache_.insert_or_assign(user, std::make_pair(secret, pp::make_scram_verifier(
-                                                                        secret, salt, kIterations)))
+    it = scram_cache_
+             .insert_or_assign(
+                 user, std::make_pair(secret, pp::make_scram_verifier(secret, salt, kIterations)))
              .first;
   }
   return &it->second.second;
@@ -167,7 +168,8 @@ bool Worker::open_listeners() {
   size_t pos = 0;
   while (pos <= addrs.size()) {
     size_t comma = addrs.find(',', pos);
-    std::string addr = addrs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string addr =
+        addrs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     addr.erase(0, addr.find_first_not_of(" \t"));
     addr.erase(addr.find_last_not_of(" \t") + 1);
     if (addr == "*") {
@@ -275,7 +277,9 @@ void Worker::register_cancel_key(Client& client) {
   cancel_index_.emplace(pid, &client);
 }
 
-void Worker::unregister_cancel_key(Client& client) { cancel_index_.erase(client.cancel_pid()); }
+void Worker::unregister_cancel_key(Client& client) {
+  cancel_index_.erase(client.cancel_pid());
+}
 
 Client* Worker::find_cancel_target(int32_t pid, std::string_view key) {
   auto it = cancel_index_.find(pid);
@@ -338,12 +342,13 @@ void Worker::stop() {
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
-  clients_.for_each([](Client& c) {
-    c.fail(sqlstate::kAdminShutdown, "pgsluice is shutting down");
-  });
+  clients_.for_each(
+      [](Client& c) { c.fail(sqlstate::kAdminShutdown, "pgsluice is shutting down"); });
   for (auto& [key, pool] : pools_) pool->close_all_servers();
 }
 
-void Worker::run() { uv_run(&loop_, UV_RUN_DEFAULT); }
+void Worker::run() {
+  uv_run(&loop_, UV_RUN_DEFAULT);
+}
 
 }  // namespace pgsluice

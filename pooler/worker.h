@@ -54,7 +54,7 @@ class Worker {
   [[nodiscard]] std::optional<std::string> secret_for(const std::string& user) const;
   // The SCRAM verifier of a plain auth_file password, derived once per user and kept.
   const protocol::ScramVerifier* plain_scram_verifier(const std::string& user,
-                                                       const std::string& secret);
+                                                      const std::string& secret);
   [[nodiscard]] uint64_t now_ms() { return uv_now(&loop_); }
   [[nodiscard]] bool stopping() const { return stopping_; }
 

@@ -2,9 +2,8 @@
 // result metadata, COPY, notifications, version negotiation). All results are views into the body.
 #include "pgsluice/protocol/backend.h"
 
-#include <cstring>
-
 #include <algorithm>
+#include <cstring>
 
 #include "pgsluice/protocol/bytes.h"
 

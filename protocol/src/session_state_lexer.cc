@@ -163,7 +163,10 @@ class LexerVerdict {
     const bool qualified = i > 0 && t[i - 1].text == ".";
     const bool catalog = qualified && i > 1 && iequals_keyword(t[i - 2].text, "pg_catalog");
     if (qualified && !catalog) {
-      opaque(to_lower(t[i - 2].text) + "." + name);
+      // Why i > 1: broken SQL (what reaches the lexer) may start with ".f(": then no schema
+      // token precedes the dot, and t[i - 2] would read before the vector (found by
+      // fuzz_session_state; a client's Query could crash the pooler).
+      opaque((i > 1 ? to_lower(t[i - 2].text) : std::string()) + "." + name);
       return;
     }
     if (name == "pg_advisory_lock" || name == "pg_advisory_lock_shared" ||

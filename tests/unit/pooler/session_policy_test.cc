@@ -1,10 +1,11 @@
 // session_state_action parsing, the per-kind lookup, targeted cleanup queries and the findings
 // table.
+#include "pooler/session_policy.h"
+
 #include <gtest/gtest.h>
 
 #include "pooler/dirty_state.h"
 #include "pooler/session_findings.h"
-#include "pooler/session_policy.h"
 
 namespace pgsluice {
 namespace {
@@ -49,7 +50,7 @@ TEST(SessionPolicy, Errors) {
   EXPECT_NE(parse_session_policy("reset,,listen:pin", p), "");
   EXPECT_NE(parse_session_policy("", p), "");
   EXPECT_NE(parse_session_policy("reset,warn", p), "");  // the default comes first, once
-  EXPECT_EQ(p.default_action, SessionAction::pin);  // untouched on error
+  EXPECT_EQ(p.default_action, SessionAction::pin);       // untouched on error
 }
 
 TEST(SessionPolicy, OverridesAloneKeepTheWarnDefault) {

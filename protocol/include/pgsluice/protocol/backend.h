@@ -30,9 +30,9 @@ enum class AuthCode : int32_t {
 
 struct Authentication {
   AuthCode code = AuthCode::ok;
-  std::array<uint8_t, 4> md5_salt{};           // md5_password
-  std::vector<std::string_view> mechanisms;    // sasl: the list, without the final empty string
-  std::string_view data;                       // sasl_continue, sasl_final, gss_continue
+  std::array<uint8_t, 4> md5_salt{};         // md5_password
+  std::vector<std::string_view> mechanisms;  // sasl: the list, without the final empty string
+  std::string_view data;                     // sasl_continue, sasl_final, gss_continue
 };
 
 struct BackendKeyData {
