@@ -107,7 +107,7 @@ std::string AdminControl::suspend() {
 
 std::string AdminControl::disable(const std::string& db) {
   if (!known_database(db)) return "no such database: " + db;
-  disabled_dbs_[db] = true;
+  disabled_dbs_.insert(db);
   spdlog::info("DISABLE {}", db);
   return {};
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,7 @@ class AdminControl {
   Worker& worker_;
   Mode mode_ = Mode::active;
   std::map<std::string, bool> paused_dbs_;  // PAUSE db / KILL db (true: servers close)
-  std::map<std::string, bool> disabled_dbs_;
+  std::set<std::string> disabled_dbs_;
   std::vector<Waiter> waiters_;
   bool shutdown_wait_ = false;
   uint64_t stats_old_stamp_us_;

@@ -445,15 +445,26 @@ AdminResult show_lists(Worker& worker) {
   return r;
 }
 
+struct ObjectCounts {
+  uint64_t clients = 0;
+  uint64_t servers = 0;
+  uint64_t pools = 0;
+};
+
+ObjectCounts count_objects(Worker& worker) {
+  ObjectCounts n;
+  worker.for_each_client([&](Client&) { ++n.clients; });
+  worker.for_each_pool([&](Pool& p) {
+    ++n.pools;
+    n.servers += p.server_count();
+  });
+  return n;
+}
+
 AdminResult show_mem(Worker& worker) {
   // pgsluice has no slab caches: the rows are its object kinds, their sizes and counts
   // (connection buffers are not included).
-  uint64_t clients = 0, servers = 0, pools = 0;
-  worker.for_each_client([&](Client&) { ++clients; });
-  worker.for_each_pool([&](Pool& p) {
-    ++pools;
-    servers += p.server_count();
-  });
+  const auto [clients, servers, pools] = count_objects(worker);
   AdminResult r;
   r.text("name").int4("size").int4("used").int4("free").int4("memtotal");
   const std::tuple<const char*, uint64_t, uint64_t> rows[] = {
@@ -488,12 +499,7 @@ AdminResult show_version() {
 }
 
 AdminResult show_workers(Worker& worker) {
-  uint64_t clients = 0, servers = 0, pools = 0;
-  worker.for_each_client([&](Client&) { ++clients; });
-  worker.for_each_pool([&](Pool& p) {
-    ++pools;
-    servers += p.server_count();
-  });
+  const auto [clients, servers, pools] = count_objects(worker);
   AdminResult r;
   r.int4("id").int4("clients").int4("servers").int4("pools").int8("uptime");
   r.row().add(0).add(clients).add(servers).add(pools).add((worker.now_ms() - worker.started_ms()) /

@@ -122,6 +122,18 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
 
 DeallocateCommand parse_deallocate_command(std::string_view sql) {
   DeallocateCommand out;
+  // Every simple Query passes here in transaction mode: look at the first word without
+  // allocating, and tokenize only a DEALLOCATE or a DISCARD.
+  size_t start = 0;
+  while (start < sql.size() && std::isspace(static_cast<unsigned char>(sql[start]))) ++start;
+  auto starts_with_word = [&](std::string_view word) {
+    if (sql.size() - start < word.size()) return false;
+    for (size_t i = 0; i < word.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(sql[start + i])) != word[i]) return false;
+    }
+    return true;
+  };
+  if (!starts_with_word("deallocate") && !starts_with_word("discard")) return out;
   std::vector<std::string> words;
   if (!simple_words(sql, words) || words.empty()) return out;
   if (words.size() == 2 && words[0] == "discard" && words[1] == "all") {
