@@ -453,9 +453,13 @@ class Pooler:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, check: bool = True, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
+    def stop(self, check: bool = True, sig: int | None = None, timeout: float = 10) -> int:
         """Stops the pooler by its PID; with check, fails if it had crashed, did not exit 0 on
-        the signal, or a sanitizer reported anything."""
+        the signal, or a sanitizer reported anything. The default signal stops at once:
+        SIGQUIT for pgsluice (its SIGTERM waits for clients to leave, as PgBouncer >= 1.23),
+        SIGTERM for the PgBouncer used in comparisons."""
+        if sig is None:
+            sig = signal.SIGTERM if self.pgbouncer else signal.SIGQUIT
         if self.proc is None:
             return self.returncode if self.returncode is not None else 0
         crashed_before = self.proc.poll() is not None

@@ -5,6 +5,8 @@ SCRAM pass-through), and the errors a client gets at login."""
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 
 import psycopg
 import pytest
@@ -141,3 +143,116 @@ def test_scram_pass_through(pg, make_pooler, user, password):
     assert rc == 0, err
     assert out.strip() == user
     assert login_error(pooler, user, "wrong").sqlstate == "28P01"
+
+
+# --- auth_query / auth_user ------------------------------------------------------------------
+
+
+def auth_query_pooler(make_pooler, auth_type="md5", **settings):
+    """Only auth_user (postgres, a superuser that may read pg_authid) is in userlist.txt: every
+    other user's secret comes from auth_query (the default, PgBouncer's pg_authid query)."""
+    return make_pooler(auth_type=auth_type, users={"postgres": "postgres"}, auth_user="postgres",
+                       pool_mode="transaction", default_pool_size=2, args=["-v"], **settings)
+
+
+def lookups_of(pooler, user: str) -> int:
+    return pooler.log().count(f'auth_query for user "{user}"')
+
+
+def test_auth_query_md5_and_scram_users(pg, make_pooler):
+    """md5user's secret is an MD5 hash (the server logs the pool in with it), scramuser's a SCRAM
+    verifier (the client is asked for SCRAM even under auth_type md5, and its proof logs the pool
+    in: SCRAM pass-through)."""
+    p = auth_query_pooler(make_pooler)
+    for user, password in (("md5user", "md5pass"), ("scramuser", "scrampass")):
+        with p.raw(user=user, password=password) as c:
+            assert c.scalar("SELECT current_user") == user
+        rc, out, err = p.psql("SELECT current_user", user=user, password=password)
+        assert rc == 0, err
+        assert out.strip() == user
+        with p.connect(user=user, password=password, autocommit=True) as conn:
+            assert conn.execute("SELECT session_user").fetchone()[0] == user
+    # Three logins each, one query each: the rest came from the cache.
+    assert lookups_of(p, "md5user") == 1 and lookups_of(p, "scramuser") == 1, p.log()
+    # Over SCRAM with auth_type scram-sha-256 too.
+    s = auth_query_pooler(make_pooler, auth_type="scram-sha-256")
+    with s.connect(user="app", password="app", autocommit=True) as conn:
+        assert conn.execute("SELECT current_user").fetchone()[0] == "app"
+
+
+def test_auth_query_refusals_look_like_a_wrong_password(pg, make_pooler):
+    p = auth_query_pooler(make_pooler)
+    wrong = login_error(p, "scramuser", "nope")
+    unknown = login_error(p, "no_such_role", "nope")
+    no_password = login_error(p, "trustuser", "nope")  # NULL rolpassword
+    for err, user in ((wrong, "scramuser"), (unknown, "no_such_role"), (no_password, "trustuser")):
+        assert err.sqlstate == "28P01", err.fields
+        assert err.message == f'password authentication failed for user "{user}"'
+    md5_wrong = login_error(p, "md5user", "nope")
+    assert md5_wrong.sqlstate == "28P01"
+    # The right password still works after the failures.
+    with p.raw(user="scramuser", password="scrampass") as c:
+        assert c.scalar("SELECT 1") == "1"
+
+
+def test_auth_query_sees_a_changed_password(pg, make_pooler):
+    pg.psql("DROP ROLE IF EXISTS rotating; CREATE ROLE rotating LOGIN PASSWORD 'first'; "
+            "GRANT ALL ON DATABASE app TO rotating")
+    p = auth_query_pooler(make_pooler)
+    with p.raw(user="rotating", password="first") as c:
+        assert c.scalar("SELECT current_user") == "rotating"
+    pg.psql("ALTER ROLE rotating PASSWORD 'second'")
+    # The cached verifier is the old one: the first try fails and drops it, the next one asks
+    # the server again.
+    assert login_error(p, "rotating", "second").sqlstate == "28P01"
+    with p.raw(user="rotating", password="second") as c:
+        assert c.scalar("SELECT current_user") == "rotating"
+    assert lookups_of(p, "rotating") == 2, p.log()
+
+
+def test_auth_query_cache_ttl_zero_asks_every_time(pg, make_pooler):
+    p = auth_query_pooler(make_pooler, auth_query_cache_ttl="0")
+    for _ in range(3):
+        with p.raw(user="md5user", password="md5pass") as c:
+            assert c.scalar("SELECT 1") == "1"
+    assert lookups_of(p, "md5user") == 3, p.log()
+
+
+def test_auth_query_does_not_block_the_loop(pg, make_pooler):
+    """A lookup that takes seconds holds only its own client: an auth_file user logs in and
+    queries meanwhile."""
+    slow = ("SELECT rolname, rolpassword FROM pg_authid, pg_sleep(4) "
+            "WHERE rolname = $1 AND rolcanlogin")
+    p = make_pooler(auth_type="md5", users={"postgres": "postgres", "app": "app"},
+                    auth_user="postgres", auth_query=slow, args=["-v"])
+    done = {}
+
+    def slow_login():
+        with p.raw(user="scramuser", password="scrampass", timeout=60) as c:
+            c.scalar("SELECT 1")
+        done["slow"] = time.monotonic()
+
+    t = threading.Thread(target=slow_login)
+    t.start()
+    try:
+        assert p.wait_for_log('auth_query for user "scramuser"', 20), p.log()
+        with p.raw(user="app", password="app") as c:
+            assert c.scalar("SELECT 42") == "42"
+        done["fast"] = time.monotonic()
+    finally:
+        t.join(60)
+    assert "slow" in done, p.log()
+    assert done["fast"] < done["slow"]
+
+
+def test_auth_query_failure_is_logged_and_refused(pg, make_pooler):
+    """auth_user's lookup query cannot run (no such table): the client gets a FATAL that says
+    nothing about the user, the log says why, and nothing is cached."""
+    p = make_pooler(auth_type="md5", users={"postgres": "postgres"}, auth_user="postgres",
+                    auth_query="SELECT u, p FROM no_such_table WHERE u = $1")
+    for _ in range(2):
+        err = login_error(p, "md5user", "md5pass")
+        assert err.sqlstate == "08006", err.fields
+        assert err.message == 'could not look up the password of user "md5user" (auth_query)'
+    assert p.wait_for_log(r'auth_query failed: relation "no_such_table" does not exist')
+    assert p.log().count("auth_query failed") == 2, p.log()

@@ -98,8 +98,9 @@ def test_terminate_in_transaction(pg, make_pooler, table):
     assert_pool_heals(pooler)
 
 
-def test_terminate_during_copy_in(pg, make_pooler, table):
-    pooler = make_pooler(default_pool_size=POOL_SIZE)
+def copy_in_killed(pg, pooler, table: str, kill) -> None:
+    """A COPY FROM STDIN whose backend `kill(pid)` ends after the first rows: the client gets an
+    error (at the latest with CopyDone) and no row is committed."""
     conn = pooler.connect()
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     t0 = time.monotonic()
@@ -108,7 +109,7 @@ def test_terminate_during_copy_in(pg, make_pooler, table):
             with cur.copy(f"COPY {table} FROM STDIN") as copy:
                 for i in range(100):
                     copy.write_row((i, "copy", "x" * 100))
-                terminate(pg, pid)
+                kill(pid)
                 # Keep writing as a client that has not noticed would; the error comes at the
                 # latest with CopyDone.
                 for i in range(100, 100000):
@@ -117,6 +118,11 @@ def test_terminate_during_copy_in(pg, make_pooler, table):
                         break
         conn.commit()
     conn.close()
+
+
+def test_terminate_during_copy_in(pg, make_pooler, table):
+    pooler = make_pooler(default_pool_size=POOL_SIZE)
+    copy_in_killed(pg, pooler, table, lambda pid: terminate(pg, pid))
     assert count_rows(pg, table, "copy") == 0
     assert_pool_heals(pooler)
 
@@ -140,15 +146,17 @@ def test_terminate_during_copy_out(pg, make_pooler):
     assert_pool_heals(pooler)
 
 
-def test_terminate_during_pipeline(pg, make_pooler, table):
-    pooler = make_pooler(default_pool_size=POOL_SIZE)
+def pipeline_killed(pg, pooler, table: str, kill, recover=lambda: None) -> None:
+    """An extended-protocol pipeline (psycopg pipeline mode: many Parse/Bind/Execute, one Sync)
+    whose backend `kill(pid)` ends while it runs a statement in its middle: the client gets an
+    error and the statements after the kill never ran (in a transaction: none committed)."""
     conn = pooler.connect()
     marker = unique("pipe")
     killed = []
 
     def killer():
         pid = wait_for_backend(pg, f"pg_sleep(2.{len(marker)})")
-        terminate(pg, pid)
+        kill(pid)
         killed.append(pid)
 
     t = threading.Thread(target=killer)
@@ -164,12 +172,13 @@ def test_terminate_during_pipeline(pg, make_pooler, table):
     t.join(30)
     assert killed
     conn.close()
+    recover()
     assert count_rows(pg, table, marker) == 0
     # The same in autocommit mode: statements before the kill may have committed, the ones after
     # it must not have run.
     conn = pooler.connect(autocommit=True)
     marker2 = unique("pipe")
-    t = threading.Thread(target=lambda: terminate(pg, wait_for_backend(
+    t = threading.Thread(target=lambda: kill(wait_for_backend(
         pg, f"pg_sleep(2.{len(marker2)})")))
     t.start()
     with pytest.raises(psycopg.Error):
@@ -178,7 +187,13 @@ def test_terminate_during_pipeline(pg, make_pooler, table):
             conn.execute(f"INSERT INTO {table} VALUES (2, %s, 'after')", (marker2,))
     t.join(30)
     conn.close()
+    recover()
     assert count_rows(pg, table, marker2) == 0
+
+
+def test_terminate_during_pipeline(pg, make_pooler, table):
+    pooler = make_pooler(default_pool_size=POOL_SIZE)
+    pipeline_killed(pg, pooler, table, lambda pid: terminate(pg, pid))
     assert_pool_heals(pooler)
 
 
@@ -307,6 +322,133 @@ def test_server_never_answers(make_pooler):
 
 
 # --------------------------------------------------------------------------------------------
+# a network stall between pgsluice and PostgreSQL
+
+
+class StallProxy:
+    """A TCP relay in front of PostgreSQL. stall() freezes every connection open at that moment:
+    what either side sends is still read (as the kernel buffers would take it) but held, never
+    delivered, like a link that went silent; connections made later flow normally. It notes
+    when pgsluice closes a frozen connection."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((harness.HOST, 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.pairs: list[dict] = []  # {"down": pooler side, "up": PostgreSQL side, ...}
+        self.frozen_closed_by_pooler = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stall(self) -> int:
+        with self.lock:
+            live = [p for p in self.pairs if not p["closed"]]
+            for p in live:
+                p["frozen"] = True
+            return len(live)
+
+    def _close(self, pair: dict, sel) -> None:
+        if pair["closed"]:
+            return
+        pair["closed"] = True
+        for s in (pair["down"], pair["up"]):
+            try:
+                sel.unregister(s)
+            except (KeyError, ValueError):
+                pass
+            s.close()
+
+    def _run(self) -> None:
+        import selectors
+        sel = selectors.DefaultSelector()
+        self.sock.setblocking(False)
+        sel.register(self.sock, selectors.EVENT_READ, None)
+        while not self._stop:
+            for key, _ in sel.select(0.1):
+                if key.data is None:
+                    try:
+                        down, _ = self.sock.accept()
+                    except BlockingIOError:
+                        continue
+                    up = socket.create_connection((harness.HOST, self.target_port), timeout=10)
+                    pair = {"down": down, "up": up, "frozen": False, "closed": False}
+                    with self.lock:
+                        self.pairs.append(pair)
+                    sel.register(down, selectors.EVENT_READ, (pair, "down"))
+                    sel.register(up, selectors.EVENT_READ, (pair, "up"))
+                    continue
+                pair, side = key.data
+                if pair["closed"]:
+                    continue
+                try:
+                    data = key.fileobj.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    if pair["frozen"] and side == "down":
+                        self.frozen_closed_by_pooler += 1
+                    # A frozen link delivers nothing, not even the close of the far side.
+                    if not (pair["frozen"] and side == "up"):
+                        self._close(pair, sel)
+                    else:
+                        sel.unregister(key.fileobj)
+                    continue
+                if not pair["frozen"]:
+                    other = pair["up"] if side == "down" else pair["down"]
+                    try:
+                        other.sendall(data)
+                    except OSError:
+                        self._close(pair, sel)
+        for pair in self.pairs:
+            self._close(pair, sel)
+        sel.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(5)
+        self.sock.close()
+
+
+def test_network_stall_to_server(pg, make_pooler):
+    proxy = StallProxy(pg.port)
+    try:
+        pooler = make_pooler(databases={"app": f"host=127.0.0.1 port={proxy.port} dbname=app"},
+                             default_pool_size=POOL_SIZE, query_timeout=3)
+        stuck = pooler.raw()
+        assert stuck.scalar("SELECT 'before the stall'") == "before the stall"
+        assert proxy.stall() >= 1
+        t0 = time.monotonic()
+        stuck.send_query("SELECT 'into the void'")
+        # Others are served meanwhile, on servers that are not behind the frozen link.
+        for _ in range(POOL_SIZE):
+            with pooler.raw() as c:
+                assert c.scalar("SELECT 'around it'") == "around it"
+        # query_timeout ends the wait with a clear error; the frozen server is not reused.
+        with pytest.raises((harness.PgError, ConnectionError)) as info:
+            stuck.read_result()
+            stuck.read_result()
+        elapsed = time.monotonic() - t0
+        stuck.close()
+        if isinstance(info.value, harness.PgError):
+            assert info.value.sqlstate == "57014", info.value.fields
+            assert "timeout" in info.value.message
+        assert 2.5 <= elapsed < 20, elapsed
+        deadline = time.monotonic() + 10
+        while proxy.frozen_closed_by_pooler < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proxy.frozen_closed_by_pooler >= 1, "pgsluice kept the frozen server connection"
+        assert pooler.wait_for_log(r"query timeout"), pooler.log()[-3000:]
+        assert_pool_heals(pooler)
+        assert pooler.alive()
+    finally:
+        proxy.close()
+
+
+# --------------------------------------------------------------------------------------------
 # PostgreSQL restarted under load
 
 
@@ -358,6 +500,18 @@ def test_restart_under_pgbench_load(pgbench_data, make_pooler):
 # SIGKILL: last, since the postmaster then restarts every backend (crash recovery)
 
 
+def sigkill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+
+
+def recover_from_crash(pg: harness.PostgresCluster) -> None:
+    """After a SIGKILL the postmaster ends every backend and runs crash recovery: wait for it,
+    then give pgsluice a moment to see that its idle servers are gone."""
+    time.sleep(0.5)
+    pg.wait_ready()
+    time.sleep(1)
+
+
 def test_sigkill_backend_in_transaction(pg, make_pooler, table):
     if not harness.is_root():
         pytest.skip("needs to signal the postgres user's processes")
@@ -368,15 +522,34 @@ def test_sigkill_backend_in_transaction(pg, make_pooler, table):
     conn = pooler.connect()
     conn.execute(f"INSERT INTO {table} VALUES (1, 'kill', 'a')")
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    os.kill(pid, signal.SIGKILL)
+    sigkill(pid)
     with pytest.raises(psycopg.Error):
         conn.execute(f"INSERT INTO {table} VALUES (2, 'kill', 'b')")
         conn.commit()
     conn.close()
-    time.sleep(0.5)
-    pg.wait_ready()
-    # Give pgsluice a moment to see that its idle servers are gone.
-    time.sleep(1)
+    recover_from_crash(pg)
     assert count_rows(pg, table, "kill") == 0
+    assert_pool_heals(pooler)
+    assert pooler.alive()
+
+
+def test_sigkill_backend_during_copy_in(pg, make_pooler, table):
+    if not harness.is_root():
+        pytest.skip("needs to signal the postgres user's processes")
+    pooler = make_pooler(default_pool_size=POOL_SIZE)
+    assert_pool_heals(pooler)
+    copy_in_killed(pg, pooler, table, sigkill)
+    recover_from_crash(pg)
+    assert count_rows(pg, table, "copy") == 0
+    assert_pool_heals(pooler)
+    assert pooler.alive()
+
+
+def test_sigkill_backend_during_pipeline(pg, make_pooler, table):
+    if not harness.is_root():
+        pytest.skip("needs to signal the postgres user's processes")
+    pooler = make_pooler(default_pool_size=POOL_SIZE)
+    assert_pool_heals(pooler)
+    pipeline_killed(pg, pooler, table, sigkill, recover=lambda: recover_from_crash(pg))
     assert_pool_heals(pooler)
     assert pooler.alive()

@@ -94,10 +94,11 @@ def test_pgbench_prepared_tpcb(pgbench_data, make_pooler):
     # inside BEGIN … END; with a pool smaller than that, any transaction pooler deadlocks
     # until query_wait_timeout.
     pooler = make_pooler(default_pool_size=2)
-    rc, out, err = pooler.pgbench(["-M", "prepared", "-c", "20", "-j", "20", "-T", "5",
+    rc, out, err = pooler.pgbench(["-M", "prepared", "-c", "50", "-j", "50", "-T", "5",
                                    "--no-vacuum"])
     assert rc == 0, err
     assert re.search(r"number of failed transactions: 0 ", out), out
+    assert int(re.search(r"processed: (\d+)", out).group(1)) > 50, out
 
 
 def test_without_rewriting_the_seed_breakage_returns(pgbench_data, make_pooler):
@@ -217,7 +218,7 @@ def test_failed_parse_frees_the_name(make_pooler):
 
 
 def test_eviction_with_two_slots_and_ten_statements(pg, make_pooler):
-    pooler = make_pooler(default_pool_size=1, max_prepared_statements=2)
+    pooler = make_pooler(default_pool_size=1, max_prepared_statements=2, admin_users="app")
     with pooler.raw() as c:
         for round_ in range(2):
             for i in range(10):
@@ -234,6 +235,10 @@ def test_eviction_with_two_slots_and_ten_statements(pg, make_pooler):
         # At most two of the pooler's statements live on the server.
         assert c.scalar("SELECT count(*) FROM pg_prepared_statements "
                         "WHERE name LIKE 'PGSLUICE_%'") in ("1", "2")
+    # Each Parse (10) and each Bind of a statement evicted meanwhile (10) prepared once; all but
+    # the first two made room.
+    stats = show_prepared(pooler)
+    assert (stats["server_parse_count"], stats["eviction_count"]) == ("20", "18"), stats
 
 
 def test_sql_deallocate_acts_on_the_client_mapping(make_pooler):
@@ -328,3 +333,361 @@ def test_error_before_sync_skips_what_follows(make_pooler):
         assert error_code(replies[0][1]) == "22012"
         send_batch(c, [parse("known", "SELECT 7"), bind("known"), execute(), SYNC])
         assert types_of(read_until_ready(c)) == "12DCZ"
+
+
+def show_prepared(pooler) -> dict[str, str]:
+    """SHOW PREPARED's first row (the only pool), by column name."""
+    rc, out, err = pooler.psql("SHOW PREPARED", db="pgsluice",
+                               args=["-P", "tuples_only=off", "-P", "footer=off"])
+    assert rc == 0, err
+    header, row = out.strip().splitlines()[:2]
+    return dict(zip(header.split("|"), row.split("|")))
+
+
+def warm_both_servers(pooler, sql: str):
+    """Two psycopg connections that prepared `sql`, one on each server of a pool of 2 (two
+    transactions held open at once). They stay connected: the pooler's statement lives while a
+    client maps a name to it."""
+    a = psycopg.connect(pooler.dsn())
+    b = psycopg.connect(pooler.dsn())
+    for conn in (a, b):
+        conn.prepare_threshold = 0
+        conn.execute(sql).fetchall()  # a transaction stays open: a server each
+    pids = {conn.execute("SELECT pg_backend_pid()").fetchone()[0] for conn in (a, b)}
+    assert len(pids) == 2
+    a.commit()
+    b.commit()
+    return a, b
+
+
+def make_table(pooler, name: str) -> None:
+    with psycopg.connect(pooler.dsn(), autocommit=True) as ddl:
+        ddl.execute(f"DROP TABLE IF EXISTS {name}")
+        ddl.execute(f"CREATE TABLE {name} (a int)")
+        ddl.execute(f"INSERT INTO {name} VALUES (1)")
+
+
+def alter_table(pooler, name: str) -> None:
+    with psycopg.connect(pooler.dsn(), autocommit=True) as ddl:
+        ddl.execute(f"ALTER TABLE {name} ADD COLUMN b int DEFAULT 7")
+
+
+def test_schema_change_between_executions_is_prepared_again_and_retried(make_pooler):
+    # ALTER TABLE between two executions of a prepared SELECT *: PostgreSQL refuses the old plan
+    # at Bind ("cached plan must not change result type", 0A000). Outside a transaction block,
+    # with nothing of the batch sent yet, pgsluice prepares it again and retries: the client
+    # gets the new column, and the other server prepares it again before using it.
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    make_table(pooler, "stale_plan")
+    a, b = warm_both_servers(pooler, "SELECT * FROM stale_plan")
+    try:
+        alter_table(pooler, "stale_plan")
+        for conn in (a, b):
+            conn.autocommit = True
+            for _ in range(3):
+                cur = conn.execute("SELECT * FROM stale_plan")
+                assert [d.name for d in cur.description] == ["a", "b"]
+                assert cur.fetchall() == [(1, 7)]
+    finally:
+        a.close()
+        b.close()
+    stats = show_prepared(pooler)
+    # One server failed and was retried; the other prepared it again before using it.
+    assert stats["stale_plan_retry_count"] == "1", stats
+    assert pooler.wait_for_log(r"stale plan \(schema change\)")
+
+
+def test_schema_change_inside_a_transaction_fails_once(make_pooler):
+    # Inside a transaction block the error must reach the client (the transaction is failed),
+    # but the next transaction works, whichever server it gets.
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    make_table(pooler, "stale_tx")
+    a, b = warm_both_servers(pooler, "SELECT * FROM stale_tx")
+    try:
+        alter_table(pooler, "stale_tx")
+        with pytest.raises(psycopg.errors.FeatureNotSupported,
+                           match="cached plan must not change result type"):
+            a.execute("SELECT * FROM stale_tx")
+        a.rollback()
+        for _ in range(3):
+            assert a.execute("SELECT * FROM stale_tx").fetchall() == [(1, 7)]
+            a.commit()
+        # Both servers, in transactions held at once: neither fails any more.
+        for conn in (a, b):
+            assert conn.execute("SELECT * FROM stale_tx").fetchall() == [(1, 7)]
+        assert len({conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                    for conn in (a, b)}) == 2
+        a.commit()
+        b.commit()
+    finally:
+        a.close()
+        b.close()
+    assert show_prepared(pooler)["stale_plan_retry_count"] == "0"
+
+
+def test_schema_change_raw_batch_replies_in_order(make_pooler):
+    # The exact replies of a retried batch: the client's Parse answered by the pooler, then the
+    # Bind/Describe/Execute results of the retry, with no trace of the hidden Close/Parse.
+    pooler = make_pooler(default_pool_size=1)
+    with pooler.raw() as c:
+        c.query("DROP TABLE IF EXISTS stale_raw")
+        c.query("CREATE TABLE stale_raw (a int)")
+        c.query("INSERT INTO stale_raw VALUES (3)")
+        send_batch(c, [parse("s", "SELECT * FROM stale_raw"), bind("s"), execute(), SYNC])
+        assert types_of(read_until_ready(c)) == "12DCZ"
+        c.query("ALTER TABLE stale_raw ADD COLUMN b text DEFAULT 'new'")
+        send_batch(c, [bind("s"), describe("P", ""), execute(), SYNC])
+        replies = read_until_ready(c)
+        assert types_of(replies) == "2TDCZ", replies
+        assert replies[2][1].endswith(b"new") and replies[-1][1] == b"I"
+        # Something of the batch reached the client before the error: no retry, the error
+        # goes through, and the statement works again in the next batch.
+        c.query("ALTER TABLE stale_raw ADD COLUMN c int DEFAULT 5")
+        send_batch(c, [parse("", "SELECT 1"), bind(""), execute(), bind("s"), execute(), SYNC])
+        replies = read_until_ready(c)
+        assert types_of(replies) == "12DCEZ", replies
+        assert error_code(replies[4][1]) == "0A000"
+        send_batch(c, [bind("s"), execute(), SYNC])
+        replies = read_until_ready(c)
+        assert types_of(replies) == "2DCZ", replies
+        assert replies[1][1].endswith(b"5")
+
+
+def test_duplicate_parse_fails_the_transaction_like_postgresql(make_pooler):
+    # PostgreSQL's 42P05 inside a transaction block fails the transaction: status 'E', and the
+    # COMMIT that follows reports ROLLBACK (what was done before is gone).
+    pooler = make_pooler(default_pool_size=1)
+    with pooler.raw() as c:
+        c.query("DROP TABLE IF EXISTS dup_tx")
+        c.query("CREATE TABLE dup_tx (a int)")
+        send_batch(c, [parse("dup", "SELECT 1"), SYNC])
+        assert types_of(read_until_ready(c)) == "1Z"
+        c.send_query("BEGIN")
+        assert c.read_result()[2] == "T"
+        c.send_query("INSERT INTO dup_tx VALUES (1)")
+        assert c.read_result()[2] == "T"
+        send_batch(c, [parse("dup", "SELECT 2"), bind("dup"), execute(), SYNC])
+        replies = read_until_ready(c)
+        assert types_of(replies) == "EZ", replies
+        assert error_code(replies[0][1]) == "42P05"
+        assert b'prepared statement "dup" already exists' in replies[0][1]
+        assert replies[-1][1] == b"E"
+        send_batch(c, [bind("dup"), execute(), SYNC])  # refused in a failed transaction
+        replies = read_until_ready(c)
+        assert error_code(replies[0][1]) == "25P02" and replies[-1][1] == b"E"
+        c.send_query("COMMIT")
+        _, tag, status = c.read_result()
+        assert (tag, status) == ("ROLLBACK", "I")
+        assert c.scalar("SELECT count(*) FROM dup_tx") == "0"
+        # A syntax error is what PostgreSQL reports first, before the name is checked.
+        send_batch(c, [parse("dup", "SELEKT 3"), SYNC])
+        replies = read_until_ready(c)
+        assert error_code(replies[0][1]) == "42601", replies
+        # And the name still means SELECT 1.
+        send_batch(c, [bind("dup"), execute(), SYNC])
+        replies = read_until_ready(c)
+        assert types_of(replies) == "2DCZ" and replies[1][1].endswith(b"1")
+
+
+def test_psycopg_rollback_deallocate_all_keeps_other_clients_working(make_pooler):
+    # psycopg follows every ROLLBACK with DEALLOCATE ALL through the extended protocol (an
+    # unnamed Parse): it drops the pooler's statements on that server, which must be prepared
+    # again for the other clients instead of failing with "PGSLUICE_n does not exist".
+    pooler = make_pooler(default_pool_size=1)
+    a = psycopg.connect(pooler.dsn())
+    b = psycopg.connect(pooler.dsn())
+    try:
+        for conn in (a, b):
+            conn.prepare_threshold = 0
+            assert conn.execute("SELECT 40 + %s::int", (2,)).fetchone() == (42,)
+            conn.commit()
+        a.execute("SELECT 40 + %s::int", (2,))
+        a.rollback()
+        for conn in (b, a, b):
+            assert conn.execute("SELECT 40 + %s::int", (3,)).fetchone() == (43,)
+            conn.commit()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_schema_change_asyncpg_prepares_again_itself(make_pooler):
+    # asyncpg binds with the row description it cached (Bind, Execute: no Describe), so the
+    # pooler must not retry with rows of a new shape: asyncpg gets PostgreSQL's 0A000, prepares
+    # again itself (outside a transaction), and that works.
+    import asyncpg
+
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    make_table(pooler, "stale_asyncpg")
+
+    async def main():
+        c = await asyncpg.connect(host="127.0.0.1", port=pooler.port, user="app",
+                                  password="app", database="app")
+        try:
+            assert [tuple(r) for r in await c.fetch("SELECT * FROM stale_asyncpg")] == [(1,)]
+            alter_table(pooler, "stale_asyncpg")
+            for _ in range(3):
+                rows = await c.fetch("SELECT * FROM stale_asyncpg")
+                assert [tuple(r) for r in rows] == [(1, 7)]
+        finally:
+            await c.close()
+
+    asyncio.run(main())
+    assert show_prepared(pooler)["stale_plan_retry_count"] == "0"
+
+
+def show_prepared_statements(pooler) -> list[dict[str, str]]:
+    """SHOW PREPARED_STATEMENTS: every row, by column name."""
+    rc, out, err = pooler.psql("SHOW PREPARED_STATEMENTS", db="pgsluice",
+                               args=["-P", "tuples_only=off", "-P", "footer=off"])
+    assert rc == 0, err
+    header, *rows = out.strip().splitlines()
+    names = header.split("|")
+    return [dict(zip(names, row.split("|", len(names) - 1))) for row in rows]
+
+
+PGBENCH_SELECT = "SELECT abalance FROM pgbench_accounts WHERE aid = $1;"
+
+
+def test_show_prepared_statements_after_pgbench(pgbench_data, make_pooler):
+    # One row per statement: pgbench's 10 clients Parse its SELECT 10 times, the pool's two
+    # servers prepare it at most twice between them, and every execution is one Bind. A raw
+    # client that prepared the same text keeps the entry alive after pgbench's clients leave.
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    with pooler.raw() as keeper:
+        send_batch(keeper, [parse("keep", PGBENCH_SELECT), SYNC])
+        assert types_of(read_until_ready(keeper)) == "1Z"
+        rc, out, err = pooler.pgbench(["-M", "prepared", "-S", "-c", "10", "-j", "2", "-t", "100",
+                                       "--no-vacuum"])
+        assert rc == 0, err
+        assert re.search(r"number of transactions actually processed: 1000/1000", out), out
+        rows = [r for r in show_prepared_statements(pooler) if r["query"] == PGBENCH_SELECT]
+        assert len(rows) == 1, show_prepared_statements(pooler)
+        row = rows[0]
+        assert row["name"].startswith("PGSLUICE_"), row
+        assert row["clients"] == "1", row  # the keeper; pgbench's clients are gone
+        assert int(row["client_parse_count"]) == 11, row
+        assert 1 <= int(row["server_parse_count"]) <= 2, row
+        assert int(row["servers"]) == int(row["server_parse_count"]), row
+        assert row["bind_count"] == "1000", row
+        assert row["generation"] == "0" and row["stale_plan_refusal_count"] == "0", row
+
+
+def test_schema_change_asyncpg_other_connection_gets_0A000_not_new_rows(make_pooler):
+    # Two asyncpg connections cached `SELECT *`'s row description. After ALTER TABLE, the first
+    # one's 0A000 (from the server) makes the statement be prepared again with the new shape;
+    # the second one binds its cached statement without a Describe: the pooler gives it
+    # PostgreSQL's 0A000 (asyncpg's InvalidCachedStatementError, which it handles by preparing
+    # again) instead of rows it would decode with the old description (ProtocolError).
+    import asyncpg
+
+    pooler = make_pooler(default_pool_size=1, admin_users="app")
+    make_table(pooler, "stale_two")
+    query = "SELECT * FROM stale_two"
+
+    async def main():
+        conns = [await asyncpg.connect(host="127.0.0.1", port=pooler.port, user="app",
+                                       password="app", database="app") for _ in range(3)]
+        try:
+            for c in conns:
+                assert [tuple(r) for r in await c.fetch(query)] == [(1,)]
+            alter_table(pooler, "stale_two")
+            for c in conns[:2]:
+                for _ in range(2):
+                    assert [tuple(r) for r in await c.fetch(query)] == [(1, 7)]
+            # Inside a transaction asyncpg cannot prepare again by itself: it raises the error
+            # as with PostgreSQL, and the transaction is failed; the next one works.
+            tx = conns[2].transaction()
+            await tx.start()
+            with pytest.raises(asyncpg.exceptions.InvalidCachedStatementError):
+                await conns[2].fetch(query)
+            with pytest.raises(asyncpg.exceptions.InFailedSQLTransactionError):
+                await conns[2].fetch("SELECT 1")
+            await tx.rollback()
+            # Every statement name is fine again: no refusal the second time round.
+            for c in conns:
+                assert [tuple(r) for r in await c.fetch(query)] == [(1, 7)]
+        finally:
+            for c in conns:
+                await c.close()
+
+    with pooler.raw() as keeper:  # keeps the registry entry for SHOW after asyncpg leaves
+        send_batch(keeper, [parse("keep", query), SYNC])
+        assert types_of(read_until_ready(keeper)) == "1Z"
+        asyncio.run(main())
+        row = next(r for r in show_prepared_statements(pooler) if r["query"] == query)
+    assert row["generation"] == "1", row
+    assert row["stale_plan_refusal_count"] == "2", row
+    assert row["stale_plan_retry_count"] == "0", row
+
+
+def test_schema_change_other_client_fails_like_postgresql_in_and_out_of_a_block(make_pooler):
+    # Client b prepared the statement before the schema change and binds it without a Describe
+    # after client a's 0A000 had it prepared again: b gets PostgreSQL's 0A000, and the server's
+    # state agrees: a transaction block is failed, and what ran earlier in the batch is rolled
+    # back with the implicit transaction. Each refusal counts once; the next Bind works.
+    pooler = make_pooler(default_pool_size=1, admin_users="app")
+    with pooler.raw() as a, pooler.raw() as b:
+        a.query("DROP TABLE IF EXISTS stale_other")
+        a.query("CREATE TABLE stale_other (a int)")
+        a.query("INSERT INTO stale_other VALUES (1)")
+        a.query("DROP TABLE IF EXISTS stale_log")
+        a.query("CREATE TABLE stale_log (n int)")
+        for c in (a, b):
+            send_batch(c, [parse("s", "SELECT * FROM stale_other"), bind("s"), execute(), SYNC])
+            assert types_of(read_until_ready(c)) == "12DCZ"
+        a.query("ALTER TABLE stale_other ADD COLUMN b int DEFAULT 7")
+        for expected in ("EZ", "2DCZ"):  # the server's own 0A000, then the new plan
+            send_batch(a, [bind("s"), execute(), SYNC])
+            assert types_of(read_until_ready(a)) == expected
+        # b, in a transaction block: refused, and the block is failed.
+        b.send_query("BEGIN")
+        assert b.read_result()[2] == "T"
+        send_batch(b, [bind("s"), execute(), SYNC])
+        replies = read_until_ready(b)
+        assert types_of(replies) == "EZ", replies
+        assert error_code(replies[0][1]) == "0A000" and replies[-1][1] == b"E"
+        assert b"cached plan must not change result type" in replies[0][1]
+        assert b"RevalidateCachedQuery" in replies[0][1]
+        b.send_query("COMMIT")
+        assert b.read_result()[1:] == ("ROLLBACK", "I")
+        send_batch(b, [bind("s"), execute(), SYNC])
+        replies = read_until_ready(b)
+        assert types_of(replies) == "2DCZ" and replies[1][1].endswith(b"7"), replies
+        # Another round, with an INSERT run earlier in the batch: rolled back with the error.
+        a.query("ALTER TABLE stale_other ADD COLUMN c int DEFAULT 5")
+        send_batch(a, [bind("s"), execute(), SYNC])
+        assert types_of(read_until_ready(a)) == "EZ"
+        send_batch(b, [parse("", "INSERT INTO stale_log VALUES (1)"), bind(""), execute(),
+                       bind("s"), execute(), SYNC])
+        replies = read_until_ready(b)
+        assert types_of(replies) == "12CEZ", replies
+        assert error_code(replies[3][1]) == "0A000" and replies[-1][1] == b"I"
+        assert b.scalar("SELECT count(*) FROM stale_log") == "0"
+        send_batch(b, [bind("s"), execute(), SYNC])
+        assert types_of(read_until_ready(b)) == "2DCZ"
+        # An earlier error in the batch: the server skips the refusal, which comes next time.
+        a.query("ALTER TABLE stale_other ADD COLUMN d int DEFAULT 9")
+        send_batch(a, [bind("s"), execute(), SYNC])
+        assert types_of(read_until_ready(a)) == "EZ"
+        send_batch(b, [parse("", "SELEKT 1"), bind("s"), execute(), SYNC])
+        replies = read_until_ready(b)
+        assert types_of(replies) == "EZ" and error_code(replies[0][1]) == "42601", replies
+        send_batch(b, [bind("s"), execute(), SYNC])
+        replies = read_until_ready(b)
+        assert types_of(replies) == "EZ" and error_code(replies[0][1]) == "0A000", replies
+        # A client that describes the portal gets the new shape without an error.
+        send_batch(a, [bind("s"), execute(), SYNC])  # the server prepares it (after d) again
+        assert types_of(read_until_ready(a)) == "2DCZ"
+        a.query("ALTER TABLE stale_other ADD COLUMN e int DEFAULT 11")
+        send_batch(a, [bind("s"), execute(), SYNC])
+        assert types_of(read_until_ready(a)) == "EZ"
+        send_batch(b, [bind("s"), describe("P", ""), execute(), SYNC])
+        replies = read_until_ready(b)
+        assert types_of(replies) == "2TDCZ", replies
+        assert replies[2][1].endswith(b"11")
+        row = next(r for r in show_prepared_statements(pooler)
+                   if r["query"] == "SELECT * FROM stale_other")
+        # Counted when sent: the skipped one too.
+        assert row["stale_plan_refusal_count"] == "4", row
+        assert row["generation"] == "4" and row["clients"] == "2", row

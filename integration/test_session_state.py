@@ -230,3 +230,156 @@ def test_show_leaks_names_who_did_what(make_pooler):
     assert row[8] == "query" and row[9] == "2", row
     assert "search_path" in row[13] and "$1" in row[13], row
     assert ("advisory_lock", "pg_advisory_lock") in by_kind, rows
+
+
+# --- session_state_verify, long holds, the JSON report -----------------------------------------
+
+HIDDEN_FUNCTIONS = """
+CREATE OR REPLACE FUNCTION hidden_lock() RETURNS void LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM pg_advisory_lock(4711); END $$;
+CREATE OR REPLACE FUNCTION hidden_setting() RETURNS void LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM set_config('statement_timeout', '4242ms', false); END $$;
+"""
+
+
+def leaks(pooler) -> list[list[str]]:
+    rc, out, err = pooler.psql("SHOW LEAKS", db="pgsluice")
+    assert rc == 0, err
+    return [line.split("|") for line in out.strip().splitlines()]
+
+
+def test_hidden_state_passes_without_verify(pg, make_pooler):
+    # The control case: a function's body is opaque, so the SQL checks can only say "possible";
+    # without verify the lock and the setting reach the next client.
+    pg.psql(HIDDEN_FUNCTIONS, db="app")
+    pooler = make_pooler(default_pool_size=1)
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        a.execute("SELECT hidden_lock()")
+        a.execute("SELECT hidden_setting()")
+        assert b.execute("SHOW statement_timeout").fetchone()[0] == "4242ms"
+        assert b.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                         "AND pid = pg_backend_pid()").fetchone()[0] == 1
+        b.execute("SELECT pg_advisory_unlock_all()")
+
+
+def test_verify_always_finds_and_cleans_hidden_state(pg, make_pooler):
+    pg.psql(HIDDEN_FUNCTIONS, db="app")
+    pooler = make_pooler(default_pool_size=1, admin_users="app", session_state_verify="always")
+    with pooler.connect(autocommit=True, application_name="hider") as a, \
+            pooler.connect(autocommit=True) as b:
+        pid = backend_pid(a)
+        # Tracked state (warn) is not "hidden": it stays, as warn says, and is not reported.
+        a.execute("SET work_mem = '9MB'")
+        a.execute("LISTEN tracked_channel")
+        assert b.execute("SHOW work_mem").fetchone()[0] == "9MB"
+        assert not [r for r in leaks(pooler) if r[0] == "hidden"]
+        # Hidden state: found by the verify query after the release, cleaned before b runs.
+        a.execute("SELECT hidden_lock()")
+        assert backend_pid(b) == pid
+        assert b.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                         "AND pid = pg_backend_pid()").fetchone()[0] == 0
+        a.execute("SELECT hidden_setting()")
+        assert b.execute("SHOW statement_timeout").fetchone()[0] == "0"
+        # DISCARD ALL took the tracked state too: the server is clean.
+        assert b.execute("SHOW work_mem").fetchone()[0] == "4MB"
+    rows = leaks(pooler)
+    hidden = {r[1]: r for r in rows if r[0] == "hidden"}
+    assert "advisory_lock: 1 lock" in hidden, rows
+    assert "set: statement_timeout" in hidden, rows
+    row = hidden["advisory_lock: 1 lock"]
+    assert row[3] == "reset" and row[6] == "hider" and row[8] == "server", row
+    # The SQL checks had said "possible" for the opaque calls.
+    assert any(r[0] == "opaque_call" and r[1] == "hidden_lock" and r[2] == "possible"
+               for r in rows), rows
+    rc, out, err = pooler.psql(None, db="pgsluice", args=["-c", "SHOW CONFIG"])
+    assert "session_state_verify|always" in out, out
+
+
+def test_verify_sample_checks_one_release_in_n(pg, make_pooler):
+    pg.psql(HIDDEN_FUNCTIONS, db="app")
+    pooler = make_pooler(default_pool_size=1, admin_users="app", session_state_verify="sample",
+                         session_state_verify_sample=1000)
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        a.execute("SELECT 1")  # the first release of the run is the sampled one
+        a.execute("SELECT hidden_setting()")  # the next 999 are not checked
+        assert b.execute("SHOW statement_timeout").fetchone()[0] == "4242ms"
+        b.execute("RESET statement_timeout")
+    assert not [r for r in leaks(pooler) if r[0] == "hidden"]
+
+
+def test_long_hold_is_counted(make_pooler):
+    pooler = make_pooler(default_pool_size=2, admin_users="app", session_state_long_hold="1")
+    with pooler.connect() as a:
+        a.execute("SELECT 1")  # a transaction is open, and the client goes quiet
+        deadline = time.time() + 15
+        found = []
+        while time.time() < deadline and not found:
+            time.sleep(0.3)
+            found = [r for r in leaks(pooler) if r[0] == "long_hold"]
+        a.rollback()
+    assert found and found[0][3] == "warn" and found[0][9] == "1", found
+    # A short transaction is not one.
+    with pooler.connect() as c:
+        c.execute("SELECT 1")
+        c.commit()
+    assert [r[9] for r in leaks(pooler) if r[0] == "long_hold"] == ["1"]
+
+
+def test_leak_report_json_on_demand_and_at_shutdown(make_pooler, tmp_path):
+    import json
+    import os
+    report = tmp_path / "leaks.json"
+    pooler = make_pooler(default_pool_size=1, admin_users="app", leak_report_file=str(report))
+    os.chmod(tmp_path, 0o777)
+    with pooler.connect(autocommit=True, application_name="reporter") as a:
+        a.execute("SET search_path = public")
+        a.execute("SELECT pg_advisory_lock(8)")
+        a.execute("SELECT pg_advisory_unlock(8)")
+    rc, out, err = pooler.psql("SHOW LEAK_REPORT", db="pgsluice")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["totals"]["by_kind"] == {"advisory_lock": 1, "set": 1}, doc
+    assert doc["totals"]["by_action"] == {"warn": 2}, doc
+    f = [x for x in doc["findings"] if x["kind"] == "set"][0]
+    assert f["detail"] == "search_path" and f["application_name"] == "reporter", f
+    assert json.loads(report.read_text())["totals"]["events"] == 2
+    with pooler.connect(autocommit=True) as a:
+        a.execute("LISTEN at_shutdown")
+    pooler.stop()
+    doc = json.loads(report.read_text())
+    assert doc["totals"]["by_kind"].get("listen") == 1, doc
+
+
+def test_metrics_count_by_kind_and_action(make_pooler):
+    import urllib.request
+    from harness import free_port
+    mport = free_port()
+    pooler = make_pooler(default_pool_size=1, metrics_port=mport,
+                         session_state_action="reset,listen:reject")
+    with pooler.connect(autocommit=True) as a:
+        a.execute("SET work_mem = '5MB'")
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            a.execute("LISTEN nope")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
+    assert 'pgsluice_session_state_findings_total{kind="set",action="reset"' in body, body
+    assert 'pgsluice_session_state_findings_total{kind="listen",action="reject"' in body, body
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_rejected_parse_with_parameters_without_rewriting(make_pooler, binary):
+    # max_prepared_statements = 0: the refused Parse is replaced by one the server refuses; its
+    # Bind must not fail first on the parameter count (08P01) — the client gets 0A000.
+    pooler = make_pooler(default_pool_size=1, max_prepared_statements=0,
+                         session_state_action="reject")
+    with pooler.connect(autocommit=True) as a:
+        ph = "%b" if binary else "%s"
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+            a.execute(f"SELECT pg_advisory_lock({ph})", (5,))
+        assert "pg_advisory_xact_lock" in (e.value.diag.message_hint or "")
+        # A named statement (psycopg prepares it), refused again at each use.
+        for _ in range(2):
+            with pytest.raises(psycopg.errors.FeatureNotSupported):
+                a.execute(f"SELECT set_config('a.b', {ph}, false)", ("x",), prepare=True)
+        assert a.execute(f"SELECT {ph}::int + 1", (41,)).fetchone()[0] == 42
+        assert a.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                         ).fetchone()[0] == 0

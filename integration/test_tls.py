@@ -313,3 +313,64 @@ def test_pgbench_over_tls(pgbench_data, make_pooler):
     assert "number of failed transactions: 0" in out, out
     processed = int(out.split("number of transactions actually processed: ")[1].split()[0])
     assert processed > 100, out
+
+
+# --- certificate reload ------------------------------------------------------------------------
+
+
+def served_certificate(port: int) -> bytes:
+    """The DER certificate pgsluice presents after an SSLRequest (not verified: only looked at)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection((harness.HOST, port), timeout=10) as s:
+        s.sendall(SSL_REQUEST)
+        assert s.recv(1) == b"S"
+        with ctx.wrap_socket(s) as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def der_of(pem_path: str) -> bytes:
+    import ssl
+    with open(pem_path) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
+
+
+def test_sighup_reloads_certificate_files(pg, make_pooler, tmp_path):
+    import os
+    import shutil
+    import signal
+    t = pg.tls
+    cert, key = str(tmp_path / "pooler.crt"), str(tmp_path / "pooler.key")
+    shutil.copy(t.server_cert, cert)
+    shutil.copy(t.server_key, key)
+    p = make_pooler(**client_tls(pg, client_tls_cert_file=cert, client_tls_key_file=key))
+    assert served_certificate(p.port) == der_of(t.server_cert)
+    keeper = p.connect(autocommit=True, sslmode="require")
+
+    # A renewed certificate (another key, CN and serial) under the same file names.
+    renewed, renewed_key = str(tmp_path / "renewed.crt"), str(tmp_path / "renewed.key")
+    t._make_leaf(renewed, renewed_key, "renewed.localhost", t.ca_cert, t.ca_key,
+                 "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    shutil.copy(renewed, cert)
+    shutil.copy(renewed_key, key)
+    os.kill(p.proc.pid, signal.SIGHUP)
+    assert p.wait_for_log(r"SIGHUP: configuration reloaded", 10), p.log()
+    assert served_certificate(p.port) == der_of(renewed)
+    rc, out, err = harness.run(["openssl", "x509", "-noout", "-subject", "-in", cert])
+    assert "renewed.localhost" in out
+    rc, out, err = psql_conninfo(p, f"sslmode=verify-full sslrootcert={t.ca_cert}", "SELECT 1")
+    assert rc == 0, err
+    # The connection made before the reload keeps its session.
+    assert keeper.execute("SELECT 5").fetchone()[0] == 5
+
+    # A broken file: the error is logged and the certificate in use stays.
+    with open(cert, "w") as f:
+        f.write("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+    os.kill(p.proc.pid, signal.SIGHUP)
+    assert p.wait_for_log(r"RELOAD: client_tls_cert_file: cannot load", 10), p.log()
+    assert served_certificate(p.port) == der_of(renewed)
+    rc, out, err = psql_conninfo(p, "sslmode=require", "SELECT 1")
+    assert rc == 0, err
+    keeper.close()

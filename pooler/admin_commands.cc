@@ -127,6 +127,10 @@ const std::map<std::string, CommandSpec>& commands() {
             w.admin_control().shutdown_when_clients_gone();
             return done("SHUTDOWN");
           }
+          if (c.arg == "WAIT_FOR_SERVERS") {
+            w.shutdown().wait_for_servers();  // the same path as SIGINT (shutdown.h)
+            return done("SHUTDOWN");
+          }
           if (!c.arg.empty()) {
             return AdminResult::failure(kAdminSyntaxError,
                                         "SHUTDOWN: unknown mode '" + c.arg + "'");

@@ -159,9 +159,7 @@ std::string AdminControl::kill_client(uint64_t id) {
 }
 
 void AdminControl::shutdown_when_clients_gone() {
-  shutdown_wait_ = true;
-  worker_.close_listeners();
-  tick();
+  worker_.shutdown().wait_for_clients();  // the same path as SIGTERM (shutdown.h)
 }
 
 void AdminControl::wait(AdminSession& session, WaitKind kind, std::string db, std::string tag) {
@@ -201,14 +199,6 @@ void AdminControl::tick() {
     stats_old_stamp_us_ = stats_new_stamp_us_;
     stats_new_stamp_us_ = now;
     worker_.for_each_pool([](Pool& p) { p.stats().roll(); });
-  }
-  if (shutdown_wait_) {
-    size_t clients = 0;
-    worker_.for_each_client([&](Client& c) { clients += c.is_admin_console() ? 0 : 1; });
-    if (clients == 0) {
-      spdlog::info("SHUTDOWN WAIT_FOR_CLIENTS: no client left, shutting down");
-      worker_.stop();
-    }
   }
 }
 

@@ -73,7 +73,6 @@ class AdminControl {
   std::map<std::string, bool> paused_dbs_;  // PAUSE db / KILL db (true: servers close)
   std::set<std::string> disabled_dbs_;
   std::vector<Waiter> waiters_;
-  bool shutdown_wait_ = false;
   uint64_t stats_old_stamp_us_;
   uint64_t stats_new_stamp_us_;
 };

@@ -351,13 +351,19 @@ AdminResult show_databases(Worker& worker) {
     } else {
       r.add(db.user);
     }
-    r.add(config.pool_size_for(db)).add(0).add(0).add(0);
+    r.add(config.pool_size_for(db)).add(config.min_pool_size_for(db));
+    r.add(config.reserve_pool_for(db));
+    r.add(static_cast<int>(config.server_lifetime_for(db).count() / 1000));
     if (db.pool_mode) {
       r.add(std::string(to_string(*db.pool_mode)));
     } else {
       r.add_null();
     }
-    r.add_null().add(0).add(servers[name]).add(0).add(clients[name]);
+    r.add_null()
+        .add(config.max_db_connections_for(db))
+        .add(servers[name])
+        .add(0)
+        .add(clients[name]);
     r.add(worker.admin_control().db_paused(name)).add(worker.admin_control().db_disabled(name));
   }
   r.set_tag("SHOW");
@@ -390,7 +396,10 @@ AdminResult show_users(Worker& worker) {
     } else {
       r.add_null();
     }
-    r.add(0).add(servers[name]).add(0).add(clients[name]);
+    r.add(worker.config().max_user_connections_for(name))
+        .add(servers[name])
+        .add(0)
+        .add(clients[name]);
   }
   r.set_tag("SHOW");
   return r;
@@ -512,7 +521,7 @@ AdminResult show_help() {
   AdminResult r;
   r.notice("Console usage",
            "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|STATE"
-           "\n\tSHOW LISTS|MEM|WORKERS|LEAKS|PREPARED"
+           "\n\tSHOW LISTS|MEM|WORKERS|LEAKS|LEAK_REPORT|PREPARED|PREPARED_STATEMENTS"
            "\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
            "\n\tSET key = arg"
            "\n\tRELOAD"
@@ -572,7 +581,9 @@ std::optional<AdminResult> admin_show(Worker& worker, const std::string& subject
   if (subject == "VERSION") return show_version();
   if (subject == "WORKERS") return show_workers(worker);
   if (subject == "LEAKS") return show_leaks(worker);
+  if (subject == "LEAK_REPORT") return show_leak_report(worker);
   if (subject == "PREPARED") return show_prepared(worker);
+  if (subject == "PREPARED_STATEMENTS") return show_prepared_statements(worker);
   if (subject == "HELP") return show_help();
   return fake_show(subject);
 }

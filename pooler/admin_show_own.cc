@@ -1,11 +1,13 @@
-// pgsluice's own SHOW commands: LEAKS (the session-state findings) and PREPARED (protocol-level
-// prepared statements per pool and in the registry).
+// pgsluice's own SHOW commands: LEAKS (the session-state findings), PREPARED and
+// PREPARED_STATEMENTS (protocol-level prepared statements per pool, and per statement in the
+// registry).
 #include "pooler/admin_show_own.h"
 
 #include <fmt/format.h>
 
 #include <ctime>
 
+#include "pooler/leak_report.h"
 #include "pooler/pool.h"
 #include "pooler/worker.h"
 
@@ -59,6 +61,17 @@ AdminResult show_leaks(Worker& worker) {
   return r;
 }
 
+AdminResult show_leak_report(Worker& worker) {
+  // On demand: the file too, when leak_report_file is set (a staging run's report so far).
+  std::string err = write_leak_report(worker);
+  if (!err.empty()) return AdminResult::failure("58030", "SHOW LEAK_REPORT: " + err);
+  AdminResult r;
+  r.text("report");
+  r.row().add(leak_report_json(worker));
+  r.set_tag("SHOW");
+  return r;
+}
+
 AdminResult show_prepared(Worker& worker) {
   AdminResult r;
   r.text("database")
@@ -66,6 +79,8 @@ AdminResult show_prepared(Worker& worker) {
       .int8("client_parse_count")
       .int8("server_parse_count")
       .int8("bind_count")
+      .int8("eviction_count")
+      .int8("stale_plan_retry_count")
       .int8("registry_statements")
       .int4("max_prepared_statements");
   uint64_t registry = worker.prepared_registry().size();
@@ -77,9 +92,48 @@ AdminResult show_prepared(Worker& worker) {
         .add(c.client_parse_count)
         .add(c.server_parse_count)
         .add(c.bind_count)
+        .add(c.prepared_evictions)
+        .add(c.prepared_retries)
         .add(registry)
         .add(worker.settings().max_prepared_statements);
   });
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_prepared_statements(Worker& worker) {
+  AdminResult r;
+  r.text("name")
+      .int8("clients")
+      .int8("servers")
+      .int8("client_parse_count")
+      .int8("server_parse_count")
+      .int8("bind_count")
+      .int8("generation")
+      .int8("stale_plan_retry_count")
+      .int8("stale_plan_refusal_count")
+      .text("parameter_types")
+      .text("query");
+  for (const PreparedStatementRef& s : worker.prepared_registry().entries()) {
+    const PreparedStatementStats& c = *s->stats;
+    std::string types;
+    for (uint32_t t : s->parameter_types) {
+      if (!types.empty()) types.push_back(',');
+      types += std::to_string(t);
+    }
+    r.row()
+        .add(s->server_name)
+        .add(c.client_names)
+        .add(c.servers)
+        .add(c.client_parses)
+        .add(c.server_parses)
+        .add(c.binds)
+        .add(s->generation)
+        .add(c.retries)
+        .add(c.stale_refusals)
+        .add(types)
+        .add(abbreviate_query(s->query, kShownQueryBytes));
+  }
   r.set_tag("SHOW");
   return r;
 }

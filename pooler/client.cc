@@ -11,9 +11,12 @@
 #include "pgsluice/protocol/startup.h"
 #include "pooler/admin_session.h"
 #include "pooler/admin_views.h"
+#include "pooler/auth_query.h"
+#include "pooler/client_limits.h"
 #include "pooler/pool.h"
 #include "pooler/server.h"
 #include "pooler/session_check.h"
+#include "pooler/shutdown.h"
 #include "pooler/sqlstate.h"
 #include "pooler/tls_session.h"
 #include "pooler/worker.h"
@@ -69,7 +72,7 @@ Client::~Client() = default;
 void Client::start() {
   peer_ = peer_name(channel_);
   log_id_ = fmt::format("C-{} {}", id_, peer_);
-  connected_ms_ = worker_.now_ms();
+  connected_ms_ = last_request_ms_ = worker_.now_ms();
   channel_.start_reading();
 }
 
@@ -109,6 +112,7 @@ void Client::close(std::string_view reason) {
     server->detach_client();
   }
   if (registered_for_cancel_) worker_.unregister_cancel_key(*this);
+  if (auth_lookup_pending_) worker_.auth_query().forget(*this);
   set_state(State::closing);
   channel_.close_when_flushed();
 }
@@ -139,6 +143,7 @@ void Client::on_server_drained() {
 // --- input dispatch ---
 
 void Client::on_channel_readable(Channel&) {
+  last_request_ms_ = worker_.now_ms();
   process_input();
 }
 
@@ -299,40 +304,18 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
     return false;
   }
+  if (!admin_console_ && !client_limits_admit(worker_, *this)) return false;
   // DISABLE db (admin_control.h) refuses new connections; it fails the client itself.
   if (!admin_console_ && !worker_.admin_control().admit(*this)) return false;
 
-  if (settings.auth_type == AuthType::cert) {
-    login_by_certificate();
-    return false;
-  }
-  std::optional<std::string> secret = worker_.secret_for(user_);
-  const pp::ScramVerifier* plain_verifier = secret && settings.auth_type == AuthType::scram_sha_256
-                                                ? worker_.plain_scram_verifier(user_, *secret)
-                                                : nullptr;
-  auth_.emplace(settings.auth_type, user_, std::move(secret), plain_verifier);
-  if (channel_.tls() != nullptr) auth_->set_channel_binding(channel_.tls()->server_end_point());
-  ClientAuth::Result result = auth_->start(channel_.output());
-  channel_.flush();
-  switch (result) {
-    case ClientAuth::Result::ok:
-      auth_succeeded();
-      return false;
-    case ClientAuth::Result::need_response:
-      set_state(State::auth);
-      return false;
-    case ClientAuth::Result::failed:
-    case ClientAuth::Result::protocol_violation:
-      fail(sqlstate::kInvalidPassword,
-           fmt::format("password authentication failed for user \"{}\"", user_));
-      return false;
-  }
+  begin_authentication();  // client_login.cc
   return false;
 }
 
 // --- authentication ---
 
 void Client::process_auth_input() {
+  if (!auth_) return;  // the secret is still being looked up (auth_query)
   while (state_ == State::auth) {
     pp::FrameResult frame = channel_.input().next();
     if (frame.status == pp::FrameStatus::need_more) return;
@@ -355,6 +338,7 @@ void Client::process_auth_input() {
         return;
       case ClientAuth::Result::failed:
         spdlog::warn("{} login failed: {}", log_id_, auth_->failure_reason());
+        note_auth_failure();
         send_error("FATAL", sqlstate::kInvalidPassword,
                    fmt::format("password authentication failed for user \"{}\"", user_));
         close("authentication failed");
@@ -376,6 +360,11 @@ void Client::auth_succeeded() {
   }
   pool_ = &worker_.pool_for(*db_entry_, user_);
   ServerCredentials& cred = pool_->credentials();
+  if (secret_from_lookup_ && cred.user == user_ && auth_->secret()) {
+    // auth_query's secret logs the pool in (an MD5 hash, or SCRAM pass-through below); the
+    // latest lookup wins, so a password changed on the server reaches the pool too.
+    cred.password = *auth_->secret();
+  }
   if (auth_->proven_client_key() && cred.user == user_ && pp::is_scram_verifier(cred.password)) {
     // SCRAM pass-through: the keys this client proved log the pool in to the server.
     cred.scram_client_key = auth_->proven_client_key();
@@ -391,14 +380,18 @@ void Client::auth_succeeded() {
 
 void Client::on_welcome(const ParameterSet& server_parameters) {
   if (state_ != State::welcome_wait) return;
+  if (!worker_.register_cancel_key(*this)) {
+    spdlog::error("{} could not generate a random cancel key", log_id_);
+    fail(sqlstate::kInternalError, "could not generate random cancel key");
+    return;
+  }
+  registered_for_cancel_ = true;
   std::string& out = channel_.output();
   pp::write_authentication_ok(out);
   for (const auto& [name, value] : server_parameters.items()) {
     if (reported_.get(name) == nullptr) reported_.set(name, value);
   }
   for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
-  worker_.register_cancel_key(*this);
-  registered_for_cancel_ = true;
   pp::write_backend_key_data(out, cancel_pid_, cancel_key_);
   pp::write_ready_for_query(out, 'I');
   channel_.flush();
@@ -537,6 +530,14 @@ void Client::forward_to_server() {
         continue;
       }
     }
+    if (!refused_statements_.empty() && !server_->rewrites_statements() &&
+        (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {
+      flush_batch();
+      if (bind_refused_statement(frame.message, out.output())) {
+        server_->note_client_message(type);
+        continue;
+      }
+    }
     if (server_->rewrites_statements() &&
         (type == fe::kParse || type == fe::kBind || type == fe::kDescribe || type == fe::kClose ||
          type == fe::kQuery)) {
@@ -554,8 +555,8 @@ void Client::forward_to_server() {
           continue;
       }
     }
-    server_->note_client_message(type);
     std::string_view wire = frame.message.wire;
+    server_->note_client_message(type, /*queue_reply=*/true, wire);
     if (batch_begin != nullptr && batch_begin + batch_size == wire.data()) {
       batch_size += wire.size();
     } else {
@@ -578,6 +579,11 @@ void Client::forward_to_server() {
 void Client::on_server_released() {
   server_ = nullptr;
   set_state(State::idle);
+  // SIGINT: the transaction this client ran is over; what it sends next is never begun.
+  if (worker_.shutdown().draining()) {
+    fail(sqlstate::kAdminShutdown, kShutdownMessage);
+    return;
+  }
   channel_.start_reading();
   process_regular_input();
 }
@@ -607,7 +613,39 @@ void Client::write_refusal(const pp::Message& message, std::string_view text, st
     return;
   }
   auto parse = pp::parse_parse(message.body);
-  pp::write_parse(out, parse ? parse.value.statement : std::string_view(), statement, {});
+  std::string_view name = parse ? parse.value.statement : std::string_view();
+  pp::write_parse(out, name, statement, {});
+  if (!server_->rewrites_statements() &&
+      std::find(refused_statements_.begin(), refused_statements_.end(), name) ==
+          refused_statements_.end()) {
+    refused_statements_.emplace_back(name);
+  }
+}
+
+bool Client::bind_refused_statement(const pp::Message& message, std::string& out) {
+  auto forget = [this](std::string_view name) {
+    std::erase_if(refused_statements_, [&](const std::string& n) { return n == name; });
+  };
+  if (message.type == fe::kParse) {
+    // A statement that passed the checks takes the name again.
+    if (auto p = pp::parse_parse(message.body)) forget(p.value.statement);
+    return false;
+  }
+  if (message.type == fe::kClose) {
+    auto c = pp::parse_close(message.body);
+    if (c && c.value.kind == 'S') forget(c.value.name);
+    return false;
+  }
+  auto bind = pp::parse_bind(message.body);
+  if (!bind || std::find(refused_statements_.begin(), refused_statements_.end(),
+                         bind.value.statement) == refused_statements_.end()) {
+    return false;
+  }
+  // No parameter format, no parameter, no result format.
+  static constexpr char kNothing[6] = {0, 0, 0, 0, 0, 0};
+  pp::write_bind_renamed(out, bind.value.portal, bind.value.statement,
+                         std::string_view(kNothing, sizeof(kNothing)));
+  return true;
 }
 
 }  // namespace pgsluice

@@ -25,6 +25,7 @@
 namespace pgsluice {
 
 class AdminSession;
+struct AuthLookupResult;
 class Pool;
 class Server;
 class Worker;
@@ -66,6 +67,9 @@ class Client final : public ChannelOwner {
   // view of the value changes.
   void on_server_parameter(std::string_view name, std::string_view value);
 
+  // --- from AuthQuery: the secret of a user without an auth_file entry (client_login.cc) ---
+  void on_auth_lookup(const AuthLookupResult& result);
+
   // Closes the connection; `reason` is logged (when log_disconnections is on).
   void close(std::string_view reason);
 
@@ -81,6 +85,8 @@ class Client final : public ChannelOwner {
   [[nodiscard]] const ParameterSet& startup_extras() const { return extras_; }
   [[nodiscard]] uint64_t wait_started_ms() const { return wait_started_ms_; }
   [[nodiscard]] uint64_t connected_ms() const { return connected_ms_; }
+  // When the client last sent anything (client_idle_timeout).
+  [[nodiscard]] uint64_t last_request_ms() const { return last_request_ms_; }
   [[nodiscard]] int32_t cancel_pid() const { return cancel_pid_; }
   [[nodiscard]] const std::string& cancel_key() const { return cancel_key_; }
   [[nodiscard]] const std::string& log_id() const { return log_id_; }
@@ -89,6 +95,9 @@ class Client final : public ChannelOwner {
   // Protocol-level prepared statements: a name the server skipped (an error earlier in the
   // batch) is free again.
   void forget_statement(const std::string& name, uint64_t id);
+  // A stale plan (0A000) of `stmt` reached this client, or its batch was sent again with a
+  // Describe of the portal: the client knows the statement's new row description.
+  void note_stale_plan_seen(const PreparedStatement& stmt);
 
   // ChannelOwner
   void on_channel_readable(Channel& channel) override;
@@ -117,6 +126,13 @@ class Client final : public ChannelOwner {
   bool accept_tls();
   bool tls_requirement_met();
   void login_by_certificate();
+  // Authentication (client_login.cc): the method (auth_type, or the auth_hba_file rule that
+  // matches), the secret (auth_file, or auth_query), then the exchange.
+  void begin_authentication();
+  std::optional<AuthType> decide_by_hba();
+  bool peer_matches();
+  void start_exchange(std::optional<std::string> secret);
+  void note_auth_failure();
   void process_auth_input();
   void auth_succeeded();
   void process_regular_input();
@@ -137,6 +153,10 @@ class Client final : public ChannelOwner {
   // A refused Query or Parse, replaced by a statement the server itself refuses.
   void write_refusal(const protocol::Message& message, std::string_view text, std::string_view hint,
                      std::string& out);
+  // Without statement rewriting, a refused Parse became a statement with no parameter: a Bind
+  // of it is sent without its parameters, so that the client gets the 0A000 at Execute
+  // rather than a parameter-count error. True when `message` was written here.
+  bool bind_refused_statement(const protocol::Message& message, std::string& out);
 
   Worker& worker_;
   uint64_t id_;
@@ -146,6 +166,7 @@ class Client final : public ChannelOwner {
   std::string peer_;
   uint64_t connected_ms_ = 0;
   uint64_t wait_started_ms_ = 0;
+  uint64_t last_request_ms_ = 0;
 
   std::string user_;
   std::string database_;
@@ -153,6 +174,9 @@ class Client final : public ChannelOwner {
   int32_t protocol_version_ = 0;
   std::optional<DatabaseEntry> db_entry_;
   std::optional<ClientAuth> auth_;
+  AuthType auth_method_ = AuthType::md5;  // the method in use (auth_type, or the hba rule's)
+  bool auth_lookup_pending_ = false;      // waiting for AuthQuery
+  bool secret_from_lookup_ = false;       // the secret came from auth_query
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;
   ParameterSet reported_;  // the client's view of every parameter the server reports
@@ -161,8 +185,9 @@ class Client final : public ChannelOwner {
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;
   bool registered_for_cancel_ = false;
-  std::unordered_map<std::string, PreparedStatementRef> statements_;
+  std::unordered_map<std::string, ClientStatement> statements_;
   bool discard_until_sync_ = false;
+  std::vector<std::string> refused_statements_;  // see bind_refused_statement()
   SessionPolicy session_policy_;
   bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
   size_t passthrough_remaining_ = 0;

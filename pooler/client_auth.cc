@@ -22,7 +22,8 @@ constexpr std::string_view kScramPlusMechanism = "SCRAM-SHA-256-PLUS";
 std::string random_bytes(size_t n) {
   std::string out(n, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
-    // RAND_bytes does not fail on a working system; a zero salt still authenticates correctly.
+    // Only SCRAM salts and the doomed verifier come from here: a zero salt weakens nothing that
+    // an attacker could replay (the server nonce of the exchange is random or fatal).
     out.assign(n, '\0');
   }
   return out;
@@ -59,8 +60,9 @@ ClientAuth::ClientAuth(AuthType type, std::string user, std::optional<std::strin
       method_ = Method::scram;
       break;
     case AuthType::cert:
-      // Decided by the client's TLS certificate before any ClientAuth; should one be made anyway,
-      // it asks for a password nobody has.
+    case AuthType::hba:
+      // Decided before any ClientAuth (by the client's TLS certificate, by the hba rule's
+      // method); should one be made anyway, it asks for a password nobody has.
       method_ = Method::cleartext;
       secret_.reset();
       break;
@@ -82,8 +84,10 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
       pp::write_authentication_cleartext_password(out);
       break;
     case Method::md5: {
-      std::string salt = random_bytes(md5_salt_.size());
-      std::memcpy(md5_salt_.data(), salt.data(), md5_salt_.size());
+      // A predictable salt would let a captured MD5 response be replayed: no salt, no login.
+      if (RAND_bytes(md5_salt_.data(), static_cast<int>(md5_salt_.size())) != 1) {
+        return fail("could not generate a random MD5 salt");
+      }
       pp::write_authentication_md5_password(out, md5_salt_);
       break;
     }
@@ -117,7 +121,7 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
 }
 
 ClientAuth::Result ClientAuth::check_cleartext(std::string_view password) {
-  if (!secret_) return fail("no such user in auth_file");
+  if (!secret_) return fail("no such user (auth_file, auth_query) or no password");
   const std::string& s = *secret_;
   bool ok = false;
   if (pp::is_scram_verifier(s)) {
@@ -151,7 +155,7 @@ ClientAuth::Result ClientAuth::on_response(std::string_view body, std::string& o
     case Method::md5: {
       auto msg = pp::parse_password_message(body);
       if (!msg) return Result::protocol_violation;
-      if (!secret_) return fail("no such user in auth_file");
+      if (!secret_) return fail("no such user (auth_file, auth_query) or no password");
       if (!pp::md5_verify_response(*secret_, user_, md5_salt_, msg.value.password)) {
         return fail("password does not match");
       }
@@ -183,7 +187,7 @@ ClientAuth::Result ClientAuth::on_response(std::string_view body, std::string& o
       std::string server_final;
       auto status = scram_->handle_client_final(msg.value.data, server_final);
       if (status != pp::ScramStatus::ok) {
-        if (!secret_) return fail("no such user in auth_file");
+        if (!secret_) return fail("no such user (auth_file, auth_query) or no password");
         if (pp::is_md5_password_hash(*secret_)) {
           return fail("auth_file holds an MD5 hash, which cannot verify SCRAM");
         }

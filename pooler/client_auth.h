@@ -1,7 +1,8 @@
-// Authenticating a client against the auth_file, by the configured auth_type: trust, plain
-// (cleartext), md5 and scram-sha-256. A user without a secret goes through the same exchange as
-// one with a wrong password (a made-up MD5 salt or SCRAM verifier), so that neither the answer nor
-// its timing tells which user names exist.
+// Authenticating a client against its secret (from the auth_file or auth_query) by a method:
+// trust, plain (cleartext), md5 and scram-sha-256 (auth_type, or the auth_hba_file rule's). A
+// user without a secret goes through the same exchange as one with a wrong password (a made-up
+// MD5 salt or SCRAM verifier), so that neither the answer nor its timing tells which user names
+// exist.
 #pragma once
 
 #include <array>
@@ -34,6 +35,8 @@ class ClientAuth {
   // Handles the body of the client's 'p' message; may write the next request to `out`.
   Result on_response(std::string_view body, std::string& out);
 
+  // The secret the exchange checks against (auth_file or auth_query), nullopt for none.
+  [[nodiscard]] const std::optional<std::string>& secret() const { return secret_; }
   // Why it failed, for the log only (the client gets PostgreSQL's generic message).
   [[nodiscard]] const std::string& failure_reason() const { return failure_reason_; }
   // After a SCRAM exchange against a stored verifier: the keys for SCRAM pass-through.

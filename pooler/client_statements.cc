@@ -22,6 +22,36 @@ void Client::forget_statement(const std::string& name, uint64_t id) {
   if (it != statements_.end() && it->second->id == id) statements_.erase(it);
 }
 
+void Client::note_stale_plan_seen(const PreparedStatement& stmt) {
+  for (auto& [name, use] : statements_) {
+    if (use->id == stmt.id) use.saw_current();
+  }
+}
+
+// Whether the client's messages after a Bind of `portal`, as far as they have arrived, describe
+// that portal before executing it (libpq, psycopg, pgbench do; asyncpg and pgjdbc rely on the
+// row description they cached). Drivers write a batch at once: what has not arrived yet counts
+// as no Describe, which gives PostgreSQL's own answer.
+static bool batch_describes_portal(std::string_view rest, std::string_view portal) {
+  while (rest.size() >= 5) {
+    char type = rest[0];
+    uint32_t length = 0;
+    for (int i = 1; i <= 4; ++i) length = (length << 8) | static_cast<unsigned char>(rest[i]);
+    if (length < 4 || rest.size() - 1 < length) return false;
+    std::string_view body = rest.substr(5, length - 4);
+    if (type == fe::kDescribe && !body.empty() && body[0] == 'P') {
+      std::string_view name = body.substr(1);
+      name = name.substr(0, name.find('\0'));
+      if (name == portal) return true;
+    }
+    if (type == fe::kExecute || type == fe::kSync || type == fe::kQuery || type == fe::kBind) {
+      return false;
+    }
+    rest.remove_prefix(1 + length);
+  }
+  return false;
+}
+
 void Client::refuse_until_sync(std::string code, std::string message, std::string hint) {
   server_->expect(PendingReply{PendingKind::made_error, 0, std::move(message), std::move(code),
                                std::move(hint)});
@@ -32,7 +62,7 @@ void Client::refuse_until_sync(std::string code, std::string message, std::strin
 
 // Makes sure the linked server has `stmt`, preparing it there (hidden from the client) if not.
 static void ensure_on_server(Server& server, const PreparedStatement& stmt, std::string& out) {
-  if (server.has_statement(stmt.id)) {
+  if (server.has_statement(stmt)) {
     server.touch_statement(stmt.id);
     return;
   }
@@ -44,18 +74,42 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
   switch (message.type) {
     case fe::kParse: {
       auto parse = pp::parse_parse(message.body);
-      if (!parse || parse.value.statement.empty()) return Routed::as_is;
+      if (!parse) return Routed::as_is;
+      if (parse.value.statement.empty()) {
+        // psycopg sends DEALLOCATE ALL through the extended protocol after a ROLLBACK: it drops
+        // the pooler's statements on the server too.
+        DeallocateCommand command = parse_deallocate_command(parse.value.query);
+        if (command.kind == DeallocateCommand::Kind::deallocate_all ||
+            command.kind == DeallocateCommand::Kind::discard_all) {
+          statements_.clear();
+          server.statements_may_be_gone();
+        }
+        return Routed::as_is;
+      }
       std::string name(parse.value.statement);
       ++pool_->counters().client_parse_count;
-      if (statements_.count(name) != 0) {
-        refuse_until_sync("42P05", fmt::format("prepared statement \"{}\" already exists", name),
-                          {});
-        return Routed::answered;
+      auto existing = statements_.find(name);
+      if (existing != statements_.end()) {
+        // PostgreSQL's 42P05 fails the transaction (status 'E' in a block, and the COMMIT that
+        // follows rolls back): a refusal made up here could not do that. The server gets the
+        // client's Parse under the name of the statement the client's name maps to, which it
+        // has (prepared first if not); its 42P05 goes to the client under the client's name,
+        // and any error PostgreSQL checks first (syntax, an aborted transaction) as it is.
+        PreparedStatementRef held = existing->second.ref();
+        ensure_on_server(server, *held, out);
+        size_t mark = out.size();
+        pp::write_parse(out, held->server_name, parse.value.query, parse.value.parameter_types);
+        server.expect_sent(PendingReply{PendingKind::parse_duplicate, 0, name, {}, {}}, out, mark);
+        // The server skips the rest of the batch after the error: so does the pooler, which
+        // must not act on Close or Parse messages PostgreSQL would not have run.
+        discard_until_sync_ = true;
+        return Routed::written;
       }
       PreparedStatementRef stmt =
           worker_.prepared_registry().get_or_create(parse.value.query, parse.value.parameter_types);
-      statements_.emplace(name, stmt);
-      if (server.has_statement(stmt->id)) {
+      statements_.emplace(name, ClientStatement(stmt));
+      ++stmt->stats->client_parses;
+      if (server.has_statement(*stmt)) {
         // Prepared on this server already (by this client earlier, or by another): the client
         // gets its ParseComplete without the server parsing anything.
         server.touch_statement(stmt->id);
@@ -73,10 +127,32 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
       auto it = statements_.find(std::string(bind.value.statement));
       // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
       if (it == statements_.end()) return Routed::as_is;
-      ensure_on_server(server, *it->second, out);
-      pp::write_bind_renamed(out, bind.value.portal, it->second->server_name,
-                             bind.value.after_statement);
-      server.expect(PendingReply{PendingKind::bind, 0, {}, {}, {}});
+      ClientStatement& use = it->second;
+      if (use.stale()) {
+        // Another client's stale plan (0A000) made the statement be prepared again with a new
+        // row description since this client last saw it. Without a Describe of the portal it
+        // would read rows of the new shape with its cached description; PostgreSQL gives it
+        // 0A000 at Bind (failing the transaction), after which drivers prepare again.
+        bool described = batch_describes_portal(channel_.input().unread(), bind.value.portal);
+        if (!described && server.may_refuse_stale_bind()) {
+          // The client's next attempt (after preparing again) works: its seen generation is
+          // updated when the error reaches it (Client::note_stale_plan_seen).
+          ++use->stats->stale_refusals;
+          spdlog::debug("{} Bind of {} ({}) refused: the statement's result type changed", log_id_,
+                        it->first, use->server_name);
+          server.refuse_stale_bind(use.ref(), out);
+          // The server skips the rest of the batch after the error: so does the pooler, which
+          // must not act on Close or Parse messages PostgreSQL would not have run.
+          discard_until_sync_ = true;
+          return Routed::written;
+        }
+        if (described) use.saw_current();
+      }
+      ensure_on_server(server, *use, out);
+      ++use->stats->binds;
+      size_t mark = out.size();
+      pp::write_bind_renamed(out, bind.value.portal, use->server_name, bind.value.after_statement);
+      server.expect_rewritten(PendingKind::bind, use.ref(), std::string_view(out).substr(mark));
       return Routed::written;
     }
     case fe::kDescribe: {
@@ -87,8 +163,11 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
       auto it = statements_.find(std::string(describe.value.name));
       if (it == statements_.end()) return Routed::as_is;
       ensure_on_server(server, *it->second, out);
+      it->second.saw_current();  // the description the client gets is this generation's
+      size_t mark = out.size();
       pp::write_describe(out, 'S', it->second->server_name);
-      server.expect(PendingReply{PendingKind::describe, 0, {}, {}, {}});
+      server.expect_rewritten(PendingKind::describe, it->second.ref(),
+                              std::string_view(out).substr(mark));
       return Routed::written;
     }
     case fe::kClose: {
@@ -112,9 +191,10 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
           return Routed::answered;
         case DeallocateCommand::Kind::deallocate_all:
         case DeallocateCommand::Kind::discard_all:
-          // Runs on the server (it has other effects), and ends the pooler's statements there.
+          // Runs on the server (it has other effects), and ends the pooler's statements there
+          // (unless an error inside a transaction block makes the server refuse it).
           statements_.clear();
-          server.forget_statements();
+          server.statements_may_be_gone();
           return Routed::as_is;
       }
       return Routed::as_is;

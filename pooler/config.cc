@@ -44,6 +44,8 @@ std::string_view to_string(AuthType type) {
       return "scram-sha-256";
     case AuthType::cert:
       return "cert";
+    case AuthType::hba:
+      return "hba";
   }
   return "unknown";
 }
@@ -96,6 +98,29 @@ int Config::pool_size_for(const DatabaseEntry& db) const {
   return db.pool_size ? *db.pool_size : settings.default_pool_size;
 }
 
+int Config::min_pool_size_for(const DatabaseEntry& db) const {
+  return db.min_pool_size.value_or(settings.min_pool_size);
+}
+
+int Config::reserve_pool_for(const DatabaseEntry& db) const {
+  return db.reserve_pool.value_or(settings.reserve_pool_size);
+}
+
+int Config::max_db_connections_for(const DatabaseEntry& db) const {
+  return db.max_db_connections.value_or(settings.max_db_connections);
+}
+
+Duration Config::server_lifetime_for(const DatabaseEntry& db) const {
+  return db.server_lifetime.value_or(settings.server_lifetime);
+}
+
+int Config::max_user_connections_for(const std::string& user) const {
+  if (auto it = users.find(user); it != users.end() && it->second.max_user_connections) {
+    return *it->second.max_user_connections;
+  }
+  return settings.max_user_connections;
+}
+
 SessionPolicy Config::session_policy_for(const DatabaseEntry& db, const std::string& user,
                                          PoolMode mode) const {
   if (auto it = users.find(user); it != users.end() && it->second.session_state_action) {
@@ -115,15 +140,9 @@ constexpr int kMaxIncludeDepth = 10;  // as PgBouncer (libusual's cfparser)
 // PgBouncer 1.25's main-section keys that pgsluice does not implement yet: accepted with a
 // warning so that an existing pgbouncer.ini starts unchanged.
 const std::set<std::string_view> kPgBouncerOnlyKeys = {
-    "auth_dbname",
-    "auth_hba_file",
     "auth_ident_file",
     "auth_ldap_options",
-    "auth_query",
-    "auth_user",
     "autodb_idle_timeout",
-    "cancel_wait_timeout",
-    "client_idle_timeout",
     "client_tls13_ciphers",
     "client_tls_dheparams",
     "client_tls_ecdhcurve",
@@ -132,34 +151,18 @@ const std::set<std::string_view> kPgBouncerOnlyKeys = {
     "dns_max_ttl",
     "dns_nxdomain_ttl",
     "dns_zone_check_period",
-    "idle_transaction_timeout",
     "job_name",
     "listen_backlog",
     "log_stats",
-    "max_db_client_connections",
-    "max_db_connections",
-    "max_user_client_connections",
-    "max_user_connections",
-    "min_pool_size",
     "peer_id",
     "pkt_buf",
-    "query_timeout",
     "query_wait_notify",
-    "reserve_pool_size",
-    "reserve_pool_timeout",
     "resolv_conf",
     "sbuf_loopcnt",
     "scram_iterations",
-    "server_check_delay",
-    "server_check_query",
-    "server_fast_close",
-    "server_idle_timeout",
-    "server_lifetime",
-    "server_reset_query_always",
     "server_round_robin",
     "server_tls13_ciphers",
     "service_name",
-    "so_reuseport",
     "suspend_timeout",
     "syslog",
     "syslog_facility",
@@ -172,7 +175,6 @@ const std::set<std::string_view> kPgBouncerOnlyKeys = {
     "tcp_socket_buffer",
     "tcp_user_timeout",
     "track_extra_parameters",
-    "transaction_timeout",
     "unix_socket_group",
     "unix_socket_mode",
     "user",
@@ -181,32 +183,26 @@ const std::set<std::string_view> kPgBouncerOnlyKeys = {
 
 // PgBouncer's [databases] parameters pgsluice does not implement yet.
 const std::set<std::string_view> kPgBouncerOnlyDatabaseKeys = {
-    "auth_dbname",
-    "auth_query",
-    "auth_user",
     "load_balance_hosts",
-    "max_db_client_connections",
-    "max_db_connections",
-    "min_pool_size",
-    "reserve_pool",
-    "reserve_pool_size",
-    "server_lifetime",
 };
 
 // PgBouncer's [users] parameters pgsluice does not implement yet.
 const std::set<std::string_view> kPgBouncerOnlyUserKeys = {
-    "client_idle_timeout",
-    "idle_transaction_timeout",
-    "max_user_client_connections",
-    "max_user_connections",
     "pool_size",
-    "query_timeout",
     "reserve_pool_size",
-    "transaction_timeout",
 };
 
+// The [users] client timeouts (PgBouncer 1.24), by key; null for any other key.
+std::optional<Duration> UserEntry::*user_timeout_field(std::string_view key) {
+  if (key == "client_idle_timeout") return &UserEntry::client_idle_timeout;
+  if (key == "query_timeout") return &UserEntry::query_timeout;
+  if (key == "idle_transaction_timeout") return &UserEntry::idle_transaction_timeout;
+  if (key == "transaction_timeout") return &UserEntry::transaction_timeout;
+  return nullptr;
+}
+
 // auth_type values PgBouncer has and pgsluice does not (yet).
-const std::set<std::string_view> kUnsupportedAuthTypes = {"any", "hba", "ldap", "pam"};
+const std::set<std::string_view> kUnsupportedAuthTypes = {"any", "ldap", "pam"};
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -360,12 +356,15 @@ std::string parse_auth_type(std::string_view value, AuthType& out) {
     out = AuthType::scram_sha_256;
   } else if (v == "cert") {
     out = AuthType::cert;
+  } else if (v == "hba") {
+    out = AuthType::hba;
   } else if (kUnsupportedAuthTypes.contains(v)) {
     return quoted(v) +
            " is a PgBouncer authentication method pgsluice does not support yet (use trust, "
-           "plain, md5, scram-sha-256 or cert)";
+           "plain, md5, scram-sha-256, cert or hba)";
   } else {
-    return "invalid value " + quoted(value) + ": expected trust, plain, md5, scram-sha-256 or cert";
+    return "invalid value " + quoted(value) +
+           ": expected trust, plain, md5, scram-sha-256, cert or hba";
   }
   return {};
 }
@@ -470,6 +469,11 @@ const std::unordered_map<std::string, Setter>& main_setters() {
       {"auth_type",
        [](std::string_view v, Settings& s) { return parse_auth_type(v, s.auth_type); }},
       {"auth_file", string_key(&Settings::auth_file)},
+      {"auth_hba_file", string_key(&Settings::auth_hba_file)},
+      {"auth_user", string_key(&Settings::auth_user)},
+      {"auth_query", string_key(&Settings::auth_query)},
+      {"auth_dbname", string_key(&Settings::auth_dbname)},
+      {"auth_query_cache_ttl", duration_key(&Settings::auth_query_cache_ttl)},
       {"pool_mode",
        [](std::string_view v, Settings& s) { return parse_pool_mode(v, s.pool_mode); }},
       {"default_pool_size", int_key(&Settings::default_pool_size, 1, 1'000'000)},
@@ -479,6 +483,28 @@ const std::unordered_map<std::string, Setter>& main_setters() {
       {"server_connect_timeout", duration_key(&Settings::server_connect_timeout)},
       {"server_login_retry", duration_key(&Settings::server_login_retry)},
       {"client_login_timeout", duration_key(&Settings::client_login_timeout)},
+      {"min_pool_size", int_key(&Settings::min_pool_size, 0, 1'000'000)},
+      {"reserve_pool_size", int_key(&Settings::reserve_pool_size, 0, 1'000'000)},
+      {"reserve_pool_timeout", duration_key(&Settings::reserve_pool_timeout)},
+      {"max_db_connections", int_key(&Settings::max_db_connections, 0, 1'000'000)},
+      {"max_user_connections", int_key(&Settings::max_user_connections, 0, 1'000'000)},
+      {"server_lifetime", duration_key(&Settings::server_lifetime)},
+      {"server_idle_timeout", duration_key(&Settings::server_idle_timeout)},
+      {"server_check_query", string_key(&Settings::server_check_query)},
+      {"server_check_delay", duration_key(&Settings::server_check_delay)},
+      {"server_reset_query_always", bool_key(&Settings::server_reset_query_always)},
+      {"server_fast_close", bool_key(&Settings::server_fast_close)},
+      {"client_idle_timeout", duration_key(&Settings::client_idle_timeout)},
+      {"query_timeout", duration_key(&Settings::query_timeout)},
+      {"idle_transaction_timeout", duration_key(&Settings::idle_transaction_timeout)},
+      {"transaction_timeout", duration_key(&Settings::transaction_timeout)},
+      {"cancel_wait_timeout", duration_key(&Settings::cancel_wait_timeout)},
+      {"shutdown_timeout", duration_key(&Settings::shutdown_timeout)},
+      {"max_db_client_connections",
+       int_key(&Settings::max_db_client_connections, 0, 10'000'000)},
+      {"max_user_client_connections",
+       int_key(&Settings::max_user_client_connections, 0, 10'000'000)},
+      {"so_reuseport", bool_key(&Settings::so_reuseport)},
       {"ignore_startup_parameters", list_key(&Settings::ignore_startup_parameters)},
       {"application_name_add_host", bool_key(&Settings::application_name_add_host)},
       {"max_packet_size",
@@ -506,6 +532,17 @@ const std::unordered_map<std::string, Setter>& main_setters() {
          if (err.empty()) s.session_state_action = policy;
          return err;
        }},
+      {"session_state_verify",
+       [](std::string_view v, Settings& s) {
+         auto mode = parse_session_verify_mode(v);
+         if (!mode) return std::string("expected off, sample or always");
+         s.session_state_verify = *mode;
+         return std::string();
+       }},
+      {"session_state_verify_sample",
+       int_key(&Settings::session_state_verify_sample, 1, 1'000'000'000)},
+      {"session_state_long_hold", duration_key(&Settings::session_state_long_hold)},
+      {"leak_report_file", string_key(&Settings::leak_report_file)},
   });
   return setters;
 }
@@ -622,6 +659,10 @@ class Loader {
       error(o, "", "syntax error");
     } else if (rc < 0) {
       error({top_name_, 0}, "", "cannot parse the file (out of memory)");
+    }
+    if (config_->settings.auth_type == AuthType::hba && config_->settings.auth_hba_file.empty()) {
+      // Without rules every connection would be refused: a mistake, not a policy.
+      error({top_name_, 0}, "auth_type", "auth_type = hba needs auth_hba_file");
     }
     ConfigLoadResult result;
     result.errors = std::move(errors_);
@@ -807,6 +848,33 @@ class Loader {
         } else {
           db.pool_size = size;
         }
+      } else if (k == "min_pool_size" || k == "reserve_pool" || k == "reserve_pool_size" ||
+                 k == "max_db_connections") {
+        // reserve_pool_size is PgBouncer 1.24's spelling of reserve_pool.
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 1'000'000, n); !err.empty()) {
+          bad(k + ": " + err);
+        } else if (k == "min_pool_size") {
+          db.min_pool_size = n;
+        } else if (k == "max_db_connections") {
+          db.max_db_connections = n;
+        } else {
+          db.reserve_pool = n;
+        }
+      } else if (k == "max_db_client_connections") {
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 10'000'000, n); !err.empty()) {
+          bad("max_db_client_connections: " + err);
+        } else {
+          db.max_db_client_connections = n;
+        }
+      } else if (k == "server_lifetime") {
+        Duration d{};
+        if (auto err = parse_duration(p.value, d); !err.empty()) {
+          bad("server_lifetime: " + err);
+        } else {
+          db.server_lifetime = d;
+        }
       } else if (k == "pool_mode") {
         PoolMode mode{};
         if (auto err = parse_pool_mode(p.value, mode); !err.empty()) {
@@ -824,6 +892,12 @@ class Loader {
         db.application_name = p.value;
       } else if (k == "connect_query") {
         db.connect_query = p.value;
+      } else if (k == "auth_user") {
+        db.auth_user = p.value;
+      } else if (k == "auth_query") {
+        db.auth_query = p.value;
+      } else if (k == "auth_dbname") {
+        db.auth_dbname = p.value;
       } else if (k == "session_state_action") {
         SessionPolicy policy;
         if (auto err = parse_session_policy(p.value, policy); !err.empty()) {
@@ -872,6 +946,30 @@ class Loader {
           ok = false;
         } else {
           user.session_state_action = policy;
+        }
+      } else if (p.key == "max_user_connections") {
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 1'000'000, n); !err.empty()) {
+          error(e.origin, e.key, "max_user_connections: " + err);
+          ok = false;
+        } else {
+          user.max_user_connections = n;
+        }
+      } else if (p.key == "max_user_client_connections") {
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 10'000'000, n); !err.empty()) {
+          error(e.origin, e.key, "max_user_client_connections: " + err);
+          ok = false;
+        } else {
+          user.max_user_client_connections = n;
+        }
+      } else if (auto timeout = user_timeout_field(p.key)) {
+        Duration d{};
+        if (auto err = parse_duration(p.value, d); !err.empty()) {
+          error(e.origin, e.key, p.key + ": " + err);
+          ok = false;
+        } else {
+          user.*timeout = d;
         }
       } else if (kPgBouncerOnlyUserKeys.contains(p.key)) {
         warn(e.origin, "user " + quoted(e.key) + ": parameter " + quoted(p.key));

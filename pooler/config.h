@@ -16,7 +16,8 @@
 namespace pgsluice {
 
 enum class PoolMode { session, transaction };
-enum class AuthType { trust, plain, md5, scram_sha_256, cert };
+// hba: each connection's method comes from auth_hba_file (auth_hba.h).
+enum class AuthType { trust, plain, md5, scram_sha_256, cert, hba };
 // libpq's sslmode values, as PgBouncer's client_tls_sslmode and server_tls_sslmode take them.
 enum class SslMode { disable, allow, prefer, require, verify_ca, verify_full };
 
@@ -35,12 +36,22 @@ struct DatabaseEntry {
   std::string user;    // empty: the client's user
   std::string password;
   std::optional<int> pool_size;
+  // Pool limits and lifecycle (pool_limits.h); unset: the main section's value.
+  std::optional<int> min_pool_size;
+  std::optional<int> reserve_pool;
+  std::optional<int> max_db_connections;
+  std::optional<std::chrono::milliseconds> server_lifetime;
+  std::optional<int> max_db_client_connections;  // client_limits.h; unset: the main section's
   std::optional<PoolMode> pool_mode;
   std::string client_encoding;
   std::string datestyle;
   std::string timezone;
   std::string application_name;
   std::string connect_query;
+  // auth_query lookups for clients of this database (auth_query.h); empty: the main section's.
+  std::string auth_user;
+  std::string auth_query;
+  std::string auth_dbname;
   std::optional<SessionPolicy> session_state_action;
   int line = 0;  // where it was defined, for messages
 };
@@ -50,6 +61,14 @@ struct UserEntry {
   std::string name;
   std::optional<PoolMode> pool_mode;
   std::optional<SessionPolicy> session_state_action;
+  std::optional<int> max_user_connections;  // unset: the main section's
+  // Client timeouts and limit of this user's clients (client_timeouts.h, client_limits.h);
+  // unset: the main section's.
+  std::optional<std::chrono::milliseconds> client_idle_timeout;
+  std::optional<std::chrono::milliseconds> query_timeout;
+  std::optional<std::chrono::milliseconds> idle_transaction_timeout;
+  std::optional<std::chrono::milliseconds> transaction_timeout;
+  std::optional<int> max_user_client_connections;
   int line = 0;
 };
 
@@ -73,6 +92,16 @@ struct Settings {
   std::string unix_socket_dir;  // empty: no Unix socket
   AuthType auth_type = AuthType::md5;
   std::string auth_file;
+  std::string auth_hba_file;  // pg_hba.conf format, read under auth_type = hba (auth_hba.h)
+  // A user without an auth_file entry: its secret is looked up on the server with auth_query,
+  // logged in as auth_user (whose password is in auth_file), in the client's database or in
+  // auth_dbname's; results are kept auth_query_cache_ttl (0: looked up at every login).
+  std::string auth_user;
+  std::string auth_query =
+      "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM "
+      "pg_authid WHERE rolname=$1 AND rolcanlogin";
+  std::string auth_dbname;
+  Duration auth_query_cache_ttl = std::chrono::seconds(60);
   PoolMode pool_mode = PoolMode::session;
   int default_pool_size = 20;
   int max_client_conn = 100;
@@ -81,6 +110,31 @@ struct Settings {
   Duration server_connect_timeout = std::chrono::seconds(15);
   Duration server_login_retry = std::chrono::seconds(15);
   Duration client_login_timeout = std::chrono::seconds(60);
+  // Pool limits and server lifecycle (PgBouncer's names, defaults and meanings;
+  // docs/operations.md).
+  int min_pool_size = 0;
+  int reserve_pool_size = 0;
+  Duration reserve_pool_timeout = std::chrono::seconds(5);  // 0: the reserve is never used
+  int max_db_connections = 0;                               // 0: unlimited
+  int max_user_connections = 0;                             // 0: unlimited
+  Duration server_lifetime = std::chrono::seconds(3600);  // staggered per server, see pool_limits.h
+  Duration server_idle_timeout = std::chrono::seconds(600);  // 0 disables
+  std::string server_check_query = "select 1";               // empty: no check
+  Duration server_check_delay = std::chrono::seconds(30);
+  bool server_reset_query_always = false;
+  bool server_fast_close = false;
+  // Client timeouts (client_timeouts.h), PgBouncer's names and meanings; 0 disables.
+  Duration client_idle_timeout{0};
+  Duration query_timeout{0};
+  Duration idle_transaction_timeout{0};
+  Duration transaction_timeout{0};
+  Duration cancel_wait_timeout = std::chrono::seconds(10);
+  // SIGINT / SHUTDOWN WAIT_FOR_SERVERS: how long running transactions may take to finish
+  // before pgsluice exits anyway (pgsluice's own key; PgBouncer waits forever). 0: no bound.
+  Duration shutdown_timeout = std::chrono::seconds(30);
+  int max_db_client_connections = 0;    // per database, 0: no limit
+  int max_user_client_connections = 0;  // per user, 0: no limit
+  bool so_reuseport = false;            // SO_REUSEPORT on the TCP listeners
   std::vector<std::string> ignore_startup_parameters;
   bool application_name_add_host = false;
   uint32_t max_packet_size = 2147483647;
@@ -108,6 +162,13 @@ struct Settings {
                          .ciphers = "fast"};  // server_tls_*: PgBouncer's default
   // Unset: warn in transaction mode, off in session mode (where nothing leaks between clients).
   std::optional<SessionPolicy> session_state_action;
+  // Compare tracked with real session state after a release (session_verify.h); `sample`
+  // checks one release in session_state_verify_sample.
+  SessionVerifyMode session_state_verify = SessionVerifyMode::off;
+  int session_state_verify_sample = 100;
+  // A client idle in a transaction on its server longer than this is a `long_hold` finding.
+  Duration session_state_long_hold = std::chrono::seconds(10);  // 0 disables
+  std::string leak_report_file;  // the JSON leak report, written at shutdown and by LEAK REPORT
 };
 
 struct Config {
@@ -122,6 +183,13 @@ struct Config {
   [[nodiscard]] std::optional<DatabaseEntry> find_database(const std::string& name) const;
   [[nodiscard]] PoolMode pool_mode_for(const DatabaseEntry& db, const std::string& user) const;
   [[nodiscard]] int pool_size_for(const DatabaseEntry& db) const;
+  // Per-database values over the main section's (0 limits: unlimited).
+  [[nodiscard]] int min_pool_size_for(const DatabaseEntry& db) const;
+  [[nodiscard]] int reserve_pool_for(const DatabaseEntry& db) const;
+  [[nodiscard]] int max_db_connections_for(const DatabaseEntry& db) const;
+  [[nodiscard]] Duration server_lifetime_for(const DatabaseEntry& db) const;
+  // The [users] entry's max_user_connections, else the main section's (0: unlimited).
+  [[nodiscard]] int max_user_connections_for(const std::string& user) const;
   // The most specific session_state_action: the user's, the database's, the main section's,
   // else the pool mode's default.
   [[nodiscard]] SessionPolicy session_policy_for(const DatabaseEntry& db, const std::string& user,

@@ -9,9 +9,12 @@
 #include <memory>
 #include <string>
 
-#include "pooler/auth_file.h"
+#include "pooler/auth_sources.h"
 #include "pooler/config.h"
+#include "pooler/daemonize.h"
+#include "pooler/leak_report.h"
 #include "pooler/logging.h"
+#include "pooler/pidfile.h"
 #include "pooler/tls_context.h"
 #include "pooler/worker.h"
 
@@ -26,10 +29,14 @@ constexpr const char* kUsage =
     "[pgsluice] (or [pgbouncer]).\n"
     "\n"
     "Options:\n"
+    "  -d, --daemon    run in the background (needs logfile and pidfile)\n"
     "  -v, --verbose   more logging (repeat for trace)\n"
     "  -q, --quiet     only warnings and errors\n"
     "  -V, --version   print the version and exit\n"
-    "  -h, --help      print this help and exit\n";
+    "  -h, --help      print this help and exit\n"
+    "\n"
+    "Signals: SIGINT stops when running transactions end (shutdown_timeout), SIGTERM when\n"
+    "clients leave, SIGQUIT (or a second signal) at once; SIGHUP reloads the configuration.\n";
 
 // Many clients need many descriptors: take the hard limit, as a pooler's service file would.
 void raise_fd_limit() {
@@ -44,6 +51,7 @@ void raise_fd_limit() {
 
 int main(int argc, char** argv) {
   int verbosity = 0;
+  bool daemon = false;
   std::string config_path;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -55,7 +63,9 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (arg == "-v" || arg == "--verbose") {
+    if (arg == "-d" || arg == "--daemon") {
+      daemon = true;
+    } else if (arg == "-v" || arg == "--verbose") {
       ++verbosity;
     } else if (arg == "-vv") {
       verbosity += 2;
@@ -83,6 +93,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   const pgsluice::Config& config = *loaded.config;
+  // As PgBouncer: a daemon needs somewhere to log and a pidfile to be found by.
+  if (daemon && (config.settings.logfile.empty() || config.settings.pidfile.empty())) {
+    std::fprintf(stderr, "pgsluice: -d needs logfile and pidfile set in %s\n", config_path.c_str());
+    return 1;
+  }
+  std::string pid_error;
+  if (!config.settings.pidfile.empty() &&
+      !pgsluice::PidFile::check(config.settings.pidfile, pid_error)) {
+    std::fprintf(stderr, "pgsluice: %s\n", pid_error.c_str());
+    return 1;
+  }
+  pgsluice::Daemon daemonizer;
+  if (daemon && !daemonizer.start(pid_error)) {
+    std::fprintf(stderr, "pgsluice: cannot daemonize: %s\n", pid_error.c_str());
+    return 1;
+  }
   std::string log_error;
   if (!pgsluice::init_logging(config.settings, verbosity, log_error)) {
     std::fprintf(stderr, "pgsluice: cannot open logfile: %s\n", log_error.c_str());
@@ -90,18 +116,19 @@ int main(int argc, char** argv) {
   }
   for (const auto& w : config.warnings) spdlog::warn("{}", w);
 
-  auto secrets = std::make_shared<pgsluice::AuthSecrets>();
-  if (!config.settings.auth_file.empty()) {
-    pgsluice::AuthFileResult auth = pgsluice::load_auth_file(config.settings.auth_file);
-    if (!auth.errors.empty()) {
-      for (const auto& e : auth.errors) spdlog::error("{}", e);
-      if (auth.secrets.empty()) {
-        spdlog::error("auth_file {} could not be used, not starting", config.settings.auth_file);
-        return 1;
-      }
+  // The auth_file and, under auth_type = hba, the auth_hba_file.
+  pgsluice::AuthSourcesResult auth = pgsluice::load_auth_sources(config.settings);
+  for (const auto& w : auth.warnings) spdlog::warn("{}", w);
+  if (!auth.errors.empty()) {
+    for (const auto& e : auth.errors) {
+      spdlog::error("{}", e);
+      // With a logfile, the log is not where whoever started pgsluice looks first.
+      if (!config.settings.logfile.empty()) std::fprintf(stderr, "pgsluice: %s\n", e.c_str());
     }
-    secrets->by_user = std::move(auth.secrets);
+    spdlog::error("authentication files have errors, not starting");
+    return 1;
   }
+  std::shared_ptr<pgsluice::AuthSecrets> secrets = std::move(auth.secrets);
   if (config.settings.workers > 1) {
     spdlog::warn(
         "workers = {}: this build runs one worker thread; more come with the "
@@ -120,11 +147,22 @@ int main(int argc, char** argv) {
 
   raise_fd_limit();
   std::signal(SIGPIPE, SIG_IGN);
+  pgsluice::PidFile pidfile;  // removed when main returns
+  if (!config.settings.pidfile.empty() && !pidfile.write(config.settings.pidfile, pid_error)) {
+    spdlog::error("{}", pid_error);
+    if (!config.settings.logfile.empty()) std::fprintf(stderr, "pgsluice: %s\n", pid_error.c_str());
+    return 1;
+  }
   pgsluice::Worker worker(loaded.config, secrets);
   worker.set_tls(std::move(tls));
   if (!worker.listen()) return 1;
   spdlog::info("pgsluice {} started", PGSLUICE_VERSION);
+  if (daemon) daemonizer.ready();
   worker.run();
+  // The staging run's leak report (leak_report_file), with everything the run found.
+  if (std::string err = pgsluice::write_leak_report(worker); !err.empty()) {
+    spdlog::error("leak_report_file: {}", err);
+  }
   spdlog::info("pgsluice stopped");
   return 0;
 }

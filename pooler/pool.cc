@@ -3,10 +3,20 @@
 
 #include <spdlog/spdlog.h>
 
+#include <random>
+
 #include "pooler/sqlstate.h"
 #include "pooler/worker.h"
 
 namespace pgsluice {
+
+namespace {
+// The per-server draw of staggered_lifetime_ms(): not security, only spread.
+uint32_t stagger_draw() {
+  thread_local std::minstd_rand engine{std::random_device{}()};
+  return static_cast<uint32_t>(engine()) ^ (static_cast<uint32_t>(engine()) << 16);
+}
+}  // namespace
 
 Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, PoolMode mode,
            int pool_size)
@@ -39,6 +49,7 @@ void Pool::launch_server() {
 
 void Pool::link(Server& server, Client& client) {
   ++stats_.totals.server_assignments;
+  server.life.fresh = false;  // checked again (server_check_delay) before its next client
   // Bytes the server exchanged before this link (login, the previous client's cleanup) are not
   // this client's traffic.
   server.timing.on_link(server.channel().bytes_sent(), server.channel().bytes_received());
@@ -57,13 +68,15 @@ void Pool::request_welcome(Client& client) {
     return;
   }
   welcome_waiting_.push_back(client);
-  if (login_.empty() && !paused_) launch_server();
+  if (login_.empty() && !paused_) try_launch(/*evict=*/true);
 }
 
 void Pool::request_server(Client& client) {
-  if (!idle_.empty() && !paused_) {
-    link(idle_.front(), client);
-    return;
+  if (!paused_) {
+    if (Server* server = take_idle_server(); server != nullptr) {
+      link(*server, client);
+      return;
+    }
   }
   if (login_retry_blocked(worker_.now_ms())) {
     client.fail(sqlstate::kConnectionFailure,
@@ -74,11 +87,7 @@ void Pool::request_server(Client& client) {
   waiting_.push_back(client);
   client.wait_started_us = now_us();
   if (paused_) return;
-  // A server that is logging in will serve the queue when it is ready; launch another only while
-  // the pool is below its size and more clients wait than servers are on their way.
-  if (static_cast<int>(server_count()) < pool_size_ && waiting_.size() > login_.size()) {
-    launch_server();
-  }
+  launch_for_waiters();
 }
 
 void Pool::forget_client(Client& client) {
@@ -90,9 +99,39 @@ void Pool::forget_client(Client& client) {
   }
 }
 
+void Pool::request_for_pooler(std::function<void(Server*)> ready) {
+  if (!paused_) {
+    if (Server* server = take_idle_server(); server != nullptr) {
+      ready(server);
+      return;
+    }
+  }
+  if (login_retry_blocked(worker_.now_ms())) {
+    ready(nullptr);
+    return;
+  }
+  pooler_waiting_.push_back(std::move(ready));
+  launch_for_waiters();
+}
+
+void Pool::fail_pooler_waiters() {
+  std::deque<std::function<void(Server*)>> waiters;
+  waiters.swap(pooler_waiting_);
+  for (auto& ready : waiters) ready(nullptr);
+}
+
 void Pool::serve_waiters() {
   if (paused_) return;
-  while (!waiting_.empty() && !idle_.empty()) {
+  while (!pooler_waiting_.empty()) {
+    Server* server = take_idle_server();
+    if (server == nullptr) break;
+    auto ready = std::move(pooler_waiting_.front());
+    pooler_waiting_.pop_front();
+    ready(server);
+  }
+  while (!waiting_.empty()) {
+    Server* server = take_idle_server();
+    if (server == nullptr) break;
     Client* client = waiting_.pop_front();
     const uint64_t now = now_us();
     const uint64_t waited = client->wait_started_us != 0 && now > client->wait_started_us
@@ -100,12 +139,15 @@ void Pool::serve_waiters() {
                                 : 0;
     stats_.totals.wait_time_us += waited;
     stats_.wait_time.observe(waited);
-    link(idle_.front(), *client);
+    link(*server, *client);
   }
 }
 
 void Pool::on_server_login_ok(Server& server) {
   last_login_failure_ms_ = 0;
+  server.life.born_ms = worker_.now_ms();
+  server.life.stagger = stagger_draw();
+  server.life.fresh = true;
   if (!has_welcome_) {
     welcome_params_ = server.parameters();
     has_welcome_ = true;
@@ -130,6 +172,7 @@ void Pool::on_server_login_failed(Server& server, std::string_view sqlstate,
     while (Client* client = waiting_.pop_front()) {
       client->fail(sqlstate::kConnectionFailure, text);
     }
+    fail_pooler_waiters();
   }
 }
 
@@ -165,8 +208,16 @@ void Pool::move_server(Server& server, Server::State from, Server::State to) {
 }
 
 void Pool::on_server_idle(Server& server) {
-  if (static_cast<int>(server_count()) > pool_size_) {
-    // The pool shrank under it (a reload): the extra server goes.
+  const uint64_t now = worker_.now_ms();
+  if (server.life.checking) {
+    // server_check_query passed: good for the next client without another check.
+    server.life.checking = false;
+    server.life.fresh = true;
+  }
+  server.life.idle_since_ms = now;
+  if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
+    // The pool shrank under it (a reload): the extra server goes. Reserve servers stay until
+    // server_idle_timeout, as in PgBouncer, ready for the next burst.
     server.close("pool is over its size");
     return;
   }
@@ -179,16 +230,28 @@ void Pool::on_server_idle(Server& server) {
     server.close("pause mode");
     return;
   }
+  if (removed_ && waiting_.empty()) {
+    server.close("database removed from the configuration");
+    return;
+  }
+  // Between transactions is the one safe moment to retire an old server.
+  const auto lifetime = static_cast<uint64_t>(worker_.config().server_lifetime_for(db_).count());
+  if (past_lifetime(server.life.born_ms, staggered_lifetime_ms(lifetime, server.life.stagger),
+                    now)) {
+    server.close("server_lifetime");
+    return;
+  }
+  if (yield_to_other_pool()) {
+    server.close("max_db_connections/max_user_connections: handed to a pool waiting longer");
+    return;
+  }
   serve_waiters();
 }
 
 void Pool::on_server_closing() {
+  ++closing_open_;  // until on_server_destroyed(): its backend still counts in PostgreSQL
   // Replace the server when clients are waiting and nothing else is on its way.
-  if (!worker_.stopping() && !paused_ && (!waiting_.empty() || !welcome_waiting_.empty()) &&
-      login_.empty() && static_cast<int>(server_count()) < pool_size_ &&
-      !login_retry_blocked(worker_.now_ms())) {
-    launch_server();
-  }
+  launch_for_waiters(/*evict=*/false);
 }
 
 void Pool::check_timeouts(uint64_t now_ms) {
@@ -215,12 +278,8 @@ void Pool::set_paused(bool paused, bool close_servers) {
     return;
   }
   // RESUME: serve what queued up, starting servers as request_server() would have.
-  if (!has_welcome_ && !welcome_waiting_.empty() && login_.empty()) launch_server();
   serve_waiters();
-  while (!waiting_.empty() && static_cast<int>(server_count()) < pool_size_ &&
-         waiting_.size() > login_.size()) {
-    launch_server();
-  }
+  launch_for_waiters();
 }
 
 void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
@@ -228,6 +287,7 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
                                db.dbname != db_.dbname || db.password != db_.password;
   db_ = db;
   mode_ = mode;
+  removed_ = false;  // a database removed and added back is served again
   if (address_changed) {
     address_ = ServerAddress::from(db_);
     if (!db.password.empty()) credentials_.password = db.password;
@@ -238,13 +298,12 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
   if (pool_size_ < old_size) {
     // Extra idle servers go now; busy ones when they are released (on_server_idle).
     idle_.for_each([this](Server& s) {
-      if (static_cast<int>(server_count()) > pool_size_) s.close("pool is over its size");
+      if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
+        s.close("pool is over its size");
+      }
     });
   } else if (!paused_) {
-    while (!waiting_.empty() && static_cast<int>(server_count()) < pool_size_ &&
-           waiting_.size() > login_.size()) {
-      launch_server();
-    }
+    launch_for_waiters();
   }
 }
 
@@ -270,6 +329,7 @@ void Pool::kill(std::string_view reason) {
     client->fail(sqlstate::kAdminShutdown, reason);
   }
   while (Client* client = waiting_.pop_front()) client->fail(sqlstate::kAdminShutdown, reason);
+  fail_pooler_waiters();
   for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {
     list->for_each([reason](Server& server) { server.close(reason); });
   }

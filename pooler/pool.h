@@ -8,6 +8,8 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -15,6 +17,7 @@
 #include "pooler/client.h"
 #include "pooler/config.h"
 #include "pooler/intrusive_list.h"
+#include "pooler/pool_limits.h"
 #include "pooler/server.h"
 #include "pooler/server_address.h"
 #include "pooler/session_params.h"
@@ -52,6 +55,10 @@ class Pool {
   void apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size);
   // RECONNECT: idle servers close now, busy ones when they are released.
   void mark_close_needed();
+  // A reload removed the database: the pool drains. Its clients go on being served (new ones
+  // are refused by the lookup), idle servers close, busy ones when released with nobody waiting.
+  void mark_removed();
+  [[nodiscard]] bool removed() const { return removed_; }
   // KILL: every server closes now (their clients with them); queued clients are failed.
   void kill(std::string_view reason);
   // Servers linked or being cleaned (what PAUSE waits for).
@@ -77,6 +84,9 @@ class Pool {
   void request_welcome(Client& client);
   // A client with a message to run wants a server: linked now, or queued.
   void request_server(Client& client);
+  // The pooler's own queries (auth_query lookups, auth_query.h): `ready` gets an idle server for
+  // one Server::run_query, before queued clients, or nullptr when no server can log in.
+  void request_for_pooler(std::function<void(Server*)> ready);
   // A queued (or greeting-waiting) client left or timed out.
   void forget_client(Client& client);
 
@@ -87,6 +97,9 @@ class Pool {
   void on_server_idle(Server& server);
   // A server is closing (already off the lists): replace it if clients wait.
   void on_server_closing();
+  // A closing server's socket is closed: its PostgreSQL backend no longer counts against
+  // max_db_connections / max_user_connections, so pools waiting on those may start one.
+  void on_server_destroyed();
   // The one transition function of a server's state: moves it to the list of its new state.
   void move_server(Server& server, Server::State from, Server::State to);
 
@@ -94,6 +107,18 @@ class Pool {
   void close_all_servers();
   // Fails clients that waited longer than query_wait_timeout; called by the worker's janitor.
   void check_timeouts(uint64_t now_ms);
+  // The janitor's round (pool_maintenance.cc): timeouts, servers past server_lifetime or
+  // server_idle_timeout, server_fast_close, the reserve pool, min_pool_size. `clients`: how many
+  // clients are attached to this pool.
+  void maintain(uint64_t now_ms, int clients);
+  // Starts servers for the queue while more clients wait than servers are on their way and the
+  // limits allow; with `evict`, an idle server of another pool of the same database or user may
+  // be closed to make room under max_db_connections / max_user_connections.
+  void launch_for_waiters(bool evict = true);
+  // Servers counted against max_db_connections / max_user_connections: those on the lists and
+  // those closing whose socket is still open.
+  [[nodiscard]] int limit_count() const { return static_cast<int>(server_count()) + closing_open_; }
+  [[nodiscard]] size_t welcome_waiting_count() const { return welcome_waiting_.size(); }
 
   [[nodiscard]] const ParameterSet* welcome() const {
     return has_welcome_ ? &welcome_params_ : nullptr;
@@ -107,6 +132,29 @@ class Pool {
   using ServerList = IntrusiveList<Server, &Server::pool_node>;
   ServerList* list_for(Server::State state);
   void launch_server();
+  // One more server if the limits allow (pool_limits.h); false when none was started.
+  bool try_launch(bool evict);
+  LaunchInput launch_input();
+  // max_db_connections / max_user_connections: closes the oldest idle server of another pool
+  // of the database (or user) the verdict names; false when there is none.
+  bool evict_idle_server(LaunchVerdict verdict);
+  // At the limit of the database or user, a released server goes to the pool whose client
+  // waited longest rather than back here: closed, so that the other pool can start one.
+  bool yield_to_other_pool();
+  // Whether max_db_connections or max_user_connections applies to this pool.
+  [[nodiscard]] bool limits_shared() const;
+  // Clients wait here and no server is on its way for them (and the pool may start one).
+  bool wants_server();
+  // When the longest waiting client started waiting; 1 for a pool waiting for its first server.
+  uint64_t queue_key();
+  // Of the pools sharing this one's database or user that want a server and would be allowed
+  // one (with `freed` servers of this pool gone), the one whose client waited longest.
+  Pool* next_in_line(bool exclude_self, int freed);
+  // The most recently used idle server ready to be linked, after running server_check_query on
+  // those that need it (they come back through on_server_idle); null when none is ready now.
+  Server* take_idle_server();
+  [[nodiscard]] size_t checks_in_flight();
+  [[nodiscard]] int reserve_pool() const;
   void link(Server& server, Client& client);
   void serve_waiters();
   bool login_retry_blocked(uint64_t now_ms) const;
@@ -120,6 +168,8 @@ class Pool {
   PoolStats stats_;
   bool paused_ = false;
   bool close_on_release_ = false;  // PAUSE (not SUSPEND): servers close when released
+  bool removed_ = false;           // the database is gone from the configuration: drain
+  int closing_open_ = 0;           // closing servers whose socket is not closed yet
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;
@@ -137,6 +187,8 @@ class Pool {
   using ClientList = IntrusiveList<Client, &Client::pool_node>;
   ClientList welcome_waiting_;
   ClientList waiting_;
+  std::deque<std::function<void(Server*)>> pooler_waiting_;  // request_for_pooler()
+  void fail_pooler_waiters();
 };
 
 }  // namespace pgsluice

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 namespace pgsluice {
@@ -41,35 +42,70 @@ size_t PreparedRegistry::size() {
   return index_.size();
 }
 
+std::vector<PreparedStatementRef> PreparedRegistry::entries() {
+  std::vector<PreparedStatementRef> out;
+  for (auto& [key, weak] : index_) {
+    if (auto live = weak.lock()) out.push_back(std::move(live));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
+  return out;
+}
+
 void ServerStatementCache::touch(uint64_t id) {
   auto it = index_.find(id);
   if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second);
 }
 
-void ServerStatementCache::add(uint64_t id, const std::string& server_name,
-                               std::vector<std::string>& evicted) {
-  if (contains(id)) {
+size_t ServerStatementCache::add(uint64_t id, const std::string& server_name, uint64_t generation,
+                                 std::vector<std::string>& to_close,
+                                 std::shared_ptr<PreparedStatementStats> stats) {
+  for (std::string& name : to_close_) to_close.push_back(std::move(name));
+  to_close_.clear();
+  auto it = index_.find(id);
+  if (it != index_.end()) {
+    if (it->second->generation != generation) {
+      // The server has a stale plan under this name: it goes before the new Parse.
+      to_close.push_back(it->second->server_name);
+      it->second->generation = generation;
+    }
     touch(id);
-    return;
+    return 0;
   }
-  lru_.push_front(Entry{id, server_name});
+  if (stats) ++stats->servers;
+  lru_.push_front(Entry{id, generation, server_name, std::move(stats)});
   index_[id] = lru_.begin();
+  size_t evicted = 0;
   while (index_.size() > capacity_ && !lru_.empty()) {
     Entry& victim = lru_.back();
-    evicted.push_back(victim.server_name);
+    to_close.push_back(victim.server_name);
+    count_out(victim);
     index_.erase(victim.id);
     lru_.pop_back();
+    ++evicted;
   }
+  return evicted;
 }
 
 void ServerStatementCache::remove(uint64_t id) {
   auto it = index_.find(id);
   if (it == index_.end()) return;
+  count_out(*it->second);
   lru_.erase(it->second);
   index_.erase(it);
 }
 
 void ServerStatementCache::clear() {
+  for (Entry& e : lru_) count_out(e);
+  lru_.clear();
+  index_.clear();
+  to_close_.clear();
+}
+
+void ServerStatementCache::close_all_later() {
+  for (Entry& e : lru_) {
+    count_out(e);
+    to_close_.push_back(std::move(e.server_name));
+  }
   lru_.clear();
   index_.clear();
 }
@@ -119,6 +155,27 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
   return true;
 }
 }  // namespace
+
+std::string abbreviate_query(std::string_view query, size_t max_bytes) {
+  std::string out;
+  bool space = false;
+  for (char c : query) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out.push_back(' ');
+    space = false;
+    out.push_back(c);
+  }
+  if (out.size() <= max_bytes) return out;
+  size_t cut = max_bytes;
+  // Not inside a multi-byte character: continuation bytes are 10xxxxxx.
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+  out.resize(cut);
+  out += "...";
+  return out;
+}
 
 DeallocateCommand parse_deallocate_command(std::string_view sql) {
   DeallocateCommand out;

@@ -16,14 +16,66 @@
 
 namespace pgsluice {
 
+// Use counts of one statement, for SHOW PREPARED_STATEMENTS: plain increments where the code
+// already holds the statement. Shared with the server caches that hold it (which know
+// statements by id only), so that they can count themselves out after the statement is gone.
+struct PreparedStatementStats {
+  uint64_t client_parses = 0;   // client Parses that mapped a name to it
+  uint64_t server_parses = 0;   // Parses sent to servers (first use there, stale plan)
+  uint64_t binds = 0;           // Binds sent to servers (executions)
+  uint64_t retries = 0;         // batches sent again after a stale plan
+  uint64_t stale_refusals = 0;  // 0A000 made up for a client that cached an old description
+  int64_t client_names = 0;     // client names mapped to it now
+  int64_t servers = 0;          // servers that have it prepared now
+};
+
 struct PreparedStatement {
   uint64_t id = 0;
   std::string server_name;  // "PGSLUICE_<id>": the name on every server
   std::string query;
   std::vector<uint32_t> parameter_types;
+  // Bumped when a server reports that the statement's plan is stale ("cached plan must not
+  // change result type", 0A000, after a schema change): every server that prepared an older
+  // generation prepares it again at its next use, instead of failing until RECONNECT.
+  mutable uint64_t generation = 0;
+  // The ErrorResponse a server gave when the generation was last bumped: what another client
+  // that still relies on the old row description gets, as PostgreSQL would have sent it.
+  mutable std::string stale_error;
+  std::shared_ptr<PreparedStatementStats> stats = std::make_shared<PreparedStatementStats>();
 };
 
 using PreparedStatementRef = std::shared_ptr<const PreparedStatement>;
+
+// A client's name for a statement, with the generation whose row description the client knows
+// (its Parse or Describe 'S', a stale-plan error it was given): a Bind of a newer generation
+// without a Describe of the portal gets PostgreSQL's 0A000 instead of rows of a new shape.
+// Counts itself in the statement's client_names.
+class ClientStatement {
+ public:
+  explicit ClientStatement(PreparedStatementRef stmt)
+      : stmt_(std::move(stmt)), seen_generation(stmt_->generation) {
+    ++stmt_->stats->client_names;
+  }
+  ClientStatement(ClientStatement&& other) noexcept
+      : stmt_(std::move(other.stmt_)), seen_generation(other.seen_generation) {}
+  ClientStatement(const ClientStatement&) = delete;
+  ClientStatement& operator=(const ClientStatement&) = delete;
+  ClientStatement& operator=(ClientStatement&&) = delete;
+  ~ClientStatement() {
+    if (stmt_) --stmt_->stats->client_names;
+  }
+  [[nodiscard]] const PreparedStatementRef& ref() const { return stmt_; }
+  const PreparedStatement* operator->() const { return stmt_.get(); }
+  const PreparedStatement& operator*() const { return *stmt_; }
+  [[nodiscard]] bool stale() const { return seen_generation < stmt_->generation; }
+  void saw_current() { seen_generation = stmt_->generation; }
+
+ private:
+  PreparedStatementRef stmt_;
+
+ public:
+  uint64_t seen_generation;
+};
 
 // The statements of one worker, keyed by (query, parameter types). An entry lives as long as a
 // client maps a name to it; servers know statements by id only.
@@ -32,6 +84,8 @@ class PreparedRegistry {
   PreparedStatementRef get_or_create(std::string_view query,
                                      const std::vector<uint32_t>& parameter_types);
   [[nodiscard]] size_t size();  // live entries (drops dead index slots as it counts)
+  // The live entries, oldest id first.
+  [[nodiscard]] std::vector<PreparedStatementRef> entries();
 
  private:
   static std::string key_of(std::string_view query, const std::vector<uint32_t>& types);
@@ -40,30 +94,61 @@ class PreparedRegistry {
   uint64_t next_id_ = 0;
 };
 
-// The statements one server has, least recently used first out.
+// The statements one server has, least recently used first out, each with the generation it was
+// prepared at.
 class ServerStatementCache {
  public:
   explicit ServerStatementCache(size_t capacity) : capacity_(capacity) {}
+  ~ServerStatementCache() { clear(); }
+  ServerStatementCache(const ServerStatementCache&) = delete;
+  ServerStatementCache& operator=(const ServerStatementCache&) = delete;
 
-  [[nodiscard]] bool contains(uint64_t id) const { return index_.count(id) != 0; }
+  // The server has the statement, prepared at `generation`.
+  [[nodiscard]] bool has(uint64_t id, uint64_t generation) const {
+    auto it = index_.find(id);
+    return it != index_.end() && it->second->generation == generation;
+  }
   // Marks `id` most recently used.
   void touch(uint64_t id);
-  // Adds `id` (most recently used). When the cache is over capacity, the evicted statement's
-  // server name is appended to `evicted` (the caller closes it on the server).
-  void add(uint64_t id, const std::string& server_name, std::vector<std::string>& evicted);
+  // Adds `id` at `generation` (most recently used). `to_close` gets, in order, the server
+  // names the caller must Close before its Parse: names queued by mark_to_close, the
+  // statement's own name when the server has an older generation of it, and the statements
+  // evicted when the cache is over capacity. Returns how many were evicted.
+  // `stats`, when given, counts this server in its `servers` while the cache holds it.
+  size_t add(uint64_t id, const std::string& server_name, uint64_t generation,
+             std::vector<std::string>& to_close,
+             std::shared_ptr<PreparedStatementStats> stats = {});
   void remove(uint64_t id);
+  // The server prepared `id` again (already cached) at `generation`.
+  void set_generation(uint64_t id, uint64_t generation) {
+    auto it = index_.find(id);
+    if (it != index_.end()) it->second->generation = generation;
+  }
+  // A statement that exists on the server but no longer in the cache (a Close the server
+  // skipped after an error): closed before the next Parse.
+  void mark_to_close(std::string server_name) { to_close_.push_back(std::move(server_name)); }
   void clear();
+  // A client's DEALLOCATE ALL or DISCARD ALL went to the server, which may or may not run it
+  // (an earlier error skips it): every statement is forgotten and closed before the next
+  // Parse (a Close of a statement that does not exist is not an error).
+  void close_all_later();
   [[nodiscard]] size_t size() const { return index_.size(); }
   void set_capacity(size_t capacity) { capacity_ = capacity; }
 
  private:
   struct Entry {
     uint64_t id;
+    uint64_t generation;
     std::string server_name;
+    std::shared_ptr<PreparedStatementStats> stats;
   };
+  static void count_out(Entry& e) {
+    if (e.stats) --e.stats->servers;
+  }
   size_t capacity_;
   std::list<Entry> lru_;  // most recently used first
   std::unordered_map<uint64_t, std::list<Entry>::iterator> index_;
+  std::vector<std::string> to_close_;
 };
 
 // What a SQL string does to a client's protocol-level statements, for the statements PHP's PDO
@@ -74,5 +159,11 @@ struct DeallocateCommand {
   std::string name;
 };
 DeallocateCommand parse_deallocate_command(std::string_view sql);
+
+// SHOW PREPARED_STATEMENTS shows at most this much of a query.
+inline constexpr size_t kShownQueryBytes = 200;
+// `query` on one line (each run of whitespace one space), cut to at most `max_bytes` bytes at a
+// UTF-8 character boundary, with "..." added when cut.
+std::string abbreviate_query(std::string_view query, size_t max_bytes);
 
 }  // namespace pgsluice

@@ -397,10 +397,13 @@ void Server::link(Client& client) {
     spdlog::debug("{} linked to {}", log_id(), client.log_id());
   }
   set_state(State::active);
-  linked_at_ms_ = worker_.now_ms();
+  linked_at_ms_ = ready_ms_ = worker_.now_ms();
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
                                                 client.startup_extras(), extras_);
   if (!sync.empty()) send_internal_query(sync);
+  if (worker_.settings().session_state_verify != SessionVerifyMode::off) {
+    verifier_.note_client(client);
+  }
   client.on_server_linked(*this);
 }
 
@@ -415,8 +418,9 @@ void Server::send_internal_query(const std::string& sql) {
 
 namespace fe = pgsluice::protocol::frontend;
 
-void Server::note_client_message(char type, bool queue_reply) {
+void Server::note_client_message(char type, bool queue_reply, std::string_view wire) {
   if (statements_ != nullptr && queue_reply) {
+    size_t queued = pending_.size();
     switch (type) {
       case fe::kParse:
         pending_.push_back(PendingReply{PendingKind::parse, 0, {}, {}, {}});
@@ -442,6 +446,10 @@ void Server::note_client_message(char type, bool queue_reply) {
         break;
       default:
         break;
+    }
+    if (keep_wire_ && pending_.size() > queued && !wire.empty()) {
+      pending_.back().wire.assign(wire);
+      pending_.back().replayable = true;
     }
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
@@ -551,6 +559,15 @@ void Server::process_session_input() {
           flush_batch();
           close(fmt::format("reply '{}' out of step with the requests", message.type));
           return;
+        case Match::held_error_first:
+          flush_batch();
+          send_held_error();
+          break;
+        case Match::held_error_instead:
+          flush_batch();
+          send_held_error();
+          send_made_up_replies();
+          continue;
       }
     }
     Reply action = inspect_reply(message);
@@ -586,6 +603,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       auto rfq = pp::parse_ready_for_query(message.body);
       tx_status_ = rfq ? rfq.value.status : 'E';
       if (client_ready_owed_ > 0) --client_ready_owed_;
+      ready_ms_ = worker_.now_ms();
       copy_in_ = copy_out_ = false;
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
       timing.on_ready(pool_.stats(), tx_status_, channel_.bytes_sent(), channel_.bytes_received());
@@ -627,6 +645,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
 }
 
 bool Server::handle_internal_reply(const pp::Message& message) {
+  if (query_sink_ != nullptr && deliver_query_reply(message)) return true;
   switch (message.type) {
     case be::kParameterStatus: {
       auto ps = pp::parse_parameter_status(message.body);
@@ -645,11 +664,13 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
+      if (query_sink_ != nullptr && internal_ready_owed_ == 0) finish_query();
       if (state_ == State::resetting && internal_ready_owed_ == 0) {
         if (internal_failed_ || tx_status_ != 'I') {
-          close("cleaning the server failed");
+          close(life.checking ? "server_check_query failed" : "cleaning the server failed");
           return false;
         }
+        if (verifier_.awaiting() && finish_verify()) return true;
         set_state(State::idle);
         pool_.on_server_idle(*this);
         return state_ == State::idle || state_ == State::active;
@@ -681,9 +702,11 @@ bool Server::handle_internal_reply(const pp::Message& message) {
     case be::kNotificationResponse:
       if (state_ == State::idle) note_orphan_notification(message);
       return true;
+    case be::kDataRow:
+      if (verifier_.awaiting()) verifier_.on_data_row(message.body);
+      return true;
     case be::kNoticeResponse:
     case be::kRowDescription:
-    case be::kDataRow:
     case be::kCommandComplete:
     case be::kEmptyQueryResponse:
       return true;
@@ -703,7 +726,16 @@ void Server::release_to_pool() {
   internal_failed_ = false;
   pending_.clear();  // empty at a transaction boundary; a leftover would be a bug's trace
   skipping_to_sync_ = false;
-  if (dirty_.any()) {
+  reset_retry_state();
+  const Settings& settings = worker_.settings();
+  if (pool_.mode() == PoolMode::transaction &&
+      verify_turn(settings.session_state_verify, settings.session_state_verify_sample)) {
+    verifier_.expect();
+  }
+  const bool reset_always = settings.server_reset_query_always &&
+                            !settings.server_reset_query.empty() &&
+                            pool_.mode() == PoolMode::transaction;
+  if (dirty_.any() || verifier_.awaiting() || reset_always) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
     clean_and_release(/*session_ended=*/false);
@@ -725,26 +757,34 @@ void Server::expect(PendingReply reply) {
     return;
   }
   pending_.push_back(std::move(reply));
-  if (pending_.size() == 1 && is_made_up(pending_.front().kind)) send_made_up_replies();
+  if (pending_.size() == 1 && is_made_up(pending_.front().kind) && !holding_error_) {
+    send_made_up_replies();
+  }
 }
 
 void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::string client_name,
                                std::string& out) {
-  std::vector<std::string> evicted;
-  statements_->add(stmt.id, stmt.server_name, evicted);
-  for (const std::string& name : evicted) {
+  std::vector<std::string> to_close;
+  pool_.counters().prepared_evictions +=
+      statements_->add(stmt.id, stmt.server_name, stmt.generation, to_close, stmt.stats);
+  for (std::string& name : to_close) {
     // Closing costs nothing visible: the CloseComplete is swallowed. The client messages it
     // travels with carry the Sync that makes the server answer.
+    size_t mark = out.size();
     pp::write_close(out, 'S', name);
-    pending_.push_back(PendingReply{PendingKind::close_hidden, 0, {}, {}, {}});
+    pending_.push_back(PendingReply{PendingKind::close_hidden, 0, std::move(name), {}, {}});
+    keep_request(out, mark);
   }
+  size_t mark = out.size();
   pp::write_parse(out, stmt.server_name, stmt.query, stmt.parameter_types);
   pending_.push_back(PendingReply{hidden ? PendingKind::parse_hidden : PendingKind::parse,
                                   stmt.id,
                                   std::move(client_name),
                                   {},
                                   {}});
+  keep_request(out, mark);
   ++pool_.counters().server_parse_count;
+  ++stmt.stats->server_parses;
 }
 
 void Server::forget_statements() {
@@ -752,7 +792,7 @@ void Server::forget_statements() {
 }
 
 void Server::send_made_up_replies() {
-  if (client_ == nullptr) return;
+  if (client_ == nullptr || holding_error_) return;
   std::string& out = client_->channel().output();
   while (!pending_.empty() && is_made_up(pending_.front().kind)) {
     PendingReply reply = std::move(pending_.front());
@@ -779,8 +819,10 @@ void Server::send_made_up_replies() {
         break;
       case PendingKind::parse:
       case PendingKind::parse_hidden:
+      case PendingKind::parse_duplicate:
       case PendingKind::close_hidden:
       case PendingKind::bind:
+      case PendingKind::bind_refused:
       case PendingKind::describe:
       case PendingKind::execute:
       case PendingKind::close:
@@ -796,6 +838,11 @@ void Server::skip_pending_to_sync() {
          pending_.front().kind != PendingKind::query) {
     PendingReply reply = std::move(pending_.front());
     pending_.pop_front();
+    if (reply.kind == PendingKind::close_hidden) {
+      // The server skipped the Close: the statement is still there, out of the cache.
+      statements_->mark_to_close(std::move(reply.text));
+      continue;
+    }
     if (reply.kind == PendingKind::parse || reply.kind == PendingKind::parse_hidden ||
         reply.kind == PendingKind::made_parse_complete) {
       // PostgreSQL skipped that Parse: the statement does not exist there, and a client Parse
@@ -816,6 +863,13 @@ Server::Match Server::match_pending(const pp::Message& message) {
       return Match::forward;  // may come at any time
     default:
       break;
+  }
+  if (holding_error_) return on_ready_after_held_error(message);
+  // Whether a stale plan may be retried: ParseComplete and hidden CloseComplete only say that
+  // statements exist, which a retry does not change.
+  if (message.type != be::kParseComplete && message.type != be::kCloseComplete &&
+      message.type != be::kErrorResponse && message.type != be::kReadyForQuery) {
+    batch_reached_client_ = true;
   }
   if (pending_.empty()) {
     // A FATAL the server sends on its own (terminated, shutting down) belongs to no request;
@@ -871,10 +925,22 @@ Server::Match Server::match_pending(const pp::Message& message) {
       return front.kind == PendingKind::query ? Match::forward : Match::out_of_step;
     case be::kErrorResponse:
       if (front.kind != PendingKind::query) {
+        if (front.kind == PendingKind::parse_duplicate) {
+          std::string client_name = front.text;
+          hold_duplicate_error(message, client_name);
+        } else if (front.kind == PendingKind::bind_refused) {
+          held_error_ = std::move(front.text);
+          // Only now (not when an earlier error made the server skip it) the client has it.
+          if (client_ != nullptr) client_->note_stale_plan_seen(*front.statement);
+        } else if (front.statement != nullptr && hold_for_retry(message)) {
+          return Match::swallow;
+        }
         // Until the Sync, the server ignores what the client sends (and sends nothing back).
         skip_pending_to_sync();
         skipping_to_sync_ = true;
+        if (!held_error_.empty()) return Match::held_error_instead;
       }
+      batch_reached_client_ = true;
       return Match::forward;
     case be::kReadyForQuery:
       if (skipping_to_sync_) {
@@ -888,6 +954,8 @@ Server::Match Server::match_pending(const pp::Message& message) {
         return Match::out_of_step;
       }
       pop();
+      batch_reached_client_ = false;
+      if (pending_.empty()) keep_wire_ = false;
       return Match::forward;
     default:
       // DataRow, COPY messages, FunctionCallResponse: inside the current request.
@@ -921,10 +989,17 @@ void Server::clean_and_release(bool session_ended) {
   }
   // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
   // transaction of a multi-statement query.
+  if (session_ended && pool_.mode() == PoolMode::transaction && !verifier_.awaiting() &&
+      verify_turn(worker_.settings().session_state_verify,
+                  worker_.settings().session_state_verify_sample)) {
+    verifier_.expect();
+  }
   std::vector<std::string> queries;
   if (tx_status_ != 'I') queries.emplace_back("ROLLBACK");
   const std::string& reset_query = worker_.settings().server_reset_query;
-  if (session_ended && pool_.mode() == PoolMode::session && !reset_query.empty()) {
+  // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).
+  if (!reset_query.empty() && ((session_ended && pool_.mode() == PoolMode::session) ||
+                               worker_.settings().server_reset_query_always)) {
     queries.push_back(reset_query);
     extras_.clear();  // DISCARD ALL (the usual reset) resets what the pooler applied
   }
@@ -942,9 +1017,13 @@ void Server::clean_and_release(bool session_ended) {
         q.find("DEALLOCATE ALL") != std::string::npos) {
       forget_statements();
     }
+    if (q.find("DISCARD ALL") != std::string::npos) verifier_.track().clear();
   }
+  // Last, after the cleaning: it sees what the cleaning left.
+  if (verifier_.awaiting()) queries.push_back(verify_query(pool_.credentials().user));
   pending_.clear();
   skipping_to_sync_ = false;
+  reset_retry_state();
   if (queries.empty()) {
     set_state(State::idle);
     pool_.on_server_idle(*this);
@@ -953,6 +1032,19 @@ void Server::clean_and_release(bool session_ended) {
   internal_failed_ = false;
   set_state(State::resetting);
   for (const std::string& q : queries) send_internal_query(q);
+}
+
+bool Server::finish_verify() {
+  std::vector<VerifyDifference> differences = verifier_.finish(tracked_, extras_);
+  if (differences.empty()) return false;
+  record_hidden_findings(worker_, *this, differences);
+  // DISCARD ALL ends all of it; the next link applies its client's parameters again (the
+  // ParameterStatus messages it brings keep tracked_ true, and no startup extra is left).
+  extras_.clear();
+  forget_statements();
+  verifier_.track().clear();
+  send_internal_query("DISCARD ALL");
+  return true;
 }
 
 void Server::mark_dirty(const pp::SessionStateFinding& finding) {
@@ -1005,6 +1097,7 @@ void Server::close(std::string_view reason) {
   client_ = nullptr;
   set_state(State::closing);
   if (client != nullptr) client->on_server_lost(reason);
+  abandon_query(reason);
   pool_.on_server_closing();
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
   if (timer_open_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&connect_timer_))) {
@@ -1037,7 +1130,10 @@ void Server::on_channel_closed(Channel&) {
 
 void Server::maybe_destroy() {
   // Every handle and request of libuv that points here must have called back first.
-  if (state_ == State::closing && !timer_open_ && !channel_open_ && !resolving_) delete this;
+  if (state_ == State::closing && !timer_open_ && !channel_open_ && !resolving_) {
+    pool_.on_server_destroyed();  // its backend is gone: max_db_connections room
+    delete this;
+  }
 }
 
 void Server::on_channel_error(Channel&, int status) {

@@ -24,7 +24,10 @@
 #include "pooler/intrusive_list.h"
 #include "pooler/pending_replies.h"
 #include "pooler/prepared_statements.h"
+#include "pooler/server_lifecycle.h"
+#include "pooler/server_query.h"
 #include "pooler/session_params.h"
+#include "pooler/session_verify.h"
 #include "pooler/stats.h"
 
 namespace pgsluice {
@@ -63,6 +66,12 @@ class Server final : public ChannelOwner {
   // cleaned when the server is released; a pinned server stays with its client.
   void mark_dirty(const protocol::SessionStateFinding& finding);
   void mark_dirty_unknown();
+  // A finding the linked client's SQL left here (any action that forwards it): state that
+  // session_state_verify may find without calling it hidden.
+  void note_session_state(const protocol::SessionStateFinding& finding) {
+    verifier_.track().note(finding);
+  }
+  SessionVerifier& verifier() { return verifier_; }
   void pin() { pinned_ = true; }
   [[nodiscard]] bool pinned() const { return pinned_; }
   [[nodiscard]] bool dirty() const { return dirty_.any(); }
@@ -70,12 +79,20 @@ class Server final : public ChannelOwner {
   // Called by the linked client for every message it forwards here. With prepared statement
   // rewriting on, it also queues the reply the message expects (unless `queue_reply` is false:
   // the client queued a special one itself).
-  void note_client_message(char type, bool queue_reply = true);
+  // `wire` is the message as sent (kept while a batch may have to be sent again).
+  void note_client_message(char type, bool queue_reply = true, std::string_view wire = {});
 
   // --- protocol-level prepared statements (transaction mode, max_prepared_statements > 0) ---
   [[nodiscard]] bool rewrites_statements() const { return statements_ != nullptr; }
   void expect(PendingReply reply);
-  [[nodiscard]] bool has_statement(uint64_t id) const { return statements_->contains(id); }
+  // A Bind or Describe 'S' of `stmt`, rewritten as `wire` (server_retry.cc): from here to the
+  // end of the batch the requests are kept, for a retry after a stale plan (0A000).
+  void expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt, std::string_view wire);
+  // Queues `reply` for the request written to `out` from `mark` on.
+  void expect_sent(PendingReply reply, const std::string& out, size_t mark);
+  [[nodiscard]] bool has_statement(const PreparedStatement& stmt) const {
+    return statements_->has(stmt.id, stmt.generation);
+  }
   void touch_statement(uint64_t id) { statements_->touch(id); }
   // Writes the Parse of `stmt` under its server name (after Close messages for statements the
   // cache evicts) and queues its reply: the client's own (`hidden` false) or swallowed.
@@ -83,6 +100,14 @@ class Server final : public ChannelOwner {
                          std::string& out);
   // DEALLOCATE ALL or DISCARD ALL ran on this server: it has no statement left.
   void forget_statements();
+  // A client sent DEALLOCATE ALL or DISCARD ALL, which the server may skip after an error.
+  void statements_may_be_gone() { statements_->close_all_later(); }
+  // A client's Bind of a statement whose result type changed since the client last saw it
+  // (server_retry.cc): refused with PostgreSQL's 0A000, as a Bind the server itself refuses so
+  // that the transaction fails as it would have; not when the server's transaction state is
+  // unknown (an earlier batch still owed) or failed (PostgreSQL would answer 25P02).
+  [[nodiscard]] bool may_refuse_stale_bind() const;
+  void refuse_stale_bind(const PreparedStatementRef& stmt, std::string& out);
   // After the client handled messages itself (a DEALLOCATE answered by the pooler): when the
   // server owes nothing, the link ends as at a ReadyForQuery.
   void release_if_nothing_owed();
@@ -111,12 +136,23 @@ class Server final : public ChannelOwner {
   void on_channel_closed(Channel& channel) override;
   void on_channel_tls_ready(Channel& channel) override;
 
-  ListNode pool_node;   // on the pool's list of its state
-  ServerTiming timing;  // stats and admin state (stats.h): query/xact timing, close_needed
+  ListNode pool_node;    // on the pool's list of its state
+  ServerTiming timing;   // stats and admin state (stats.h): query/xact timing, close_needed
+  ServerLifecycle life;  // age and health checks (server_lifecycle.h)
+  // server_check_query on an idle server (server_lifecycle.cc): it is `resetting` until the
+  // answer; then idle again, or closed when the query failed.
+  void run_check(const std::string& query);
+  // The pooler's own query (server_query.h) on an idle server no client is linked to: writes
+  // `messages` (ending with a Sync) and sends the replies to `sink`. False when not idle.
+  bool run_query(std::string_view messages, ServerQuerySink& sink);
 
   // For SHOW SERVERS.
   [[nodiscard]] int32_t backend_pid() const { return backend_pid_; }
   [[nodiscard]] uint64_t linked_at_ms() const { return linked_at_ms_; }
+  // Client timeouts (client_timeouts.h): a reply still owed to the client (a query runs), and
+  // when the last ReadyForQuery for the client came (idle in transaction since then).
+  [[nodiscard]] bool awaiting_reply() const { return client_ready_owed_ > 0; }
+  [[nodiscard]] uint64_t ready_ms() const { return ready_ms_; }
 
  private:
   void set_state(State state);
@@ -126,7 +162,13 @@ class Server final : public ChannelOwner {
   static void on_connect_timeout(uv_timer_t* timer);
 
   enum class Reply { forward, swallow, forward_and_release };
-  enum class Match { forward, swallow, out_of_step };
+  enum class Match {
+    forward,
+    swallow,
+    out_of_step,
+    held_error_first,    // the held error goes to the client, then this reply
+    held_error_instead,  // the held error goes to the client in place of this reply
+  };
 
   void process_login_input();
   bool handle_login_message(const protocol::Message& message);
@@ -145,12 +187,30 @@ class Server final : public ChannelOwner {
   void skip_pending_to_sync();
   // Sends the made-up replies at the front of the queue to the client.
   void send_made_up_replies();
+  // A stale plan (0A000) at a rewritten Bind (server_retry.cc): the error is held back and the
+  // batch sent again after the statement is prepared again when nothing of the batch reached
+  // the client and no transaction block is open; otherwise the error goes through and the
+  // statement is prepared again at its next use. True when the error is held.
+  bool hold_for_retry(const protocol::Message& error);
+  // The ReadyForQuery that ends a batch whose error is held: the batch is sent again, or, when
+  // that is no longer safe, the held error goes to the client first.
+  Match on_ready_after_held_error(const protocol::Message& ready);
+  void send_held_error();
+  // A 42P05 from a client's Parse of a name it already uses is held, to go to the client
+  // under the client's name.
+  void hold_duplicate_error(const protocol::Message& error, const std::string& client_name);
+  // The request written to `out` from `mark` on is kept with the last queued reply.
+  void keep_request(const std::string& out, size_t mark);
+  void reset_retry_state();
   void send_internal_query(const std::string& sql);
   void release_to_pool();
   void note_orphan_notification(const protocol::Message& message);
   // Rolls back, resets (session end in session mode) and cleans what the client left, then
   // goes idle; closes instead when the state cannot be undone.
   void clean_and_release(bool session_ended);
+  // session_state_verify's answer came (the last internal reply while resetting): true when
+  // the server goes on resetting (a DISCARD ALL for what was hidden), false to go idle.
+  bool finish_verify();
   void login_failed(std::string_view sqlstate, std::string_view message);
   // TLS towards the server (tls_server.cc): the SSLRequest sent before the StartupMessage under
   // server_tls_sslmode != disable, its one-byte answer, and SCRAM channel binding.
@@ -197,11 +257,24 @@ class Server final : public ChannelOwner {
   std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
   PendingReplies pending_;
   bool skipping_to_sync_ = false;  // an extended-protocol error: the server skips to the Sync
+  // Stale plan retries (server_retry.cc).
+  bool keep_wire_ = false;             // requests keep their bytes (a rewritten Bind was sent)
+  bool batch_reached_client_ = false;  // a reply other than ParseComplete since ReadyForQuery
+  bool holding_error_ = false;         // an 0A000 held back until the batch's ReadyForQuery
+  std::string held_error_;
+  PendingReplies held_batch_;  // the requests from the failed Bind to the Sync
   DirtyState dirty_;
+  // run_query's sink until the ReadyForQuery (server_query.cc).
+  ServerQuerySink* query_sink_ = nullptr;
+  bool deliver_query_reply(const protocol::Message& message);
+  void finish_query();
+  void abandon_query(std::string_view reason);
+  SessionVerifier verifier_;  // session_state_verify and long_hold (session_verify.h)
   bool pinned_ = false;
   ParameterSet tracked_;  // as reported by ParameterStatus
   ParameterSet extras_;   // startup extras the pooler applied on this server
   uint64_t linked_at_ms_ = 0;
+  uint64_t ready_ms_ = 0;
 };
 
 }  // namespace pgsluice

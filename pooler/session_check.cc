@@ -124,6 +124,8 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     }
     record(worker, client, pp::to_string(f.kind), f.detail, pp::to_string(f.certainty), action,
            statement_text(sql, f.span));
+    // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
+    if (action != SessionAction::reject) server.note_session_state(f);
     switch (action) {
       case SessionAction::reject:
         if (rejected == nullptr) rejected = &f;

@@ -45,6 +45,26 @@ std::string_view to_string(SessionAction action) {
   return "?";
 }
 
+std::string_view to_string(SessionVerifyMode mode) {
+  switch (mode) {
+    case SessionVerifyMode::off:
+      return "off";
+    case SessionVerifyMode::sample:
+      return "sample";
+    case SessionVerifyMode::always:
+      return "always";
+  }
+  return "?";
+}
+
+std::optional<SessionVerifyMode> parse_session_verify_mode(std::string_view text) {
+  for (SessionVerifyMode m :
+       {SessionVerifyMode::off, SessionVerifyMode::sample, SessionVerifyMode::always}) {
+    if (text == to_string(m)) return m;
+  }
+  return std::nullopt;
+}
+
 std::optional<SessionAction> parse_session_action(std::string_view text) {
   for (SessionAction a : {SessionAction::off, SessionAction::warn, SessionAction::reject,
                           SessionAction::reset, SessionAction::pin}) {

@@ -24,6 +24,16 @@ enum class SessionAction {
 
 inline constexpr size_t kSessionStateKindCount = 9;
 
+// session_state_verify: after a release in transaction mode, one query compares what the SQL
+// checks tracked on the server with what is really there (session_verify.h).
+enum class SessionVerifyMode {
+  off,     // never: a clean server pays nothing
+  sample,  // one release in session_state_verify_sample
+  always,  // every release (staging)
+};
+std::string_view to_string(SessionVerifyMode mode);
+std::optional<SessionVerifyMode> parse_session_verify_mode(std::string_view text);
+
 struct SessionPolicy {
   SessionAction default_action = SessionAction::warn;
   std::array<std::optional<SessionAction>, kSessionStateKindCount> overrides{};

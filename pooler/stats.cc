@@ -23,6 +23,8 @@ PoolCounters& PoolCounters::operator+=(const PoolCounters& o) {
   client_parse_count += o.client_parse_count;
   server_parse_count += o.server_parse_count;
   bind_count += o.bind_count;
+  prepared_evictions += o.prepared_evictions;
+  prepared_retries += o.prepared_retries;
   return *this;
 }
 

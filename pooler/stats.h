@@ -26,6 +26,8 @@ struct PoolCounters {
   uint64_t client_parse_count = 0;  // prepared statements (filled in by the registry)
   uint64_t server_parse_count = 0;
   uint64_t bind_count = 0;
+  uint64_t prepared_evictions = 0;  // statements closed on a server to stay under the limit
+  uint64_t prepared_retries = 0;    // batches sent again after a stale plan (0A000)
 
   PoolCounters& operator+=(const PoolCounters& o);
 };

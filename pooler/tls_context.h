@@ -1,8 +1,9 @@
-// The TLS configuration of each side, built once from client_tls_* and server_tls_*: an OpenSSL
+// The TLS configuration of each side, built from client_tls_* and server_tls_*: an OpenSSL
 // SSL_CTX (certificate, key, CA, protocol range, ciphers, verification) and the sslmode. Files are
-// read here, at startup, so that a missing key is an error before the first client arrives; a
-// reload builds new contexts, and the sessions of open connections keep the one they started
-// with (SSL_new holds a reference on its SSL_CTX).
+// read here, at startup, so that a missing key is an error before the first client arrives, and
+// again at every RELOAD/SIGHUP (Worker::reload): new connections take the new contexts, and the
+// sessions of open connections keep the one they started with (SSL_new holds a reference on its
+// SSL_CTX); a context that cannot be built leaves the one in use in place.
 #pragma once
 
 #include <openssl/ssl.h>

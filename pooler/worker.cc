@@ -3,6 +3,7 @@
 
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +12,13 @@
 #include "pgsluice/protocol/md5.h"
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/auth_query.h"
+#include "pooler/cancel_sender.h"
+#include "pooler/client_timeouts.h"
+#include "pooler/listen_socket.h"
 #include "pooler/metrics_server.h"
+#include "pooler/pool_maintenance.h"
+#include "pooler/session_verify.h"
 #include "pooler/sqlstate.h"
 
 namespace pgsluice {
@@ -27,75 +34,15 @@ void close_and_free_listener(uv_stream_t* stream) {
            [](uv_handle_t* h) { std::free(h); });  // allocated with malloc in listen_*()
 }
 
-// A CancelRequest on a connection of its own: written, then closed (the server replies nothing).
-class CancelSender final : public ChannelOwner {
- public:
-  CancelSender(uv_loop_t* loop, std::string packet)
-      : channel_(loop, *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength),
-        packet_(std::move(packet)) {}
-
-  void start(const ServerAddress& address) {
-    req_.data = this;
-    if (!address.unix_path.empty()) {
-      if (channel_.init_pipe() != 0) {
-        delete this;
-        return;
-      }
-      uv_pipe_connect(&req_, channel_.pipe(), address.unix_path.c_str(), on_connected);
-      return;
-    }
-    sockaddr_storage storage{};
-    if (channel_.init_tcp() != 0) {
-      delete this;
-      return;
-    }
-    if (uv_ip4_addr(address.host.c_str(), address.port, reinterpret_cast<sockaddr_in*>(&storage)) !=
-            0 &&
-        uv_ip6_addr(address.host.c_str(), address.port,
-                    reinterpret_cast<sockaddr_in6*>(&storage)) != 0) {
-      // Cancel requests go to IP literals and sockets only; a name would need a lookup per
-      // cancel, and libuv's lookup is asynchronous: resolved hosts come with server TLS work.
-      spdlog::warn("cancel request to {} not sent: not an IP address", address.host);
-      channel_.close();
-      return;
-    }
-    if (uv_tcp_connect(&req_, channel_.tcp(), reinterpret_cast<sockaddr*>(&storage),
-                       on_connected) != 0) {
-      channel_.close();
-    }
-  }
-
-  void on_channel_readable(Channel&) override {}
-  void on_channel_error(Channel& c, int) override { c.close(); }
-  void on_channel_drained(Channel&) override {}
-  void on_channel_closed(Channel&) override { delete this; }
-
- private:
-  static void on_connected(uv_connect_t* req, int status) {
-    auto* self = static_cast<CancelSender*>(req->data);
-    if (status < 0) {
-      self->channel_.close();
-      return;
-    }
-    self->channel_.output() = self->packet_;
-    self->channel_.close_when_flushed();
-  }
-
-  Channel channel_;
-  std::string packet_;
-  uv_connect_t req_{};
-};
 }  // namespace
 
 Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthSecrets> secrets)
     : config_(std::move(config)), secrets_(std::move(secrets)) {
   uv_loop_init(&loop_);
-  uv_signal_init(&loop_, &sigint_);
-  uv_signal_init(&loop_, &sigterm_);
   uv_signal_init(&loop_, &sighup_);
   sighup_.data = this;
   uv_timer_init(&loop_, &janitor_);
-  sigint_.data = sigterm_.data = janitor_.data = this;
+  janitor_.data = this;
 }
 
 Worker::~Worker() {
@@ -153,9 +100,13 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
 
 bool Worker::listen() {
   started_ms_ = now_ms();
-  if (!open_listeners()) return false;
-  uv_signal_start(&sigint_, on_signal, SIGINT);
-  uv_signal_start(&sigterm_, on_signal, SIGTERM);
+  // Before the port accepts: whoever sees it open may signal at once.
+  shutdown_.start_signals(&loop_);
+  if (!open_listeners()) {
+    shutdown_.close_signals();
+    uv_run(&loop_, UV_RUN_NOWAIT);  // the closes complete, so that the loop can be closed
+    return false;
+  }
   uv_signal_start(&sighup_, on_sighup, SIGHUP);
   uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   return start_metrics();
@@ -200,7 +151,14 @@ bool Worker::listen_tcp(const std::string& host, int port) {
   uv_tcp_init(&loop_, tcp);
   tcp->data = this;
   unsigned flags = storage.ss_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0;
-  int rc = uv_tcp_bind(tcp, reinterpret_cast<sockaddr*>(&storage), flags);
+  int rc = 0;
+  if (settings().so_reuseport) {
+    int fd = bind_reuseport_socket(reinterpret_cast<sockaddr*>(&storage));
+    rc = fd < 0 ? fd : uv_tcp_open(tcp, fd);
+    if (fd >= 0 && rc != 0) ::close(fd);
+  } else {
+    rc = uv_tcp_bind(tcp, reinterpret_cast<sockaddr*>(&storage), flags);
+  }
   if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(tcp), kListenBacklog, on_connection);
   if (rc != 0) {
     spdlog::error("could not listen on {}:{}: {}", host, port, uv_strerror(rc));
@@ -255,6 +213,35 @@ void Worker::accept_client(uv_stream_t* listener) {
   client->start();
 }
 
+void Worker::drain_listeners() {
+  for (auto& listener : listeners_) {
+    uv_os_fd_t fd = -1;
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(listener.get()), &fd) != 0) continue;
+    const bool tcp = listener->type == UV_TCP;
+    for (;;) {
+      int conn = ::accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (conn < 0) {
+        if (errno == EINTR) continue;
+        break;  // EAGAIN: the queue is empty
+      }
+      auto* client = new Client(*this, next_client_id());
+      Channel& channel = client->channel();
+      int rc = tcp ? channel.init_tcp() : channel.init_pipe();
+      if (rc == 0) {
+        rc = tcp ? uv_tcp_open(channel.tcp(), conn) : uv_pipe_open(channel.pipe(), conn);
+      }
+      clients_.push_back(*client);
+      if (rc != 0) {
+        ::close(conn);
+        client->close("accept failed");
+        continue;
+      }
+      if (tcp) uv_tcp_nodelay(channel.tcp(), 1);
+      client->start();
+    }
+  }
+}
+
 void Worker::on_client_closed(Client& client) {
   clients_.remove(client);
   delete &client;
@@ -262,19 +249,25 @@ void Worker::on_client_closed(Client& client) {
 
 // --- cancel keys ---
 
-void Worker::register_cancel_key(Client& client) {
+bool Worker::register_cancel_key(Client& client) {
   // Protocol 3.2 clients take long keys; 3.0 clients exactly four bytes.
   size_t key_size = client.protocol_version() >= pp::kProtocolVersion32 ? 32 : 4;
   std::string key(key_size, '\0');
   int32_t pid = 0;
+  // Without the CSPRNG there is no key nobody can guess (an all-zero one would let anyone cancel
+  // the client's queries), and a failing RAND_bytes would spin this loop forever: refuse instead,
+  // as PostgreSQL does ("could not generate random cancel key").
   do {
     uint32_t raw = 0;
-    RAND_bytes(reinterpret_cast<unsigned char*>(&raw), sizeof(raw));
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&raw), sizeof(raw)) != 1) return false;
     pid = static_cast<int32_t>(raw & 0x7fffffff);
   } while (pid == 0 || cancel_index_.count(pid) != 0);
-  RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size()));
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
+    return false;
+  }
   client.set_cancel_key(pid, std::move(key));
   cancel_index_.emplace(pid, &client);
+  return true;
 }
 
 void Worker::unregister_cancel_key(Client& client) {
@@ -292,7 +285,8 @@ void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid,
                          const std::string& key) {
   std::string packet;
   pp::write_cancel_request(packet, backend_pid, key);
-  (new CancelSender(&loop_, std::move(packet)))->start(address);
+  CancelSender::send(&loop_, address, std::move(packet),
+                     static_cast<uint64_t>(settings().cancel_wait_timeout.count()));
 }
 
 // --- janitor and lifecycle ---
@@ -300,8 +294,9 @@ void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid,
 void Worker::on_janitor(uv_timer_t* timer) {
   auto* self = static_cast<Worker*>(timer->data);
   uint64_t now = self->now_ms();
-  for (auto& [key, pool] : self->pools_) pool->check_timeouts(now);
+  maintain_pools(*self, now);   // timeouts, limits, lifetimes (pool_maintenance.cc)
   self->admin_control_.tick();  // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN waits
+  check_long_holds(*self);      // session_state_long_hold (session_verify.h)
   auto login_timeout = static_cast<uint64_t>(self->settings().client_login_timeout.count());
   self->clients_.for_each([&](Client& c) {
     bool logging_in = c.state() == Client::State::startup || c.state() == Client::State::auth;
@@ -313,12 +308,8 @@ void Worker::on_janitor(uv_timer_t* timer) {
       c.channel().release_idle_buffers();
     }
   });
-}
-
-void Worker::on_signal(uv_signal_t* handle, int signum) {
-  auto* self = static_cast<Worker*>(handle->data);
-  spdlog::info("got signal {}, shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
-  self->stop();
+  enforce_client_timeouts(*self, now);
+  self->shutdown_.tick(now);  // last: it may stop the worker
 }
 
 void Worker::on_sighup(uv_signal_t* handle, int) {
@@ -339,8 +330,7 @@ void Worker::stop() {
   stop_metrics();
   uv_timer_stop(&janitor_);
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
-  uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
+  shutdown_.close_signals();
   uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
   clients_.for_each(
       [](Client& c) { c.fail(sqlstate::kAdminShutdown, "pgsluice is shutting down"); });

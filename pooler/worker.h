@@ -16,21 +16,20 @@
 
 #include "pgsluice/protocol/session_state.h"
 #include "pooler/admin_control.h"
+#include "pooler/auth_sources.h"
 #include "pooler/client.h"
 #include "pooler/config.h"
 #include "pooler/intrusive_list.h"
 #include "pooler/pool.h"
 #include "pooler/prepared_statements.h"
 #include "pooler/session_findings.h"
+#include "pooler/shutdown.h"
 #include "pooler/tls_context.h"
 
 namespace pgsluice {
 
+class AuthQuery;
 class MetricsServer;
-
-struct AuthSecrets {
-  std::map<std::string, std::string> by_user;
-};
 
 class Worker {
  public:
@@ -41,9 +40,11 @@ class Worker {
 
   // Opens the listening sockets; false (with the reason logged) when none could be opened.
   bool listen();
-  // Runs the loop until stop() (or SIGINT/SIGTERM).
+  // Runs the loop until stop() (SIGQUIT, SHUTDOWN, or the end of a graceful shutdown).
   void run();
   void stop();
+  // SIGINT / SIGTERM and the console's SHUTDOWN modes (shutdown.h).
+  Shutdown& shutdown() { return shutdown_; }
 
   uv_loop_t* loop() { return &loop_; }
   [[nodiscard]] const Config& config() const { return *config_; }
@@ -72,7 +73,8 @@ class Worker {
   void on_client_closed(Client& client);
 
   // Virtual cancel keys: the (pid, key) a client was given, mapped back to the client.
-  void register_cancel_key(Client& client);
+  // False when the CSPRNG failed: the client must not be let in without a key.
+  [[nodiscard]] bool register_cancel_key(Client& client);
   void unregister_cancel_key(Client& client);
   Client* find_cancel_target(int32_t pid, std::string_view key);
   // Sends a CancelRequest to a server on a connection of its own.
@@ -80,6 +82,8 @@ class Worker {
 
   // --- the admin console and metrics (worker_admin.cc) ---
   AdminControl& admin_control() { return admin_control_; }
+  // auth_query lookups and their cache (auth_query.h), made on first use.
+  AuthQuery& auth_query();
   template <class Fn>
   void for_each_pool(Fn&& fn) {
     for (auto& [key, pool] : pools_) fn(*pool);
@@ -93,6 +97,10 @@ class Worker {
   // SUSPEND / RESUME and SHUTDOWN WAIT_FOR_CLIENTS stop and restart accepting.
   bool open_listeners();
   void close_listeners();
+  // Accepts the connections already queued on the listening sockets, so that closing them
+  // (SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS) resets none of them: behind so_reuseport the other
+  // processes take the next ones.
+  void drain_listeners();
   // RELOAD: re-reads the configuration file and the auth_file; on an error nothing changes
   // and the error is returned (empty on success).
   std::string reload();
@@ -103,7 +111,6 @@ class Worker {
   bool listen_tcp(const std::string& host, int port);
   bool listen_unix(const std::string& dir, int port);
   static void on_connection(uv_stream_t* listener, int status);
-  static void on_signal(uv_signal_t* handle, int signum);
   static void on_sighup(uv_signal_t* handle, int signum);
   static void on_janitor(uv_timer_t* timer);
   bool start_metrics();
@@ -116,8 +123,6 @@ class Worker {
   std::shared_ptr<const AuthSecrets> secrets_;
   uv_loop_t loop_{};
   std::vector<std::unique_ptr<uv_stream_t, void (*)(uv_stream_t*)>> listeners_;
-  uv_signal_t sigint_{};
-  uv_signal_t sigterm_{};
   uv_signal_t sighup_{};
   uv_timer_t janitor_{};
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
@@ -129,7 +134,9 @@ class Worker {
   TlsContexts tls_;
   PreparedRegistry prepared_registry_;
   AdminControl admin_control_{*this};
+  Shutdown shutdown_{*this};
   std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<AuthQuery> auth_query_;
   // The snapshot a RELOAD replaced, kept one more reload: code running when it is swapped may
   // still hold references into it.
   std::shared_ptr<const Config> previous_config_;

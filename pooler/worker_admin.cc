@@ -2,7 +2,7 @@
 // listeners, and the /metrics endpoint's lifetime. Kept apart from worker.cc, the event loop.
 #include <spdlog/spdlog.h>
 
-#include "pooler/auth_file.h"
+#include "pooler/auth_query.h"
 #include "pooler/metrics_server.h"
 #include "pooler/settings_table.h"
 #include "pooler/worker.h"
@@ -39,16 +39,21 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
     spdlog::set_level(spdlog::level::from_str(c.settings.verbose_level));
   }
   for (auto& [key, pool] : pools_) {
-    // A database removed from the file keeps its pool until its clients leave, as in
-    // PgBouncer; a changed line applies to new work, and to servers at their next release.
+    // A database removed from the file drains (Pool::mark_removed): its clients finish, new
+    // ones are refused; a changed line applies to new work, and to servers at their next release.
     std::optional<DatabaseEntry> db = c.find_database(pool->database().name);
-    if (!db) continue;
+    if (!db) {
+      pool->mark_removed();
+      continue;
+    }
     const std::string& user = pool->credentials().user;
     if (db->password.empty()) {
       if (auto secret = secret_for(user)) pool->credentials().password = *secret;
     }
     pool->apply_config(*db, c.pool_mode_for(*db, user), c.pool_size_for(*db));
   }
+  // Cached auth_query results may be stale under new settings or passwords.
+  if (auth_query_) auth_query_->on_config_changed();
 }
 
 std::string Worker::reload() {
@@ -68,19 +73,26 @@ std::string Worker::reload() {
         "RELOAD: listen_addr, listen_port, unix_socket_dir and metrics_port take effect "
         "at the next start");
   }
-  auto secrets = std::make_shared<AuthSecrets>();
-  if (!s.auth_file.empty()) {
-    AuthFileResult auth = load_auth_file(s.auth_file);
-    if (!auth.errors.empty() && auth.secrets.empty()) {
-      std::string text = "auth_file " + s.auth_file + ": ";
-      for (size_t i = 0; i < auth.errors.size(); ++i) text += (i ? "; " : "") + auth.errors[i];
-      spdlog::error("RELOAD failed, the old configuration stays: {}", text);
-      return text;
-    }
-    for (const auto& e : auth.errors) spdlog::warn("{}", e);
-    secrets->by_user = std::move(auth.secrets);
+  // The auth_file and the auth_hba_file: a broken one keeps the old configuration whole.
+  AuthSourcesResult auth = load_auth_sources(s);
+  if (!auth.errors.empty()) {
+    std::string text;
+    for (size_t i = 0; i < auth.errors.size(); ++i) text += (i ? "; " : "") + auth.errors[i];
+    spdlog::error("RELOAD failed, the old configuration stays: {}", text);
+    return text;
   }
-  secrets_ = std::move(secrets);
+  for (const auto& w : auth.warnings) spdlog::warn("{}", w);
+  // Certificate and key files are read again (a renewed certificate under the same name): new
+  // connections use the new contexts, open ones keep theirs. A bad file keeps the contexts in
+  // use rather than stop TLS, as PgBouncer does.
+  TlsContexts tls;
+  std::string tls_error;
+  if (TlsContexts::build(s, tls, tls_error)) {
+    tls_ = std::move(tls);
+  } else {
+    spdlog::error("RELOAD: {}; TLS keeps the certificates and settings it had", tls_error);
+  }
+  secrets_ = std::move(auth.secrets);
   apply_config(std::move(loaded.config));
   spdlog::info("RELOAD: configuration {} applied", config_->path);
   return {};

@@ -1,0 +1,65 @@
+// How pgsluice stops, PgBouncer (>= 1.23) style. One code path for the signals and the admin
+// console's SHUTDOWN:
+//   SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS  stop accepting; exit when the last client has left
+//                                       (rolling restarts behind so_reuseport); no bound.
+//   SIGINT, SHUTDOWN WAIT_FOR_SERVERS   stop accepting; clients without a transaction in
+//                                       progress are closed at once, the others as soon as
+//                                       their transaction ends; exit when none is left, or
+//                                       after shutdown_timeout (pgsluice's key; PgBouncer has
+//                                       no bound) - then the remaining servers are closed and
+//                                       PostgreSQL rolls their transactions back.
+//   SIGQUIT, SHUTDOWN, any second signal  exit now.
+// A server is never returned to the pool or left open inside a transaction: it is released at
+// a transaction boundary, or closed.
+#pragma once
+
+#include <uv.h>
+
+#include <array>
+#include <cstdint>
+
+namespace pgsluice {
+
+class Worker;
+
+inline constexpr const char* kShutdownMessage = "pgsluice is shutting down";
+
+class Shutdown {
+ public:
+  enum class Mode { none, wait_for_clients, wait_for_servers, immediate };
+
+  explicit Shutdown(Worker& worker) : worker_(worker) {}
+  Shutdown(const Shutdown&) = delete;
+  Shutdown& operator=(const Shutdown&) = delete;
+
+  // SIGINT, SIGTERM and SIGQUIT handlers on the worker's loop; closed by close_signals().
+  void start_signals(uv_loop_t* loop);
+  void close_signals();
+
+  void wait_for_clients();
+  void wait_for_servers();
+  void immediate();
+  // What a signal asks for, given the shutdown already in progress (pure: unit-tested).
+  static Mode mode_for_signal(int signum, Mode current);
+
+  // From the janitor: closes clients whose transaction ended, exits when done or past due.
+  void tick(uint64_t now_ms);
+
+  // SIGINT: a client whose transaction just ended is closed instead of served again.
+  [[nodiscard]] bool draining() const { return mode_ == Mode::wait_for_servers; }
+  [[nodiscard]] Mode mode() const { return mode_; }
+
+ private:
+  static void on_signal(uv_signal_t* handle, int signum);
+  // Closes the clients that have no transaction in progress; returns how many remain.
+  size_t close_finished_clients();
+  size_t remaining_clients();
+
+  Worker& worker_;
+  Mode mode_ = Mode::none;
+  uint64_t deadline_ms_ = 0;  // 0: none
+  std::array<uv_signal_t, 3> signals_{};
+  bool signals_started_ = false;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,137 @@
+// session_state_verify's comparison: what the server holds against what the SQL checks tracked.
+#include "pooler/session_verify.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pgsluice/protocol/session_state.h"
+#include "pooler/session_params.h"
+
+namespace pgsluice {
+namespace {
+
+namespace pp = pgsluice::protocol;
+
+std::string data_row(const std::vector<std::optional<std::string>>& values) {
+  std::string b;
+  auto i16 = [&](int v) {
+    b += static_cast<char>((v >> 8) & 0xff);
+    b += static_cast<char>(v & 0xff);
+  };
+  auto i32 = [&](int32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b += static_cast<char>((v >> s) & 0xff);
+  };
+  i16(static_cast<int>(values.size()));
+  for (const auto& v : values) {
+    if (!v) {
+      i32(-1);
+    } else {
+      i32(static_cast<int32_t>(v->size()));
+      b += *v;
+    }
+  }
+  return b;
+}
+
+pp::SessionStateFinding finding(pp::SessionStateKind kind, std::string detail) {
+  pp::SessionStateFinding f;
+  f.kind = kind;
+  f.detail = std::move(detail);
+  return f;
+}
+
+std::vector<std::string> describe(const std::vector<VerifyDifference>& d) {
+  std::vector<std::string> out;
+  for (const auto& x : d) out.push_back(std::string(x.kind) + ":" + x.detail);
+  return out;
+}
+
+TEST(SessionVerify, ParsesTheRow) {
+  auto a = parse_verify_row(data_row({"1", "2", "0", "3", "4", "work_mem,TimeZone", "t"}));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->listen_channels, 1);
+  EXPECT_EQ(a->advisory_locks, 2);
+  EXPECT_EQ(a->hold_cursors, 3);
+  EXPECT_EQ(a->temp_relations, 4);
+  EXPECT_EQ(a->session_settings, (std::vector<std::string>{"work_mem", "TimeZone"}));
+  EXPECT_TRUE(a->role_changed);
+  auto none = parse_verify_row(data_row({"0", "0", "0", "0", "0", std::nullopt, "f"}));
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->session_settings.empty());
+  // Another internal query's row (SELECT pg_advisory_unlock_all()) is not the answer.
+  EXPECT_FALSE(parse_verify_row(data_row({"t"})));
+  EXPECT_FALSE(parse_verify_row(data_row({"x", "0", "0", "0", "0", std::nullopt, "f"})));
+}
+
+TEST(SessionVerify, UntrackedStateIsHidden) {
+  VerifyAnswer a;
+  a.advisory_locks = 1;
+  a.listen_channels = 2;
+  a.sql_prepared = 1;
+  a.hold_cursors = 1;
+  a.temp_relations = 3;
+  a.session_settings = {"statement_timeout", "application_name", "search_path"};
+  a.role_changed = true;
+  SessionTrack track;
+  ParameterSet reported;
+  reported.set("application_name", "x");
+  ParameterSet applied;
+  applied.set("search_path", "a");
+  EXPECT_EQ(
+      describe(compare_with_track(a, track, reported, applied)),
+      (std::vector<std::string>{"advisory_lock:1 lock", "listen:2 channels", "prepare:1 statement",
+                                "hold_cursor:1 cursor", "temp_object:3 relations",
+                                "set:statement_timeout", "role:role"}));
+}
+
+TEST(SessionVerify, TrackedStateIsNot) {
+  VerifyAnswer a;
+  a.advisory_locks = 1;
+  a.listen_channels = 1;
+  a.session_settings = {"Statement_Timeout", "work_mem"};
+  SessionTrack track;
+  track.note(finding(pp::SessionStateKind::advisory_lock, "pg_advisory_lock"));
+  track.note(finding(pp::SessionStateKind::listen, "jobs"));
+  track.note(finding(pp::SessionStateKind::set, "statement_timeout"));
+  ParameterSet none;
+  EXPECT_EQ(describe(compare_with_track(a, track, none, none)),
+            (std::vector<std::string>{"set:work_mem"}));
+  // A set_config with a non-constant name may have set anything.
+  track.note(finding(pp::SessionStateKind::set_config, ""));
+  EXPECT_TRUE(compare_with_track(a, track, none, none).empty());
+  // A release (RESET, UNLISTEN) tracks nothing; DISCARD ALL clears the track.
+  SessionTrack released;
+  pp::SessionStateFinding unlisten = finding(pp::SessionStateKind::listen, "*");
+  unlisten.effect = pp::SessionStateEffect::release;
+  released.note(unlisten);
+  EXPECT_FALSE(released.saw(pp::SessionStateKind::listen));
+  track.clear();
+  EXPECT_FALSE(track.saw(pp::SessionStateKind::advisory_lock));
+  EXPECT_FALSE(track.saw_setting("work_mem"));
+}
+
+TEST(SessionVerify, NoAnswerIsADifference) {
+  SessionVerifier v;
+  v.expect();
+  EXPECT_TRUE(v.awaiting());
+  ParameterSet none;
+  EXPECT_EQ(describe(v.finish(none, none)), (std::vector<std::string>{"verify:no answer"}));
+  EXPECT_FALSE(v.awaiting());
+  v.expect();
+  v.on_data_row(data_row({"0", "0", "0", "0", "0", std::nullopt, "f"}));
+  EXPECT_TRUE(v.finish(none, none).empty());
+}
+
+TEST(SessionVerify, SampleTurns) {
+  EXPECT_FALSE(verify_turn(SessionVerifyMode::off, 1));
+  EXPECT_TRUE(verify_turn(SessionVerifyMode::always, 100));
+  int checked = 0;
+  for (int i = 0; i < 300; ++i) checked += verify_turn(SessionVerifyMode::sample, 100) ? 1 : 0;
+  EXPECT_EQ(checked, 3);
+}
+
+}  // namespace
+}  // namespace pgsluice
