@@ -573,6 +573,32 @@ class PgError(Exception):
         super().__init__(f"{self.severity} {self.sqlstate}: {self.message}")
 
 
+def parse_row_description(body: bytes) -> list[str]:
+    """The column names of a RowDescription ('T') body."""
+    n = struct.unpack("!h", body[:2])[0]
+    pos, cols = 2, []
+    for _ in range(n):
+        end = body.index(b"\0", pos)
+        cols.append(body[pos:end].decode())
+        pos = end + 1 + 18  # table oid, column, type oid, size, modifier, format
+    return cols
+
+
+def parse_data_row(body: bytes) -> list[str | None]:
+    """The text values of a DataRow ('D') body (None for SQL NULL)."""
+    n = struct.unpack("!h", body[:2])[0]
+    pos, row = 2, []
+    for _ in range(n):
+        length = struct.unpack("!i", body[pos:pos + 4])[0]
+        pos += 4
+        if length < 0:
+            row.append(None)
+        else:
+            row.append(body[pos:pos + length].decode())
+            pos += length
+    return row
+
+
 class RawClient:
     """Speaks protocol 3.0 over TCP. Startup parameters are sent as given (`params`)."""
 
@@ -711,17 +737,7 @@ class RawClient:
         while True:
             kind, body = self.read_message()
             if kind == b"D":
-                n = struct.unpack("!h", body[:2])[0]
-                pos, row = 2, []
-                for _ in range(n):
-                    length = struct.unpack("!i", body[pos:pos + 4])[0]
-                    pos += 4
-                    if length < 0:
-                        row.append(None)
-                    else:
-                        row.append(body[pos:pos + length].decode())
-                        pos += length
-                rows.append(row)
+                rows.append(parse_data_row(body))
             elif kind == b"C":
                 tag = body.rstrip(b"\0").decode()
             elif kind == b"E":

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import struct
 import threading
 import time
 import urllib.error
@@ -67,14 +66,9 @@ class Admin:
         while True:
             kind, body = self.c.read_message()
             if kind == b"T":
-                n = struct.unpack("!h", body[:2])[0]
-                pos = 2
-                for _ in range(n):
-                    end = body.index(b"\0", pos)
-                    cols.append(body[pos:end].decode())
-                    pos = end + 1 + 18
+                cols = harness.parse_row_description(body)
             elif kind == b"D":
-                rows.append(_data_row(body))
+                rows.append(harness.parse_data_row(body))
             elif kind == b"C":
                 tag = body.rstrip(b"\0").decode()
             elif kind == b"E":
@@ -94,20 +88,6 @@ class Admin:
 
     def close(self):
         self.c.close()
-
-
-def _data_row(body: bytes) -> list[str | None]:
-    n = struct.unpack("!h", body[:2])[0]
-    pos, row = 2, []
-    for _ in range(n):
-        length = struct.unpack("!i", body[pos:pos + 4])[0]
-        pos += 4
-        if length < 0:
-            row.append(None)
-        else:
-            row.append(body[pos:pos + length].decode())
-            pos += length
-    return row
 
 
 def pool_row(admin: Admin, db="app", user="app") -> dict:

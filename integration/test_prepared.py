@@ -247,7 +247,7 @@ def test_sql_deallocate_acts_on_the_client_mapping(make_pooler):
     with pooler.raw() as c:
         send_batch(c, [parse("pdo_stmt_1", "SELECT 1"), SYNC])
         assert types_of(read_until_ready(c)) == "1Z"
-        rows, tag, status = (c.query("DEALLOCATE pdo_stmt_1"), None, None)
+        rows = c.query("DEALLOCATE pdo_stmt_1")
         assert rows == []
         send_batch(c, [bind("pdo_stmt_1"), execute(), SYNC])
         replies = read_until_ready(c)

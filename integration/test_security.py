@@ -23,10 +23,8 @@ import re
 import secrets
 import socket
 import struct
-import threading
 import time
 
-import psycopg
 import pytest
 
 import harness

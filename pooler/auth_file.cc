@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "pooler/read_file.h"
+
 namespace pgsluice {
 
 namespace {
@@ -123,21 +125,10 @@ AuthFileResult parse_auth_file_text(const std::string& text, const std::string& 
 }
 
 AuthFileResult load_auth_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
+  std::string text, error;
+  if (!read_whole_file(path, text, error)) {
     AuthFileResult result;
-    result.errors.push_back(path + ": cannot open file: " + std::strerror(errno));
-    return result;
-  }
-  std::string text;
-  char buf[8192];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) {
-    AuthFileResult result;
-    result.errors.push_back(path + ": cannot read file");
+    result.errors.push_back(path + ": " + error);
     return result;
   }
   return parse_auth_file_text(text, path);

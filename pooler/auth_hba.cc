@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "pooler/read_file.h"
+
 namespace pgsluice {
 
 namespace {
@@ -23,25 +25,6 @@ using Field = std::vector<Token>;  // one blank-separated field: a comma-separat
 
 bool is_blank(char c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
-}
-
-bool read_file(const std::string& path, std::string& text, std::string& error) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    error = std::string("cannot open file: ") + std::strerror(errno);
-    return false;
-  }
-  text.clear();
-  char buf[8192];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) {
-    error = "cannot read file";
-    return false;
-  }
-  return true;
 }
 
 std::string directory_of(const std::string& path) {
@@ -122,7 +105,7 @@ bool split_fields(std::string_view line, std::vector<Field>& fields, std::string
 class Parser {
  public:
   Parser(std::string name, const HbaFileReader& reader) : name_(std::move(name)), reader_(reader) {
-    if (!reader_) reader_ = read_file;
+    if (!reader_) reader_ = read_whole_file;
   }
 
   HbaLoadResult run(const std::string& text) {
@@ -550,7 +533,7 @@ HbaLoadResult parse_hba_text(const std::string& text, const std::string& name,
 
 HbaLoadResult load_hba_file(const std::string& path) {
   std::string text, err;
-  if (!read_file(path, text, err)) {
+  if (!read_whole_file(path, text, err)) {
     HbaLoadResult result;
     result.errors.push_back(path + ": " + err);
     return result;

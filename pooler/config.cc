@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "pooler/read_file.h"
+
 namespace pgsluice {
 
 std::string_view to_string(PoolMode mode) {
@@ -220,25 +222,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
-}
-
-bool read_whole_file(const std::string& path, std::string& out, std::string& error) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    error = std::string("cannot open file: ") + std::strerror(errno);
-    return false;
-  }
-  out.clear();
-  char buf[8192];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) {
-    error = "cannot read file";
-    return false;
-  }
-  return true;
 }
 
 // ---- value parsers: each returns an error message, empty on success -------------------------

@@ -675,6 +675,12 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         pool_.on_server_idle(*this);
         return state_ == State::idle || state_ == State::active;
       }
+      if (state_ == State::active && internal_ready_owed_ == 0 && client_ != nullptr) {
+        // The link's parameter sync may have been all the server owed (the pooler answered
+        // the client's DEALLOCATE itself): the link ends here, or nothing else would end it.
+        release_if_nothing_owed();
+        return state_ != State::closing;
+      }
       return true;
     }
     case be::kErrorResponse: {

@@ -97,7 +97,6 @@ class Console:
         self.client = harness.RawClient(target.host, target.port, USER, target.console, PASSWORD)
 
     def query(self, sql: str) -> list[dict]:
-        import struct
         c = self.client
         c.send_query(sql)
         cols: list[str] = []
@@ -106,25 +105,9 @@ class Console:
         while True:
             kind, body = c.read_message()
             if kind == b"T":
-                n = struct.unpack("!h", body[:2])[0]
-                pos = 2
-                cols = []
-                for _ in range(n):
-                    end = body.index(b"\0", pos)
-                    cols.append(body[pos:end].decode())
-                    pos = end + 1 + 18
+                cols = harness.parse_row_description(body)
             elif kind == b"D":
-                n = struct.unpack("!h", body[:2])[0]
-                pos, row = 2, []
-                for _ in range(n):
-                    length = struct.unpack("!i", body[pos:pos + 4])[0]
-                    pos += 4
-                    if length < 0:
-                        row.append(None)
-                    else:
-                        row.append(body[pos:pos + length].decode())
-                        pos += length
-                rows.append(dict(zip(cols, row)))
+                rows.append(dict(zip(cols, harness.parse_data_row(body))))
             elif kind == b"E":
                 error = harness.PgError(c._fields(body))
             elif kind == b"Z":
