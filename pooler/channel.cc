@@ -239,11 +239,20 @@ void Channel::write_failed(int status) {
   owner_.on_channel_error(*this, status);
 }
 
-void Channel::release_idle_buffers() {
-  if (closing_) return;
+size_t Channel::release_idle_buffers() {
+  if (closing_) return 0;
+  size_t freed = input_.capacity();
   input_.shrink_if_idle(0);
-  if (output_.empty()) std::string().swap(output_);
-  if (!writing_ && in_flight_.empty()) std::string().swap(in_flight_);
+  freed -= input_.capacity();
+  if (output_.empty() && output_.capacity() > 15) {
+    freed += output_.capacity();
+    std::string().swap(output_);
+  }
+  if (!writing_ && in_flight_.empty() && in_flight_.capacity() > 15) {
+    freed += in_flight_.capacity();
+    std::string().swap(in_flight_);
+  }
+  return freed;
 }
 
 void Channel::close_when_flushed() {

@@ -68,7 +68,8 @@ class Channel {
   protocol::FrameReader& input() { return input_; }
   // Gives back the memory of empty buffers: an idle connection then costs little more than
   // its libuv handle. The janitor calls it for idle clients.
-  void release_idle_buffers();
+  // Returns how many bytes of buffer capacity were given back.
+  size_t release_idle_buffers();
   // Append whole messages here, then call flush().
   std::string& output() { return output_; }
   void flush();

@@ -295,7 +295,11 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
 
   // The admin console is a virtual database (admin_session.h), never looked up in [databases].
   admin_console_ = is_admin_database(database_);
-  if (!admin_console_) db_entry_ = worker_.config().find_database(database_);
+  if (!admin_console_) {
+    if (auto entry = worker_.config().find_database(database_)) {
+      db_entry_ = std::make_unique<DatabaseEntry>(std::move(*entry));
+    }
+  }
   if (!admin_console_ && !db_entry_) {
     fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
     return false;
@@ -372,6 +376,7 @@ void Client::auth_succeeded() {
   }
   auth_.reset();
   session_policy_ = worker_.config().session_policy_for(*db_entry_, user_, pool_->mode());
+  db_entry_.reset();
   session_checks_ = pool_->mode() == PoolMode::transaction && !session_policy_.all_off();
   set_state(State::welcome_wait);
   channel_.stop_reading();

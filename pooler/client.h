@@ -172,7 +172,9 @@ class Client final : public ChannelOwner {
   std::string database_;
   std::string application_name_;
   int32_t protocol_version_ = 0;
-  std::optional<DatabaseEntry> db_entry_;
+  // Only while logging in (its pool and session policy come from it): an idle client should not
+  // carry a copy of its [databases] line.
+  std::unique_ptr<DatabaseEntry> db_entry_;
   std::optional<ClientAuth> auth_;
   AuthType auth_method_ = AuthType::md5;  // the method in use (auth_type, or the hba rule's)
   bool auth_lookup_pending_ = false;      // waiting for AuthQuery

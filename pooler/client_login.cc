@@ -50,7 +50,7 @@ void Client::begin_authentication() {
   if (!secret && method != AuthType::trust) {
     AuthQuery& lookups = worker_.auth_query();
     std::optional<AuthQuery::Target> target =
-        lookups.target_for(admin_console_ ? nullptr : &*db_entry_);
+        lookups.target_for(admin_console_ ? nullptr : db_entry_.get());
     if (target) {
       if (std::optional<AuthLookupResult> hit = lookups.cached(*target, user_)) {
         on_auth_lookup(*hit);
@@ -115,7 +115,7 @@ void Client::note_auth_failure() {
   if (!secret_from_lookup_) return;
   // The cached secret may be the one from before an ALTER ROLE … PASSWORD: ask again next time.
   AuthQuery& lookups = worker_.auth_query();
-  if (auto target = lookups.target_for(admin_console_ ? nullptr : &*db_entry_)) {
+  if (auto target = lookups.target_for(admin_console_ ? nullptr : db_entry_.get())) {
     lookups.invalidate(*target, user_);
   }
 }
