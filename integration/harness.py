@@ -47,6 +47,11 @@ ROLES = {
 }
 
 
+# `workers` of the poolers the tests start (unless a test sets it); PGSLUICE_TEST_WORKERS=1 runs
+# the suite single-threaded.
+DEFAULT_WORKERS = int(os.environ.get("PGSLUICE_TEST_WORKERS", "2"))
+
+
 def pgsluice_bin() -> str:
     return os.environ.get("PGSLUICE_BIN") or DEFAULT_PGSLUICE_BIN
 
@@ -421,6 +426,10 @@ class Pooler:
         }
         if self.pgbouncer:
             main["unix_socket_dir"] = ""
+        else:
+            # A fixed number, not pgsluice's default (one per CPU): the same tests on every
+            # machine, and more than one, so that every test crosses workers.
+            main["workers"] = str(DEFAULT_WORKERS)
         main.update({k: str(v) for k, v in settings.items()})
         section = "pgbouncer" if self.pgbouncer else "pgsluice"
         lines = ["[databases]"] + [f"{k} = {v}" for k, v in databases.items()]

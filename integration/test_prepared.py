@@ -17,6 +17,10 @@ import pytest
 
 from harness import run
 
+# One backend serves client after client in these tests: one worker (conftest.one_worker).
+pytestmark = pytest.mark.usefixtures("one_worker")
+
+
 
 def parse(name: str, sql: str, types: tuple[int, ...] = ()) -> tuple[bytes, bytes]:
     body = name.encode() + b"\0" + sql.encode() + b"\0" + struct.pack("!h", len(types))

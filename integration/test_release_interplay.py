@@ -14,6 +14,10 @@ import pytest
 
 import harness
 
+# One backend serves client after client in these tests: one worker (conftest.one_worker).
+pytestmark = pytest.mark.usefixtures("one_worker")
+
+
 ALL_AT_RELEASE = dict(session_state_action="reset", session_state_verify="always",
                       server_reset_query_always=1, server_check_delay=0,
                       server_check_query="SELECT 1")

@@ -12,6 +12,10 @@ import psycopg
 import psycopg.errors
 import pytest
 
+# One backend serves client after client in these tests: one worker (conftest.one_worker).
+pytestmark = pytest.mark.usefixtures("one_worker")
+
+
 
 def backend_pid(conn) -> int:
     return conn.execute("SELECT pg_backend_pid()").fetchone()[0]

@@ -90,6 +90,8 @@ AdminResult AdminSession::run(const std::string& sql) {
   if (!parsed.command) {
     return AdminResult::failure(kSyntaxError, "invalid command '" + sql + "', use SHOW HELP;");
   }
+  // Every worker's clients, servers and pools are this command's to read and change.
+  WorldPause pause = worker_.pause_world();
   return execute_admin_command(worker_, *this, *parsed.command, sql);
 }
 

@@ -419,11 +419,13 @@ AdminResult show_lists(Worker& worker) {
   uint64_t pools = 0, used_clients = 0, login_clients = 0, used_servers = 0;
   std::set<std::string> users;
   for (const auto& [name, secret] : worker.secrets().by_user) users.insert(name);
+  std::set<std::pair<std::string, std::string>> pool_keys;  // a pool's shares count once
   worker.for_each_pool([&](Pool& p) {
-    ++pools;
+    pool_keys.emplace(p.database().name, p.credentials().user);
     used_servers += p.server_count();
     users.insert(p.credentials().user);
   });
+  pools = pool_keys.size();
   worker.for_each_client([&](Client& c) {
     ++used_clients;
     if (c.state() == Client::State::startup || c.state() == Client::State::auth) ++login_clients;
@@ -463,10 +465,12 @@ struct ObjectCounts {
 ObjectCounts count_objects(Worker& worker) {
   ObjectCounts n;
   worker.for_each_client([&](Client&) { ++n.clients; });
+  std::set<std::pair<std::string, std::string>> pool_keys;  // a pool's shares count once
   worker.for_each_pool([&](Pool& p) {
-    ++n.pools;
+    pool_keys.emplace(p.database().name, p.credentials().user);
     n.servers += p.server_count();
   });
+  n.pools = pool_keys.size();
   return n;
 }
 
@@ -508,11 +512,18 @@ AdminResult show_version() {
 }
 
 AdminResult show_workers(Worker& worker) {
-  const auto [clients, servers, pools] = count_objects(worker);
   AdminResult r;
   r.int4("id").int4("clients").int4("servers").int4("pools").int8("uptime");
-  r.row().add(0).add(clients).add(servers).add(pools).add((worker.now_ms() - worker.started_ms()) /
-                                                          1000);
+  worker.group().for_each_worker([&](Worker& w) {
+    size_t servers = 0;
+    w.for_each_own_pool([&](Pool& p) { servers += p.server_count(); });
+    r.row()
+        .add(w.index())
+        .add(w.client_count())
+        .add(servers)
+        .add(w.pool_count())
+        .add((w.now_ms() - w.started_ms()) / 1000);
+  });
   r.set_tag("SHOW");
   return r;
 }

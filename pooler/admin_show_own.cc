@@ -7,6 +7,7 @@
 
 #include <ctime>
 
+#include "pooler/admin_views.h"
 #include "pooler/leak_report.h"
 #include "pooler/pool.h"
 #include "pooler/worker.h"
@@ -40,7 +41,7 @@ AdminResult show_leaks(Worker& worker) {
       .text("last_seen")
       .text("fingerprint")
       .text("query");
-  for (const FindingRow& f : worker.findings().rows()) {
+  for (const FindingRow& f : worker.findings().rows()) {  // a copy, taken under its lock
     r.row()
         .add(f.kind)
         .add(f.detail)
@@ -83,12 +84,14 @@ AdminResult show_prepared(Worker& worker) {
       .int8("stale_plan_retry_count")
       .int8("registry_statements")
       .int4("max_prepared_statements");
-  uint64_t registry = worker.prepared_registry().size();
-  worker.for_each_pool([&](Pool& p) {
-    const PoolCounters& c = p.counters();
+  uint64_t registry = 0;
+  worker.group().for_each_worker([&](Worker& w) { registry += w.prepared_registry().size(); });
+  for (const PoolRow& row : collect_pool_rows(worker)) {
+    PoolCounters c;
+    for (Pool* share : row.shares) c += share->counters();
     r.row()
-        .add(p.database().name)
-        .add(p.credentials().user)
+        .add(row.database)
+        .add(row.user)
         .add(c.client_parse_count)
         .add(c.server_parse_count)
         .add(c.bind_count)
@@ -96,7 +99,7 @@ AdminResult show_prepared(Worker& worker) {
         .add(c.prepared_retries)
         .add(registry)
         .add(worker.settings().max_prepared_statements);
-  });
+  }
   r.set_tag("SHOW");
   return r;
 }
@@ -114,7 +117,12 @@ AdminResult show_prepared_statements(Worker& worker) {
       .int8("stale_plan_refusal_count")
       .text("parameter_types")
       .text("query");
-  for (const PreparedStatementRef& s : worker.prepared_registry().entries()) {
+  // Each worker has its own registry (its servers' names): one row per worker's statement.
+  std::vector<PreparedStatementRef> entries;
+  worker.group().for_each_worker([&](Worker& w) {
+    for (const PreparedStatementRef& s : w.prepared_registry().entries()) entries.push_back(s);
+  });
+  for (const PreparedStatementRef& s : entries) {
     const PreparedStatementStats& c = *s->stats;
     std::string types;
     for (uint32_t t : s->parameter_types) {

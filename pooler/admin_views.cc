@@ -1,6 +1,7 @@
 // Gathering pool and stats rows for the console and /metrics; see admin_views.h.
 #include "pooler/admin_views.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <map>
@@ -24,14 +25,21 @@ bool is_admin_database(const std::string& name) {
 std::vector<PoolRow> collect_pool_rows(Worker& worker) {
   std::vector<PoolRow> rows;
   std::unordered_map<Pool*, size_t> index;
+  std::map<std::pair<std::string, std::string>, size_t> by_key;
   worker.for_each_pool([&](Pool& p) {
-    PoolRow r;
-    r.pool = &p;
-    r.database = p.database().name;
-    r.user = p.credentials().user;
-    r.mode = p.mode();
-    r.pool_size = p.pool_size();
-    r.paused = p.paused();
+    auto [at, created] = by_key.try_emplace({p.database().name, p.credentials().user}, rows.size());
+    if (created) {
+      PoolRow fresh;
+      fresh.pool = &p;
+      fresh.database = p.database().name;
+      fresh.user = p.credentials().user;
+      fresh.mode = p.mode();
+      fresh.pool_size = p.pool_size();
+      fresh.paused = p.paused();
+      rows.push_back(std::move(fresh));
+    }
+    PoolRow& r = rows[at->second];
+    r.shares.push_back(&p);
     p.for_each_server([&r](Server& s) {
       switch (s.state()) {
         case Server::State::connecting:
@@ -55,9 +63,8 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
     });
     const uint64_t oldest = p.oldest_wait_start_us();
     const uint64_t now = now_us();
-    r.maxwait_us = oldest != 0 && now > oldest ? now - oldest : 0;
-    index.emplace(&p, rows.size());
-    rows.push_back(std::move(r));
+    r.maxwait_us = std::max(r.maxwait_us, oldest != 0 && now > oldest ? now - oldest : 0);
+    index.emplace(&p, at->second);
   });
   worker.for_each_client([&](Client& c) {
     if (c.pool() == nullptr) return;

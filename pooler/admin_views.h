@@ -1,4 +1,4 @@
-// The numbers SHOW POOLS / SHOW STATS and /metrics share, gathered from one worker's pools,
+// The numbers SHOW POOLS / SHOW STATS and /metrics share, gathered from every worker's pools,
 // servers and clients in one pass each, so that the console and Prometheus never disagree.
 #pragma once
 
@@ -14,8 +14,10 @@ namespace pgsluice {
 class Pool;
 class Worker;
 
+// One row per (database, user): the shares of that pool on every worker, summed.
 struct PoolRow {
-  Pool* pool = nullptr;
+  Pool* pool = nullptr;       // the first worker's share (settings are the same on every one)
+  std::vector<Pool*> shares;  // every worker's share, `pool` first
   std::string database;
   std::string user;
   uint64_t cl_active = 0;   // logged in, linked or not (PgBouncer's active_client_list)

@@ -241,7 +241,7 @@ void AuthQuery::on_config_changed() {
   cache_.clear();
   // A [databases] line that changed address hands its own password to every pool of it; the
   // lookup pools log in as auth_user, with auth_user's auth_file password.
-  worker_.for_each_pool([this](Pool& pool) {
+  worker_.for_each_own_pool([this](Pool& pool) {
     const auto key = std::make_pair(pool.database().name, pool.credentials().user);
     if (!pools_.contains(key)) return;
     if (auto secret = worker_.secret_for(pool.credentials().user)) {

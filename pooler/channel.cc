@@ -66,6 +66,15 @@ void Channel::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
 
 void Channel::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
   auto* self = static_cast<Channel*>(stream->data);
+  if (self->awaiting_peer_close_) {
+    if (nread > 0) {
+      self->input_.commit(static_cast<size_t>(nread));
+      self->input_.skip(self->input_.unread_size());
+    } else if (nread < 0) {
+      self->close();  // EOF (or an error): the peer is gone
+    }
+    return;
+  }
   if (nread > 0 && self->tls_ != nullptr) {
     self->on_tls_read(static_cast<size_t>(nread));
   } else if (nread > 0) {
@@ -135,7 +144,11 @@ void Channel::on_write(uv_write_t* req, int status) {
   bool was_high = self->output_.size() + self->cipher_out_.size() > kLowWaterMark;
   self->flush();
   if (self->close_after_flush_ && !self->writing_) {
-    self->close();
+    if (self->awaiting_peer_close_) {
+      self->start_reading();
+    } else {
+      self->close();
+    }
     return;
   }
   if (!was_high || self->queued_output() <= kLowWaterMark) self->owner_.on_channel_drained(*self);
@@ -261,6 +274,19 @@ void Channel::close_when_flushed() {
   close_after_flush_ = true;
   flush();
   if (!writing_) close();
+}
+
+void Channel::close_when_peer_closes() {
+  if (closing_) return;
+  if (tls_ != nullptr) {
+    close_when_flushed();
+    return;
+  }
+  stop_reading();
+  awaiting_peer_close_ = true;
+  close_after_flush_ = true;
+  flush();
+  if (!writing_) start_reading();
 }
 
 void Channel::close() {

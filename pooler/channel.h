@@ -82,6 +82,11 @@ class Channel {
   void close();
   // Stops reading, sends what is queued (a final ErrorResponse), then closes.
   void close_when_flushed();
+  // Sends what is queued (a Terminate), then waits for the peer to close the connection,
+  // dropping whatever it still sends, and closes. A PostgreSQL backend closes its socket only
+  // after it has left pg_stat_activity, so the pool's slot is free for real once this channel
+  // is closed. Without TLS only (with TLS: close_when_flushed); close() ends the wait.
+  void close_when_peer_closes();
   [[nodiscard]] bool closing() const { return closing_; }
 
   // Switches the socket to TLS. What output() holds is sent first as it is (the 'S' answering an
@@ -126,6 +131,7 @@ class Channel {
   bool reading_ = false;
   bool closing_ = false;
   bool close_after_flush_ = false;
+  bool awaiting_peer_close_ = false;
   bool initialized_ = false;
   bool is_tcp_ = true;
   uint64_t bytes_received_ = 0;

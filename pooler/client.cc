@@ -218,15 +218,8 @@ bool Client::handle_startup_packet(const pp::Message& message) {
 }
 
 void Client::handle_cancel_request(const pp::StartupPacket& packet) {
-  Client* target = worker_.find_cancel_target(packet.cancel_pid, packet.cancel_key);
-  if (target == nullptr) {
-    spdlog::info("{} cancel request with an unknown key ignored", log_id_);
-  } else if (target->server() == nullptr) {
-    spdlog::info("{} cancel request for idle {} ignored", log_id_, target->log_id());
-  } else {
-    spdlog::info("{} cancel request for {}", log_id_, target->log_id());
-    target->server()->cancel_running_query();
-  }
+  // The worker holding the client delivers it (this one, or another: the pid tells which).
+  worker_.route_cancel(packet.cancel_pid, std::string(packet.cancel_key), log_id_);
   // The protocol answers a CancelRequest by closing the connection, never with a message.
   set_state(State::closing);
   channel_.close();
@@ -304,7 +297,8 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
     return false;
   }
-  if (worker_.client_count() > static_cast<size_t>(settings.max_client_conn)) {
+  if (worker_.group().client_count().load(std::memory_order_relaxed) >
+      static_cast<size_t>(settings.max_client_conn)) {
     fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
     return false;
   }

@@ -34,6 +34,8 @@ bool client_limits_admit(Worker& worker, Client& client) {
   if (max_db <= 0 && max_user <= 0) return true;
   size_t same_db = 0;
   size_t same_user = 0;
+  // The limit counts every worker's clients: the others are parked while they are counted.
+  WorldPause pause = worker.pause_world();
   worker.for_each_client([&](Client& c) {
     // Clients still in their startup packet have not been admitted (this one among them).
     if (&c == &client || c.is_admin_console() || c.state() == Client::State::startup ||

@@ -400,14 +400,22 @@ std::unordered_map<std::string, TlsSetter> with_tls_setters(
   return setters;
 }
 
+}  // namespace
+
+int default_workers() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
+}
+
+namespace {
+
 std::string parse_workers(std::string_view value, int& out) {
   // pgsluice's own key: "auto" and 0 both mean one worker per CPU.
   if (lower(trim(value)) == "auto") {
     out = 0;
-  } else if (std::string err = parse_int(value, 0, 1024, out); !err.empty()) {
+  } else if (std::string err = parse_int(value, 0, 64, out); !err.empty()) {
     return err + " or auto";
   }
-  if (out == 0) out = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (out == 0) out = default_workers();
   return {};
 }
 

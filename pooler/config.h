@@ -14,6 +14,11 @@
 #include "pooler/session_policy.h"
 
 namespace pgsluice {
+// One worker thread per CPU (at most 64: SharedLimits keeps a bit per worker).
+int default_workers();
+}  // namespace pgsluice
+
+namespace pgsluice {
 
 enum class PoolMode { session, transaction };
 // hba: each connection's method comes from auth_hba_file (auth_hba.h).
@@ -145,7 +150,8 @@ struct Settings {
   std::string pidfile;
   std::vector<std::string> admin_users;
   std::vector<std::string> stats_users;
-  int workers = 1;
+  // Worker threads (pgsluice's key): one per CPU unless set; `auto` or 0 mean the same.
+  int workers = default_workers();
   // Protocol-level prepared statements kept per server in transaction mode; 0 turns the
   // rewriting off (and lets "prepared statement does not exist" through, as PgBouncer < 1.21).
   int max_prepared_statements = 200;

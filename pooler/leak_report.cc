@@ -53,12 +53,13 @@ std::string counts(const std::map<std::string, uint64_t>& m) {
 }  // namespace
 
 std::string leak_report_json(Worker& worker) {
-  const SessionFindings& findings = worker.findings();
+  SharedFindings& findings = worker.findings();
+  const std::vector<FindingRow> rows = findings.rows();
   const Settings& s = worker.settings();
   std::map<std::string, uint64_t> by_kind;
   std::map<std::string, uint64_t> by_action;
   uint64_t events = 0;
-  for (const FindingRow& r : findings.rows()) {
+  for (const FindingRow& r : rows) {
     by_kind[r.kind] += r.count;
     by_action[r.action] += r.count;
     events += r.count;
@@ -79,10 +80,10 @@ std::string leak_report_json(Worker& worker) {
   out += fmt::format(
       "  \"totals\": {{\"events\": {}, \"rows\": {}, \"dropped\": {}, \"by_kind\": {}, "
       "\"by_action\": {}}},\n",
-      events, findings.rows().size(), findings.dropped(), counts(by_kind), counts(by_action));
+      events, rows.size(), findings.dropped(), counts(by_kind), counts(by_action));
   out += "  \"findings\": [";
   bool first = true;
-  for (const FindingRow& r : findings.rows()) {
+  for (const FindingRow& r : rows) {
     out += first ? "\n" : ",\n";
     first = false;
     out += fmt::format(

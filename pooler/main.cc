@@ -1,5 +1,5 @@
 // pgsluice: a PostgreSQL connection pooler. main() parses the command line, loads the
-// configuration and the auth_file, and runs the worker.
+// configuration and the auth_file, and runs the workers.
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -17,6 +17,7 @@
 #include "pooler/pidfile.h"
 #include "pooler/tls_context.h"
 #include "pooler/worker.h"
+#include "pooler/worker_group.h"
 
 namespace {
 
@@ -129,12 +130,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::shared_ptr<pgsluice::AuthSecrets> secrets = std::move(auth.secrets);
-  if (config.settings.workers > 1) {
-    spdlog::warn(
-        "workers = {}: this build runs one worker thread; more come with the "
-        "performance work",
-        config.settings.workers);
-  }
 
   // Certificate and key files are read now: a bad one stops pgsluice before it listens.
   pgsluice::TlsContexts tls;
@@ -153,14 +148,14 @@ int main(int argc, char** argv) {
     if (!config.settings.logfile.empty()) std::fprintf(stderr, "pgsluice: %s\n", pid_error.c_str());
     return 1;
   }
-  pgsluice::Worker worker(loaded.config, secrets);
-  worker.set_tls(std::move(tls));
-  if (!worker.listen()) return 1;
-  spdlog::info("pgsluice {} started", PGSLUICE_VERSION);
+  pgsluice::WorkerGroup workers(loaded.config, secrets, config.settings.workers);
+  workers.set_tls(tls);
+  if (!workers.listen()) return 1;
+  spdlog::info("pgsluice {} started ({} workers)", PGSLUICE_VERSION, workers.size());
   if (daemon) daemonizer.ready();
-  worker.run();
+  workers.run();
   // The staging run's leak report (leak_report_file), with everything the run found.
-  if (std::string err = pgsluice::write_leak_report(worker); !err.empty()) {
+  if (std::string err = pgsluice::write_leak_report(workers.primary()); !err.empty()) {
     spdlog::error("leak_report_file: {}", err);
   }
   spdlog::info("pgsluice stopped");

@@ -122,10 +122,18 @@ void MetricsServer::accept() {
 }
 
 std::string MetricsServer::render() {
+  WorldPause pause = worker_.pause_world();  // every worker's pools and clients
   std::vector<PoolMetrics> pools;
   for (PoolRow& row : collect_pool_rows(worker_)) {
-    const PoolStats& s = row.pool->stats();
-    pools.push_back({row, s.totals, s.xact_time, s.query_time, s.wait_time});
+    PoolMetrics m{row, {}, {}, {}, {}};
+    for (Pool* share : row.shares) {
+      const PoolStats& s = share->stats();
+      m.totals += s.totals;
+      m.xact_time += s.xact_time;
+      m.query_time += s.query_time;
+      m.wait_time += s.wait_time;
+    }
+    pools.push_back(std::move(m));
   }
   ProcessMetrics process;
   worker_.for_each_client([&](Client& c) {

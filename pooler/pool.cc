@@ -22,6 +22,7 @@ Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, Pool
            int pool_size)
     : worker_(worker),
       db_(std::move(db)),
+      limit_slots_(worker.group().limits().slots_for(db_.name, credentials.user)),
       address_(ServerAddress::from(db_)),
       credentials_(std::move(credentials)),
       mode_(mode),
@@ -57,6 +58,13 @@ void Pool::link(Server& server, Client& client) {
 }
 
 void Pool::request_welcome(Client& client) {
+  if (!has_welcome_ && worker_.group().size() > 1) {
+    // Another worker's share of this pool has logged in a server already.
+    if (auto params = worker_.group().welcomes().find(db_.name, credentials_.user)) {
+      welcome_params_ = std::move(*params);
+      has_welcome_ = true;
+    }
+  }
   if (has_welcome_) {
     client.on_welcome(welcome_params_);
     return;
@@ -86,6 +94,7 @@ void Pool::request_server(Client& client) {
   }
   waiting_.push_back(client);
   client.wait_started_us = now_us();
+  publish_wait();
   if (paused_) return;
   launch_for_waiters();
 }
@@ -96,6 +105,7 @@ void Pool::forget_client(Client& client) {
     welcome_waiting_.remove(client);
   } else {
     waiting_.remove(client);
+    publish_wait();
   }
 }
 
@@ -141,6 +151,7 @@ void Pool::serve_waiters() {
     stats_.wait_time.observe(waited);
     link(*server, *client);
   }
+  publish_wait();
 }
 
 void Pool::on_server_login_ok(Server& server) {
@@ -151,6 +162,9 @@ void Pool::on_server_login_ok(Server& server) {
   if (!has_welcome_) {
     welcome_params_ = server.parameters();
     has_welcome_ = true;
+    if (worker_.group().size() > 1) {
+      worker_.group().welcomes().publish(db_.name, credentials_.user, welcome_params_);
+    }
   }
   while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);
   on_server_idle(server);
@@ -245,6 +259,10 @@ void Pool::on_server_idle(Server& server) {
     server.close("max_db_connections/max_user_connections: handed to a pool waiting longer");
     return;
   }
+  if (yield_to_other_worker()) {
+    server.close("pool limit: handed to another worker whose clients wait");
+    return;
+  }
   serve_waiters();
 }
 
@@ -261,6 +279,7 @@ void Pool::check_timeouts(uint64_t now_ms) {
     Client* client = waiting_.pop_front();
     client->fail(sqlstate::kQueryCanceled, "query_wait_timeout");
   }
+  publish_wait();
 }
 
 }  // namespace pgsluice

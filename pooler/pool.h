@@ -21,6 +21,7 @@
 #include "pooler/server.h"
 #include "pooler/server_address.h"
 #include "pooler/session_params.h"
+#include "pooler/shared_limits.h"
 #include "pooler/stats.h"
 
 namespace pgsluice {
@@ -119,6 +120,13 @@ class Pool {
   // those closing whose socket is still open.
   [[nodiscard]] int limit_count() const { return static_cast<int>(server_count()) + closing_open_; }
   [[nodiscard]] size_t welcome_waiting_count() const { return welcome_waiting_.size(); }
+  // Another worker starves for a slot this pool's servers hold: the oldest idle server closes
+  // when no client of this worker waits for it. False when none closed.
+  bool yield_idle_server_to_other_worker();
+  // Another worker passed this worker a slot (shared_limits.h): a server starts on it, or the
+  // slot is given back when nobody waits here any more. False when it was given back.
+  bool launch_on_handed_slot();
+  [[nodiscard]] const LimitSlots& limit_slots() const { return limit_slots_; }
 
   [[nodiscard]] const ParameterSet* welcome() const {
     return has_welcome_ ? &welcome_params_ : nullptr;
@@ -141,6 +149,16 @@ class Pool {
   // At the limit of the database or user, a released server goes to the pool whose client
   // waited longest rather than back here: closed, so that the other pool can start one.
   bool yield_to_other_pool();
+  // A released server goes to another worker whose clients starve for its slot when this
+  // worker's clients do not need it, or hold more than their share (pool_size / workers).
+  bool yield_to_other_worker();
+  // Tells the other workers that this one starves (shared_limits.h).
+  void note_starving(LaunchVerdict verdict);
+  // Tells the other workers when this share's longest-waiting client started waiting.
+  void publish_wait();
+  // A server of this pool went: its slots pass to a worker that starves for them (true), or are
+  // free (false; workers starving for the database's or user's slots are told).
+  bool give_back_slot();
   // Whether max_db_connections or max_user_connections applies to this pool.
   [[nodiscard]] bool limits_shared() const;
   // Clients wait here and no server is on its way for them (and the pool may start one).
@@ -161,15 +179,17 @@ class Pool {
 
   Worker& worker_;
   DatabaseEntry db_;
+  LimitSlots limit_slots_;
   ServerAddress address_;
   ServerCredentials credentials_;
   PoolMode mode_;
   int pool_size_;
   PoolStats stats_;
   bool paused_ = false;
-  bool close_on_release_ = false;  // PAUSE (not SUSPEND): servers close when released
-  bool removed_ = false;           // the database is gone from the configuration: drain
-  int closing_open_ = 0;           // closing servers whose socket is not closed yet
+  bool close_on_release_ = false;   // PAUSE (not SUSPEND): servers close when released
+  bool removed_ = false;            // the database is gone from the configuration: drain
+  int closing_open_ = 0;            // closing servers whose socket is not closed yet
+  uint64_t published_wait_us_ = 0;  // publish_wait()
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;

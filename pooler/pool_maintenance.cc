@@ -14,6 +14,9 @@ namespace pgsluice {
 
 namespace {
 constexpr uint64_t kHandoverMinWaitUs = 100'000;  // see Pool::yield_to_other_pool()
+// An idle server unused this long, with nobody waiting for it, is spare: another worker whose
+// clients starve may have its slot (Pool::yield_idle_server_to_other_worker()).
+constexpr uint64_t kSpareIdleMs = 100;
 }  // namespace
 
 int Pool::reserve_pool() const {
@@ -31,16 +34,93 @@ LaunchInput Pool::launch_input() {
   const uint64_t now = now_us();
   in.reserve_due =
       reserve_timeout_us > 0 && oldest != 0 && now >= oldest && now - oldest >= reserve_timeout_us;
-  in.pool_servers = static_cast<int>(server_count());
   in.max_db_connections = config.max_db_connections_for(db_);
   in.max_user_connections = config.max_user_connections_for(credentials_.user);
-  if (in.max_db_connections > 0 || in.max_user_connections > 0) {
-    worker_.for_each_pool([&](Pool& p) {
-      if (p.database().name == db_.name) in.db_servers += p.limit_count();
-      if (p.credentials_.user == credentials_.user) in.user_servers += p.limit_count();
+  // Every worker's servers count (shared_limits.h).
+  SharedLimits::totals(limit_slots_, in);
+  return in;
+}
+
+void Pool::note_starving(LaunchVerdict verdict) {
+  WorkerGroup& group = worker_.group();
+  if (group.size() == 1) return;
+  if (!SharedLimits::note_starving(limit_slots_, verdict, worker_.index())) return;
+  // Once per starving spell: each other worker closes an idle server it does not need, if any.
+  const LimitSlots slots = limit_slots_;
+  group.for_each_worker([&](Worker& w) {
+    if (&w != &worker_) w.post([&w, slots] { w.yield_idle_server(slots); });
+  });
+}
+
+bool Pool::yield_to_other_worker() {
+  WorkerGroup& group = worker_.group();
+  if (group.size() == 1 || !SharedLimits::other_starving(limit_slots_, worker_.index())) {
+    return false;
+  }
+  // Only towards balance (shared_limits.h): a worker whose clients are between two queries has
+  // nobody waiting and nothing running for a moment, and giving its server away then would
+  // trade servers (a login each) at every transaction. Servers idle for longer go from the
+  // janitor (yield_idle_server_to_other_worker).
+  return SharedLimits::should_yield(limit_slots_, worker_.index(), now_us(),
+                                    waiting_.empty() ? 0 : oldest_wait_start_us());
+}
+
+bool Pool::give_back_slot() {
+  WorkerGroup& group = worker_.group();
+  const SharedLimits::Release release = SharedLimits::release(limit_slots_, worker_.index());
+  const LimitSlots slots = limit_slots_;
+  if (release.handed_to >= 0) {
+    Worker& to = group.worker(release.handed_to);
+    if (!to.post([&to, slots] { to.take_handed_slot(slots); })) {
+      // That worker has stopped: the slot comes back here, and is released for good.
+      SharedLimits::release(slots, release.handed_to);
+    }
+    return true;
+  }
+  if (release.wake != 0) {
+    group.for_each_worker([&](Worker& w) {
+      if ((release.wake >> static_cast<unsigned>(w.index())) & 1U) {
+        w.post([&w, slots] { w.retry_starving(slots); });
+      }
     });
   }
-  return in;
+  return false;
+}
+
+bool Pool::launch_on_handed_slot() {
+  if (!paused_ && !worker_.stopping() && wants_server()) {
+    launch_server();
+    return true;
+  }
+  give_back_slot();
+  return false;
+}
+
+void Pool::publish_wait() {
+  if (worker_.group().size() == 1) return;
+  const uint64_t oldest = waiting_.empty() ? 0 : waiting_.front().wait_started_us;
+  if (oldest == published_wait_us_) return;
+  published_wait_us_ = oldest;
+  limit_slots_.pool->waiting_since_us[static_cast<size_t>(worker_.index())].store(
+      oldest, std::memory_order_relaxed);
+}
+
+bool Pool::yield_idle_server_to_other_worker() {
+  if (idle_.empty() || !waiting_.empty() || !pooler_waiting_.empty()) return false;
+  if (!SharedLimits::other_starving(limit_slots_, worker_.index())) return false;
+  Server* oldest = nullptr;
+  idle_.for_each([&](Server& s) {
+    if (oldest == nullptr || s.life.idle_since_ms < oldest->life.idle_since_ms) oldest = &s;
+  });
+  // A server idle for a while with nobody waiting here is spare; one that is idle only between
+  // two transactions of a busy worker goes only towards balance (shared_limits.h).
+  const uint64_t now = worker_.now_ms();
+  const bool spare = active_.empty() || now >= oldest->life.idle_since_ms + kSpareIdleMs;
+  if (!spare && !SharedLimits::should_yield(limit_slots_, worker_.index(), now_us(), 0)) {
+    return false;
+  }
+  oldest->close("pool limit: handed to another worker whose clients wait");
+  return true;
 }
 
 bool Pool::try_launch(bool evict) {
@@ -52,15 +132,24 @@ bool Pool::try_launch(bool evict) {
     // back as soon as it frees one, and the other would wait forever).
     Pool* best = next_in_line(/*exclude_self=*/false, /*freed=*/0);
     if (best != nullptr && best != this) {
-      best->launch_server();
+      best->try_launch(/*evict=*/false);
       return false;
     }
   }
   if (!launch_allowed(verdict)) {
     // The idle server closes; its socket closing (on_server_destroyed) lets this pool start one.
     if (evict && (verdict == LaunchVerdict::db_full || verdict == LaunchVerdict::user_full)) {
-      evict_idle_server(verdict);
+      if (evict_idle_server(verdict)) return false;
     }
+    note_starving(verdict);
+    return false;
+  }
+  // The same verdict again, taken with the slot under the lock of the shared counts: another
+  // worker may have taken the last slot since.
+  const LaunchVerdict taken =
+      worker_.group().limits().reserve(limit_slots_, launch_input(), worker_.index());
+  if (!launch_allowed(taken)) {
+    note_starving(taken);
     return false;
   }
   if (verdict == LaunchVerdict::allowed_reserve) {
@@ -90,7 +179,7 @@ bool Pool::evict_idle_server(LaunchVerdict verdict) {
   // its way to this pool.
   bool pending = false;
   Server* oldest = nullptr;
-  worker_.for_each_pool([&](Pool& p) {
+  worker_.for_each_own_pool([&](Pool& p) {
     const bool shares =
         by_db ? p.database().name == db_.name : p.credentials_.user == credentials_.user;
     if (!shares) return;
@@ -127,7 +216,7 @@ uint64_t Pool::queue_key() {
 Pool* Pool::next_in_line(bool exclude_self, int freed) {
   Pool* best = nullptr;
   uint64_t best_key = 0;
-  worker_.for_each_pool([&](Pool& p) {
+  worker_.for_each_own_pool([&](Pool& p) {
     if (exclude_self && &p == this) return;
     const bool same_db = p.database().name == db_.name;
     const bool same_user = p.credentials_.user == credentials_.user;
@@ -196,7 +285,9 @@ void Pool::mark_removed() {
 
 void Pool::on_server_destroyed() {
   if (closing_open_ > 0) --closing_open_;
-  if (worker_.stopping()) return;
+  // Its slots go to a worker starving for them, or are free only now (the backend is gone).
+  if (give_back_slot() || worker_.stopping()) return;
+  launch_for_waiters(/*evict=*/false);
   const Config& config = worker_.config();
   if (config.max_db_connections_for(db_) <= 0 &&
       config.max_user_connections_for(credentials_.user) <= 0) {
@@ -204,7 +295,7 @@ void Pool::on_server_destroyed() {
   }
   // No eviction from here: this runs inside a server's close, possibly while another pool
   // walks its lists.
-  worker_.for_each_pool([&](Pool& p) {
+  worker_.for_each_own_pool([&](Pool& p) {
     if (p.database().name == db_.name || p.credentials_.user == credentials_.user) {
       p.launch_for_waiters(/*evict=*/false);
     }
@@ -242,10 +333,13 @@ void Pool::maintain(uint64_t now_ms, int clients) {
   // The queue again: a server of another pool may have gone, a client may now be owed the
   // reserve pool.
   launch_for_waiters();
+  // Another worker may starve for a slot an idle server of this one holds.
+  yield_idle_server_to_other_worker();
   // min_pool_size, as PgBouncer enforces it: for pools with a forced user or with a client.
   const bool enforced = !removed_ && !paused_ && !worker_.stopping() &&
                         (!db_.user.empty() || clients > 0) && !login_retry_blocked(now_ms);
-  int deficit = min_pool_deficit(min_size, pool_size_, static_cast<int>(server_count()), enforced);
+  // Counted over every worker: min_pool_size is one number for the pool, not per worker.
+  int deficit = min_pool_deficit(min_size, pool_size_, launch_input().pool_servers, enforced);
   while (deficit-- > 0) {
     if (!try_launch(/*evict=*/false)) break;
   }

@@ -1072,12 +1072,10 @@ void Server::note_orphan_notification(const pp::Message& message) {
                      .client_addr = "",
                      .source = "server",
                      .statement = ""};
-  bool created = false;
   int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-  worker_.findings().record(event, now, created);
-  if (created) {
+  if (worker_.findings().record(event, now)) {
     spdlog::warn(
         "{} session state: a notification on channel \"{}\" reached an idle pooled "
         "server: a client LISTENed and left",
@@ -1106,16 +1104,29 @@ void Server::close(std::string_view reason) {
   abandon_query(reason);
   pool_.on_server_closing();
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
+  // A logged-in server's slot is given back when its backend has gone (it closes the socket
+  // after Terminate), so that pg_stat_activity never shows more than the pool size; bounded by
+  // kLingerMs. Not while pgsluice stops: nobody needs the slot then.
+  const bool linger =
+      channel_open_ && !connecting_ && !awaiting_ssl_answer_ && !worker_.stopping() && timer_open_;
   if (timer_open_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&connect_timer_))) {
     uv_timer_stop(&connect_timer_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
+    if (linger) {
+      uv_timer_start(&connect_timer_, on_linger_timeout, kLingerMs, 0);
+    } else {
+      uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
+    }
   }
   if (channel_open_) {
     // Terminate tells PostgreSQL this is a clean goodbye, not a lost connection (but not in
     // answer to a refused SSLRequest: nothing goes to that server in plaintext).
     if (!connecting_ && !awaiting_ssl_answer_) {
       pp::write_terminate(channel_.output());
-      channel_.close_when_flushed();
+      if (linger) {
+        channel_.close_when_peer_closes();
+      } else {
+        channel_.close_when_flushed();
+      }
     } else {
       channel_.close();
     }
@@ -1129,8 +1140,19 @@ void Server::on_timer_closed(uv_handle_t* handle) {
   self->maybe_destroy();
 }
 
+void Server::on_linger_timeout(uv_timer_t* timer) {
+  auto* self = static_cast<Server*>(timer->data);
+  spdlog::warn("{} the server did not close its connection after Terminate", self->log_id());
+  self->channel_.close();
+}
+
 void Server::on_channel_closed(Channel&) {
   channel_open_ = false;
+  if (state_ == State::closing && timer_open_ &&
+      !uv_is_closing(reinterpret_cast<uv_handle_t*>(&connect_timer_))) {
+    uv_timer_stop(&connect_timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
+  }
   maybe_destroy();
 }
 

@@ -160,6 +160,9 @@ class Server final : public ChannelOwner {
   static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
   static void on_connected(uv_connect_t* req, int status);
   static void on_connect_timeout(uv_timer_t* timer);
+  static void on_linger_timeout(uv_timer_t* timer);
+  // How long a closing server waits for PostgreSQL to close the connection after Terminate.
+  static constexpr uint64_t kLingerMs = 2000;
 
   enum class Reply { forward, swallow, forward_and_release };
   enum class Match {

@@ -78,11 +78,9 @@ void record(Worker& worker, const Client& client, std::string_view kind, std::st
                      .client_addr = client.peer(),
                      .source = "query",
                      .statement = statement};
-  bool created = false;
-  const FindingRow* row = worker.findings().record(event, unix_now(), created);
-  if (created && row != nullptr) {
+  if (std::optional<std::string> sample = worker.findings().record(event, unix_now())) {
     spdlog::warn("{} session state: {} {} ({}), action {}: {}", client.log_id(), kind, detail,
-                 certainty, to_string(action), row->sample);
+                 certainty, to_string(action), *sample);
   }
 }
 

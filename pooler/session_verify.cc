@@ -50,9 +50,7 @@ void record(Worker& worker, Server& server, std::string_view kind, std::string_v
                      .client_addr = v.last_client_addr(),
                      .source = "server",
                      .statement = ""};
-  bool created = false;
-  worker.findings().record(event, unix_now(), created);
-  if (created) {
+  if (worker.findings().record(event, unix_now())) {
     spdlog::warn("{} session state: {} {} ({}), action {}", server.log_id(), kind, detail, what_log,
                  action);
   }

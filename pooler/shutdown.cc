@@ -53,6 +53,7 @@ Shutdown::Mode Shutdown::mode_for_signal(int signum, Mode current) {
 
 void Shutdown::on_signal(uv_signal_t* handle, int signum) {
   auto* self = static_cast<Shutdown*>(handle->data);
+  WorldPause pause = self->worker_.pause_world();  // every worker's clients
   Mode next = mode_for_signal(signum, self->mode_);
   spdlog::info("got {}: {}", signal_name(signum),
                next == Mode::immediate          ? "shutting down now"
@@ -94,7 +95,7 @@ void Shutdown::wait_for_servers() {
 
 void Shutdown::immediate() {
   mode_ = Mode::immediate;
-  worker_.stop();
+  worker_.group().stop_all();
 }
 
 size_t Shutdown::remaining_clients() {

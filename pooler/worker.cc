@@ -1,6 +1,7 @@
 // The worker's loop: listening, accepting, pools, cancel keys, the janitor timer, signals.
 #include "pooler/worker.h"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
@@ -41,13 +42,86 @@ void close_and_free_listener(uv_stream_t* stream) {
 
 }  // namespace
 
-Worker::Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthSecrets> secrets)
-    : config_(std::move(config)), secrets_(std::move(secrets)) {
+Worker::Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> config,
+               std::shared_ptr<const AuthSecrets> secrets)
+    : group_(group), index_(index), config_(std::move(config)), secrets_(std::move(secrets)) {
   uv_loop_init(&loop_);
   uv_signal_init(&loop_, &sighup_);
   sighup_.data = this;
   uv_timer_init(&loop_, &janitor_);
   janitor_.data = this;
+  uv_async_init(&loop_, &wake_, on_wake);
+  wake_.data = this;
+  started_ms_ = now_ms();
+}
+
+// --- other threads: tasks and parking ---
+
+bool Worker::post(std::function<void()> task) {
+  std::lock_guard lock(tasks_mutex_);
+  if (!wake_open_) return false;
+  tasks_.push_back(std::move(task));
+  uv_async_send(&wake_);
+  return true;
+}
+
+bool Worker::wake() {
+  std::lock_guard lock(tasks_mutex_);
+  if (!wake_open_) return false;
+  uv_async_send(&wake_);
+  return true;
+}
+
+void Worker::on_wake(uv_async_t* handle) {
+  auto* self = static_cast<Worker*>(handle->data);
+  self->group_.world().park(self->index_);
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard lock(self->tasks_mutex_);
+    tasks.swap(self->tasks_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void Worker::adopt_client(int fd, bool tcp) {
+  auto* client = new Client(*this, next_client_id());
+  Channel& channel = client->channel();
+  int rc = tcp ? channel.init_tcp() : channel.init_pipe();
+  if (rc == 0) rc = tcp ? uv_tcp_open(channel.tcp(), fd) : uv_pipe_open(channel.pipe(), fd);
+  clients_.push_back(*client);
+  group_.client_count().fetch_add(1, std::memory_order_relaxed);
+  if (rc != 0) {
+    ::close(fd);
+    client->close("accept failed");
+    return;
+  }
+  if (tcp) uv_tcp_nodelay(channel.tcp(), 1);
+  client->start();
+}
+
+void Worker::retry_starving(const LimitSlots& slots) {
+  for (auto& [key, pool] : pools_) {
+    if (pool->limit_slots().db == slots.db || pool->limit_slots().user == slots.user) {
+      pool->launch_for_waiters(/*evict=*/false);
+    }
+  }
+}
+
+void Worker::take_handed_slot(const LimitSlots& slots) {
+  for (auto& [key, pool] : pools_) {
+    if (pool->limit_slots().pool == slots.pool) {
+      pool->launch_on_handed_slot();
+      return;
+    }
+  }
+  SharedLimits::release(slots, index_);  // no share of that pool here (cannot happen)
+}
+
+void Worker::yield_idle_server(const LimitSlots& slots) {
+  for (auto& [key, pool] : pools_) {
+    if (pool->limit_slots().db != slots.db && pool->limit_slots().user != slots.user) continue;
+    if (pool->yield_idle_server_to_other_worker()) return;
+  }
 }
 
 Worker::~Worker() {
@@ -97,7 +171,7 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
                                      config_->pool_size_for(db));
   Pool& ref = *pool;
   pools_.emplace(key, std::move(pool));
-  admin_control_.on_new_pool(ref);  // a paused database's new pool starts paused
+  admin_control().on_new_pool(ref);  // a paused database's new pool starts paused
   return ref;
 }
 
@@ -204,11 +278,19 @@ void Worker::on_connection(uv_stream_t* listener, int status) {
 }
 
 void Worker::accept_client(uv_stream_t* listener) {
+  if (group_.size() > 1) {
+    Worker& target = group_.next_for_client();
+    if (&target != this) {
+      hand_off(listener, target);
+      return;
+    }
+  }
   auto* client = new Client(*this, next_client_id());
   Channel& channel = client->channel();
   int rc = listener->type == UV_TCP ? channel.init_tcp() : channel.init_pipe();
   if (rc == 0) rc = uv_accept(listener, channel.stream());
   clients_.push_back(*client);
+  group_.client_count().fetch_add(1, std::memory_order_relaxed);
   if (rc != 0) {
     spdlog::warn("accept failed: {}", uv_strerror(rc));
     client->close("accept failed");
@@ -216,6 +298,30 @@ void Worker::accept_client(uv_stream_t* listener) {
   }
   if (channel.is_tcp()) uv_tcp_nodelay(channel.tcp(), 1);
   client->start();
+}
+
+void Worker::hand_off(uv_stream_t* listener, Worker& target) {
+  // libuv has accepted the socket already: a handle of this loop takes it, a duplicate of its
+  // descriptor goes to the target's loop, and the handle closes (its descriptor with it).
+  const bool tcp = listener->type == UV_TCP;
+  auto* handle = static_cast<uv_stream_t*>(std::malloc(tcp ? sizeof(uv_tcp_t) : sizeof(uv_pipe_t)));
+  int rc = tcp ? uv_tcp_init(&loop_, reinterpret_cast<uv_tcp_t*>(handle))
+               : uv_pipe_init(&loop_, reinterpret_cast<uv_pipe_t*>(handle), 0);
+  if (rc != 0) {
+    std::free(handle);
+    spdlog::warn("accept failed: {}", uv_strerror(rc));
+    return;
+  }
+  rc = uv_accept(listener, handle);
+  uv_os_fd_t fd = -1;
+  if (rc == 0) rc = uv_fileno(reinterpret_cast<uv_handle_t*>(handle), &fd);
+  const int copy = rc == 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  close_and_free_listener(handle);
+  if (copy < 0) {
+    spdlog::warn("accept failed: {}", rc != 0 ? uv_strerror(rc) : std::strerror(errno));
+    return;
+  }
+  if (!target.post([&target, copy, tcp] { target.adopt_client(copy, tcp); })) ::close(copy);
 }
 
 void Worker::drain_listeners() {
@@ -229,26 +335,14 @@ void Worker::drain_listeners() {
         if (errno == EINTR) continue;
         break;  // EAGAIN: the queue is empty
       }
-      auto* client = new Client(*this, next_client_id());
-      Channel& channel = client->channel();
-      int rc = tcp ? channel.init_tcp() : channel.init_pipe();
-      if (rc == 0) {
-        rc = tcp ? uv_tcp_open(channel.tcp(), conn) : uv_pipe_open(channel.pipe(), conn);
-      }
-      clients_.push_back(*client);
-      if (rc != 0) {
-        ::close(conn);
-        client->close("accept failed");
-        continue;
-      }
-      if (tcp) uv_tcp_nodelay(channel.tcp(), 1);
-      client->start();
+      adopt_client(conn, tcp);
     }
   }
 }
 
 void Worker::on_client_closed(Client& client) {
   clients_.remove(client);
+  group_.client_count().fetch_sub(1, std::memory_order_relaxed);
   delete &client;
 }
 
@@ -262,11 +356,17 @@ bool Worker::register_cancel_key(Client& client) {
   // Without the CSPRNG there is no key nobody can guess (an all-zero one would let anyone cancel
   // the client's queries), and a failing RAND_bytes would spin this loop forever: refuse instead,
   // as PostgreSQL does ("could not generate random cancel key").
+  // The pid names the worker that holds the client (pid % workers), so that a CancelRequest
+  // that lands on another worker is passed on to it.
+  const auto workers = static_cast<uint32_t>(group_.size());
   do {
     uint32_t raw = 0;
     if (RAND_bytes(reinterpret_cast<unsigned char*>(&raw), sizeof(raw)) != 1) return false;
+    raw &= 0x7fffffff;
+    raw = raw - raw % workers + static_cast<uint32_t>(index_);
     pid = static_cast<int32_t>(raw & 0x7fffffff);
-  } while (pid == 0 || cancel_index_.count(pid) != 0);
+  } while (pid <= 0 || pid % static_cast<int32_t>(workers) != index_ ||
+           cancel_index_.count(pid) != 0);
   if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
     return false;
   }
@@ -286,6 +386,30 @@ Client* Worker::find_cancel_target(int32_t pid, std::string_view key) {
   return it->second;
 }
 
+void Worker::route_cancel(int32_t pid, std::string key, std::string from) {
+  const int owner = pid > 0 ? pid % group_.size() : index_;
+  if (owner == index_) {
+    deliver_cancel(pid, key, from);
+    return;
+  }
+  Worker& target = group_.worker(owner);
+  target.post([&target, pid, key = std::move(key), from = std::move(from)] {
+    target.deliver_cancel(pid, key, from);
+  });
+}
+
+void Worker::deliver_cancel(int32_t pid, const std::string& key, const std::string& from) {
+  Client* target = find_cancel_target(pid, key);
+  if (target == nullptr) {
+    spdlog::info("{} cancel request with an unknown key ignored", from);
+  } else if (target->server() == nullptr) {
+    spdlog::info("{} cancel request for idle {} ignored", from, target->log_id());
+  } else {
+    spdlog::info("{} cancel request for {}", from, target->log_id());
+    target->server()->cancel_running_query();
+  }
+}
+
 void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid,
                          const std::string& key) {
   std::string packet;
@@ -298,6 +422,14 @@ void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid,
 
 void Worker::on_janitor(uv_timer_t* timer) {
   auto* self = static_cast<Worker*>(timer->data);
+  // One round for every worker's clients and pools, with the others parked: a few tens of
+  // microseconds every 200 ms, and the janitor's code stays single-threaded.
+  WorldPause pause = self->pause_world();
+  self->janitor_round();
+}
+
+void Worker::janitor_round() {
+  Worker* self = this;
   uint64_t now = self->now_ms();
   maintain_pools(*self, now);   // timeouts, limits, lifetimes (pool_maintenance.cc)
   self->admin_control_.tick();  // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN waits
@@ -305,7 +437,7 @@ void Worker::on_janitor(uv_timer_t* timer) {
   size_t released = 0;
   size_t busy = 0;  // clients queued for or linked to a server
   auto login_timeout = static_cast<uint64_t>(self->settings().client_login_timeout.count());
-  self->clients_.for_each([&](Client& c) {
+  self->for_each_client([&](Client& c) {
     bool logging_in = c.state() == Client::State::startup || c.state() == Client::State::auth;
     if (logging_in && login_timeout > 0 && c.connected_ms() + login_timeout <= now) {
       c.fail(sqlstate::kProtocolViolation, "client_login_timeout");
@@ -328,6 +460,7 @@ void Worker::on_janitor(uv_timer_t* timer) {
 
 void Worker::on_sighup(uv_signal_t* handle, int) {
   auto* self = static_cast<Worker*>(handle->data);
+  WorldPause pause = self->pause_world();
   // The same as the console's RELOAD: a bad file keeps the old settings and logs why.
   std::string error = self->reload();
   if (error.empty()) {
@@ -349,10 +482,14 @@ void Worker::stop() {
   clients_.for_each(
       [](Client& c) { c.fail(sqlstate::kAdminShutdown, "pgsluice is shutting down"); });
   for (auto& [key, pool] : pools_) pool->close_all_servers();
+  std::lock_guard lock(tasks_mutex_);
+  wake_open_ = false;
+  uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
 }
 
 void Worker::run() {
   uv_run(&loop_, UV_RUN_DEFAULT);
+  group_.world().retire(index_);
 }
 
 }  // namespace pgsluice

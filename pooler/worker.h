@@ -1,14 +1,18 @@
-// A worker: one thread with one libuv loop that owns its listening sockets, its clients, its
-// servers and its pools. Nothing a worker owns is touched by another thread, so none of it is
-// locked. Today the process runs one worker (workers = 1); the configuration snapshot and the
-// auth_file secrets it reads are immutable and shared, which is what more workers will need.
+// A worker: one thread with one libuv loop that owns its clients, its servers and its share of
+// every pool (worker_group.h). Nothing a worker owns is touched by another thread while the worker
+// runs, so none of it is locked: the other threads either post it a task (a handed-over
+// connection, a cancel request, a freed pool slot) or stop the world (world.h) and act while it
+// is parked. The primary (worker 0) also owns the listening sockets, the signals, the janitor and
+// the metrics endpoint.
 #pragma once
 
 #include <uv.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -25,6 +29,7 @@
 #include "pooler/session_findings.h"
 #include "pooler/shutdown.h"
 #include "pooler/tls_context.h"
+#include "pooler/worker_group.h"
 
 namespace pgsluice {
 
@@ -33,18 +38,37 @@ class MetricsServer;
 
 class Worker {
  public:
-  Worker(std::shared_ptr<const Config> config, std::shared_ptr<const AuthSecrets> secrets);
+  Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> config,
+         std::shared_ptr<const AuthSecrets> secrets);
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
   ~Worker();
 
   // Opens the listening sockets; false (with the reason logged) when none could be opened.
   bool listen();
+  [[nodiscard]] int index() const { return index_; }
+  [[nodiscard]] bool primary() const { return index_ == 0; }
+  WorkerGroup& group() { return group_; }
+  // Runs `task` on this worker's thread soon; false (task dropped) once the worker stopped.
+  bool post(std::function<void()> task);
+  // Wakes the loop so that it parks (world.h); false once the worker stopped.
+  bool wake();
+  // Stops the world for the lifetime of the returned object (world.h).
+  [[nodiscard]] WorldPause pause_world() { return WorldPause(group_.world(), index_); }
+  // A connection the primary accepted and handed to this worker.
+  void adopt_client(int fd, bool tcp);
+  // Another worker freed a slot this worker starved for: its pools of those keys try again.
+  void retry_starving(const LimitSlots& slots);
+  // Another worker's server went and its slots passed to this worker's share of the pool.
+  void take_handed_slot(const LimitSlots& slots);
+  // Another worker starves for a slot: idle servers of these keys that no client here waits
+  // for close, one per call.
+  void yield_idle_server(const LimitSlots& slots);
   // Runs the loop until stop() (SIGQUIT, SHUTDOWN, or the end of a graceful shutdown).
   void run();
   void stop();
-  // SIGINT / SIGTERM and the console's SHUTDOWN modes (shutdown.h).
-  Shutdown& shutdown() { return shutdown_; }
+  // SIGINT / SIGTERM and the console's SHUTDOWN modes (shutdown.h): the primary's, for all.
+  Shutdown& shutdown() { return group_.primary().shutdown_; }
 
   uv_loop_t* loop() { return &loop_; }
   [[nodiscard]] const Config& config() const { return *config_; }
@@ -64,11 +88,11 @@ class Worker {
 
   // Session-state checks: the verdict cache of this thread and the findings table.
   protocol::SessionStateClassifier& classifier() { return classifier_; }
-  SessionFindings& findings() { return findings_; }
+  SharedFindings& findings() { return group_.findings(); }
   PreparedRegistry& prepared_registry() { return prepared_registry_; }
 
-  uint64_t next_client_id() { return ++last_client_id_; }
-  uint64_t next_server_id() { return ++last_server_id_; }
+  uint64_t next_client_id() { return group_.next_client_id(); }
+  uint64_t next_server_id() { return group_.next_server_id(); }
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
   void on_client_closed(Client& client);
 
@@ -77,21 +101,30 @@ class Worker {
   [[nodiscard]] bool register_cancel_key(Client& client);
   void unregister_cancel_key(Client& client);
   Client* find_cancel_target(int32_t pid, std::string_view key);
+  // A CancelRequest, delivered by the worker that holds the client (the virtual pid says which).
+  void route_cancel(int32_t pid, std::string key, std::string from);
   // Sends a CancelRequest to a server on a connection of its own.
   void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key);
 
   // --- the admin console and metrics (worker_admin.cc) ---
-  AdminControl& admin_control() { return admin_control_; }
+  AdminControl& admin_control() { return group_.primary().admin_control_; }
   // auth_query lookups and their cache (auth_query.h), made on first use.
   AuthQuery& auth_query();
+  // Every pool and client of every worker: only with the world stopped (or one worker).
   template <class Fn>
   void for_each_pool(Fn&& fn) {
-    for (auto& [key, pool] : pools_) fn(*pool);
+    group_.for_each_worker([&](Worker& w) { w.for_each_own_pool(fn); });
   }
   template <class Fn>
   void for_each_client(Fn&& fn) {
-    clients_.for_each(fn);
+    group_.for_each_worker([&](Worker& w) { w.clients_.for_each(fn); });
   }
+  // This worker's own pools and clients.
+  template <class Fn>
+  void for_each_own_pool(Fn&& fn) {
+    for (auto& [key, pool] : pools_) fn(*pool);
+  }
+  [[nodiscard]] size_t pool_count() const { return pools_.size(); }
   [[nodiscard]] const AuthSecrets& secrets() const { return *secrets_; }
   [[nodiscard]] uint64_t started_ms() const { return started_ms_; }
   // SUSPEND / RESUME and SHUTDOWN WAIT_FOR_CLIENTS stop and restart accepting.
@@ -101,8 +134,8 @@ class Worker {
   // (SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS) resets none of them: behind so_reuseport the other
   // processes take the next ones.
   void drain_listeners();
-  // RELOAD: re-reads the configuration file and the auth_file; on an error nothing changes
-  // and the error is returned (empty on success).
+  // RELOAD: re-reads the configuration file and the auth_file and applies them to every worker
+  // (with the world stopped); on an error nothing changes and the error is returned.
   std::string reload();
   // SET key = value (a changeable setting); returns an error, empty on success.
   std::string set_setting(std::string_view key, std::string_view value);
@@ -113,24 +146,33 @@ class Worker {
   static void on_connection(uv_stream_t* listener, int status);
   static void on_sighup(uv_signal_t* handle, int signum);
   static void on_janitor(uv_timer_t* timer);
+  static void on_wake(uv_async_t* handle);
+  void janitor_round();
+  void deliver_cancel(int32_t pid, const std::string& key, const std::string& from);
   bool start_metrics();
   void stop_metrics();
   // A new configuration snapshot: pool sizes, modes and database lines applied to the pools.
   void apply_config(std::shared_ptr<const Config> config);
   void accept_client(uv_stream_t* listener);
+  void hand_off(uv_stream_t* listener, Worker& target);
 
+  WorkerGroup& group_;
+  const int index_;
   std::shared_ptr<const Config> config_;
   std::shared_ptr<const AuthSecrets> secrets_;
   uv_loop_t loop_{};
   std::vector<std::unique_ptr<uv_stream_t, void (*)(uv_stream_t*)>> listeners_;
   uv_signal_t sighup_{};
   uv_timer_t janitor_{};
+  uv_async_t wake_{};
+  std::mutex tasks_mutex_;
+  std::vector<std::function<void()>> tasks_;
+  bool wake_open_ = true;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
   IntrusiveList<Client, &Client::worker_node> clients_;
   std::unordered_map<int32_t, Client*> cancel_index_;
   std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
   protocol::SessionStateClassifier classifier_;
-  SessionFindings findings_;
   TlsContexts tls_;
   PreparedRegistry prepared_registry_;
   AdminControl admin_control_{*this};
@@ -141,8 +183,6 @@ class Worker {
   // still hold references into it.
   std::shared_ptr<const Config> previous_config_;
   uint64_t started_ms_ = 0;
-  uint64_t last_client_id_ = 0;
-  uint64_t last_server_id_ = 0;
   bool stopping_ = false;
 };
 

@@ -87,13 +87,18 @@ std::string Worker::reload() {
   // use rather than stop TLS, as PgBouncer does.
   TlsContexts tls;
   std::string tls_error;
-  if (TlsContexts::build(s, tls, tls_error)) {
-    tls_ = std::move(tls);
-  } else {
+  const bool tls_built = TlsContexts::build(s, tls, tls_error);
+  if (!tls_built) {
     spdlog::error("RELOAD: {}; TLS keeps the certificates and settings it had", tls_error);
   }
-  secrets_ = std::move(auth.secrets);
-  apply_config(std::move(loaded.config));
+  // Every worker, while they are parked (the caller stopped the world).
+  std::shared_ptr<const AuthSecrets> secrets = std::move(auth.secrets);
+  std::shared_ptr<const Config> config = std::move(loaded.config);
+  group_.for_each_worker([&](Worker& w) {
+    if (tls_built) w.tls_ = tls;
+    w.secrets_ = secrets;
+    w.apply_config(config);
+  });
   spdlog::info("RELOAD: configuration {} applied", config_->path);
   return {};
 }
@@ -107,7 +112,8 @@ std::string Worker::set_setting(std::string_view key, std::string_view value) {
     return fmt::format("SET {}: {}", key, err);
   }
   spdlog::info("SET {} = {}", key, value);
-  apply_config(std::move(next));
+  std::shared_ptr<const Config> config = std::move(next);
+  group_.for_each_worker([&](Worker& w) { w.apply_config(config); });
   return {};
 }
 

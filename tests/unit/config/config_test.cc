@@ -62,7 +62,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_TRUE(s.log_connections);
   EXPECT_TRUE(s.log_disconnections);
   EXPECT_TRUE(s.log_pooler_errors);
-  EXPECT_EQ(s.workers, 1);
+  EXPECT_EQ(s.workers, default_workers());  // one per CPU
   EXPECT_EQ(s.verbose_level, "info");
   EXPECT_TRUE(c->databases.empty());
   EXPECT_FALSE(c->fallback_database.has_value());

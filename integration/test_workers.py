@@ -1,0 +1,501 @@
+"""workers = N (issue 9): several libuv worker threads, one process. Worker 0 accepts and hands
+each new connection round-robin to a worker; pool limits are global across workers; cancel
+requests, the admin console (SHOW, RELOAD, PAUSE/RESUME, KILL_CLIENT) and signals reach every
+worker; an idle server held by one worker is closed when another worker's clients starve for
+that pool. Real PostgreSQL, pgbench, psycopg and psql; pg_stat_activity is read directly on
+PostgreSQL, never through the pooler."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import psycopg
+import psycopg.errors
+import pytest
+
+import harness
+from test_admin import Admin, stats_row
+from test_ops_lifecycle import (PGBENCH_SCRIPT, app_backends, make_table, pgbench_logged,
+                                read_error, wait_exit)
+
+ADMIN = {"admin_users": "app"}
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+class ActivitySampler:
+    """Counts app@app backends in pg_stat_activity every ~30 ms on a direct connection (as
+    postgres over the Unix socket, so the sampler itself is not counted). For a failure message,
+    it keeps the sample that set the peak and the one after it."""
+
+    SQL = ("SELECT pid, coalesce(state, '') FROM pg_stat_activity "
+           "WHERE usename = 'app' AND datname = 'app'")
+
+    def __init__(self, pg: harness.PostgresCluster, interval: float = 0.03):
+        self.conn = pg.connect(db="postgres")
+        self.interval = interval
+        self.peak = 0
+        self.samples = 0
+        self.peak_rows: list[tuple] = []
+        self.pids: set[int] = set()  # every backend seen: how often servers were replaced
+        self.after_peak: list[tuple] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            rows = self.conn.execute(self.SQL).fetchall()
+            self.pids.update(pid for pid, _ in rows)
+            if self.after_peak is None and self.samples > 0 and self.peak_rows:
+                self.after_peak = rows
+            if len(rows) > self.peak:
+                self.peak, self.peak_rows, self.after_peak = len(rows), rows, None
+            self.samples += 1
+            self._stop.wait(self.interval)
+
+    def describe(self) -> str:
+        """The peak sample: pid/state, and whether the pid was gone ~30 ms later."""
+        later = {pid for pid, _ in (self.after_peak or [])}
+        return "peak sample " + ", ".join(
+            f"{pid}/{state or '-'}{'' if pid in later else ' (gone next sample)'}"
+            for pid, state in self.peak_rows)
+
+    def __enter__(self) -> "ActivitySampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.conn.close()
+
+
+@pytest.fixture
+def quiet_pg(pg):
+    """The cluster once the backends of earlier tests' poolers are gone: the counts below are
+    of app@app backends, and a stopped pooler's backends take a moment to exit."""
+    assert wait_until(lambda: not app_backends(pg), 15), app_backends(pg)
+    return pg
+
+
+def pgbench_number(out: str, label: str) -> int | None:
+    m = re.search(rf"{label}: (\d+)", out)
+    return int(m.group(1)) if m else None
+
+
+def show_workers(admin: Admin) -> list[dict]:
+    return admin.dicts("SHOW WORKERS")
+
+
+def app_clients(admin: Admin) -> list[dict]:
+    return [r for r in admin.dicts("SHOW CLIENTS") if r["database"] == "app"
+            and r["user"] == "app"]
+
+
+# --------------------------------------------------------------------------------------------
+# 1. Global pool limits at every N
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+@pytest.mark.parametrize("limit", ["default_pool_size", "max_db_connections"])
+def test_pool_limit_holds_at_every_worker_count(pgbench_data, quiet_pg, make_pooler, workers,
+                                                limit):
+    pg = quiet_pg
+    settings = {"workers": workers, "default_pool_size": 5}
+    expected_max = 5
+    if limit == "max_db_connections":
+        settings["max_db_connections"] = 3
+        expected_max = 3
+    pooler = make_pooler(**settings)
+    with ActivitySampler(pg) as sampler:
+        rc, out, err = pooler.pgbench(["-n", "-S", "-c", "40", "-j", "2", "-T", "6"],
+                                      timeout=60)
+    moves = pooler.log().count("handed to another worker")
+    summary = (f"workers={workers} {limit}: peak {sampler.peak} backends, "
+               f"{len(sampler.pids)} distinct, in {sampler.samples} samples ({sampler.describe()}); pgbench processed "
+               f"{pgbench_number(out, 'number of transactions actually processed')}, "
+               f"failed {pgbench_number(out, 'number of failed transactions')}; {moves} servers "
+               f"closed for another worker")
+    print(summary)
+    assert rc == 0, (out, err)
+    assert pgbench_number(out, "number of failed transactions") == 0, out
+    assert (pgbench_number(out, "number of transactions actually processed") or 0) > 0, out
+    assert sampler.samples > 20, summary
+    assert 0 < sampler.peak <= expected_max, summary
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Cancel requests reach the worker holding the client
+
+
+def test_cancel_reaches_the_client_on_any_worker(quiet_pg, make_pooler):
+    pg = quiet_pg
+    pooler = make_pooler(workers=4, default_pool_size=10, **ADMIN)
+    # The console first, so that it does not sit between the clients and the cancels below.
+    admin = Admin(pooler)
+    conns = [pooler.connect(autocommit=True) for _ in range(8)]
+    try:
+        before = {int(r["id"]): int(r["clients"]) for r in show_workers(admin)}
+        assert len(before) == 4, before
+        assert all(n >= 2 for n in before.values()), \
+            f"8 clients (and the console) should spread over all 4 workers: {before}"
+        results: dict[int, tuple] = {}
+        cancelled_at: dict[int, float] = {}
+
+        def sleeper(i: int) -> None:
+            try:
+                conns[i].execute("SELECT pg_sleep(30)")
+                results[i] = ("finished", time.monotonic())
+            except psycopg.Error as e:
+                results[i] = (type(e), time.monotonic(), getattr(e, "sqlstate", None))
+
+        threads = [threading.Thread(target=sleeper, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        assert wait_until(lambda: len(app_backends(pg, "query = 'SELECT pg_sleep(30)' AND "
+                                                       "state = 'active'")) == 8, 15), \
+            app_backends(pg)
+        # Cancels in reverse order: with round-robin placement the k-th cancel connection then
+        # lands on a different worker than the client it names (in forward order it would land
+        # on the same one, 8 connections later on 4 workers).
+        for i in reversed(range(8)):
+            cancelled_at[i] = time.monotonic()
+            conns[i].cancel()
+        for t in threads:
+            t.join(15)
+            assert not t.is_alive(), "a pg_sleep(30) was not cancelled"
+        for i in range(8):
+            kind, done_at, sqlstate = (results[i] + (None,))[:3]
+            assert kind is psycopg.errors.QueryCanceled and sqlstate == "57014", (i, results[i])
+            assert done_at - cancelled_at[i] < 5, (i, done_at - cancelled_at[i])
+        for c in conns:
+            assert c.execute("SELECT 1").fetchone()[0] == 1
+    finally:
+        for c in conns:
+            c.close()
+        admin.close()
+
+
+# --------------------------------------------------------------------------------------------
+# 3. SHOW output covers every worker
+
+
+def test_show_output_spans_workers(make_pooler):
+    pooler = make_pooler(workers=4, **ADMIN)
+    conns = [pooler.connect(autocommit=True) for _ in range(12)]
+    admin = Admin(pooler)
+    try:
+        for c in conns:
+            assert c.execute("SELECT 1").fetchone()[0] == 1
+        clients = app_clients(admin)
+        assert len(clients) == 12, clients
+        assert len({r["id"] for r in clients}) == 12, clients
+        pools = [r for r in admin.dicts("SHOW POOLS")
+                 if r["database"] == "app" and r["user"] == "app"]
+        assert len(pools) == 1, f"one row per pool, not one per worker: {pools}"
+        assert int(pools[0].get("cl_idle", "0")) + int(pools[0]["cl_active"]) == 12, pools
+        workers = show_workers(admin)
+        assert [int(r["id"]) for r in workers] == [0, 1, 2, 3], workers
+        assert sum(int(r["clients"]) for r in workers) >= 12, workers
+        assert all(int(r["clients"]) >= 3 for r in workers), \
+            f"12 clients round-robin over 4 workers: {workers}"
+        # Stats may be folded in from the workers periodically: poll for them.
+        xacts = wait_until(lambda: int(stats_row(admin).get("total_xact_count", "0")) >= 12, 20,
+                           interval=0.5)
+        assert xacts, stats_row(admin)
+    finally:
+        admin.close()
+        for c in conns:
+            c.close()
+
+
+# --------------------------------------------------------------------------------------------
+# 4. RELOAD reaches every worker
+
+
+def test_reload_reaches_every_worker(quiet_pg, make_pooler):
+    pg = quiet_pg
+    pooler = make_pooler(workers=3, default_pool_size=2, **ADMIN)
+    with open(pooler.config_path) as f:
+        text = f.read()
+    assert "default_pool_size = 2" in text
+    with open(pooler.config_path, "w") as f:
+        f.write(text.replace("default_pool_size = 2", "default_pool_size = 4"))
+    admin = Admin(pooler)
+    try:
+        assert admin.run("RELOAD")[2] == "RELOAD"
+        config = {r["key"]: r["value"] for r in admin.dicts("SHOW CONFIG")}
+        assert config["default_pool_size"] == "4", config.get("default_pool_size")
+    finally:
+        admin.close()
+
+    # Four transactions held at once, on four consecutive connections: each must get its server
+    # at once. Three rounds shift the round-robin start by one worker each time (4 = 1 mod 3), so
+    # every worker is once the one asked for the third and fourth server: a worker still at
+    # default_pool_size = 2 would make its client wait for a server nobody gives back.
+    for _ in range(3):
+        held, round_pids = [], set()
+        try:
+            for _ in range(4):
+                c = pooler.connect()
+                held.append(c)
+                result = {}
+
+                def begin(c=c, result=result) -> None:
+                    try:
+                        result["pid"] = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+                    except psycopg.Error as e:  # closed below after the 5 s were up
+                        result["error"] = str(e)
+
+                t = threading.Thread(target=begin, daemon=True)
+                t.start()
+                t.join(5)
+                assert "pid" in result, (
+                    f"transaction {len(held)} of 4 got no server within 5 s: a worker still at "
+                    f"default_pool_size = 2, or an idle server of another worker was not closed "
+                    f"for it {result}")
+                round_pids.add(result["pid"])
+            assert len(round_pids) == 4, round_pids
+        finally:
+            for c in held:
+                c.close()
+
+    # Ten clients, each holding a transaction ~1.5 s: four at a time, never more.
+    pids: list[int] = []
+    errors: list[str] = []
+    conns = [pooler.connect() for _ in range(10)]
+
+    def hold(c) -> None:
+        try:
+            pids.append(c.execute("SELECT pg_backend_pid()").fetchone()[0])
+            time.sleep(1.5)
+            c.commit()
+        except psycopg.Error as e:
+            errors.append(str(e))
+
+    with ActivitySampler(pg) as sampler:
+        threads = [threading.Thread(target=hold, args=(c,)) for c in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    for c in conns:
+        c.close()
+    print(f"10 held transactions: {len(set(pids))} distinct backends, peak {sampler.peak}")
+    assert not errors, errors
+    assert len(pids) == 10
+    assert sampler.peak == 4, \
+        f"peak {sampler.peak} backends with default_pool_size = 4; {sampler.describe()}"
+    # Servers may move between workers (an idle one closed, another opened), so more than four
+    # pids over the run is allowed; fewer means the new size was not used.
+    assert len(set(pids)) >= 4, pids
+
+
+# --------------------------------------------------------------------------------------------
+# 5. An idle server moves to the worker whose clients starve
+
+
+def test_idle_servers_move_to_the_worker_that_needs_them(quiet_pg, make_pooler):
+    pg = quiet_pg
+    # query_wait_timeout bounds the wait of a client whose worker never gets a server.
+    pooler = make_pooler(workers=2, default_pool_size=2, query_wait_timeout=15, **ADMIN)
+    admin = Admin(pooler)
+    first = [pooler.connect() for _ in range(3)]
+    extra = []
+    try:
+        # Park both servers of the pool, idle, in one worker. Of three clients on two workers
+        # two share a worker (whichever they are): hold a transaction on a pair at a time until
+        # one worker owns both servers.
+        parked = None
+        parked_pids: set[int] = set()
+        for a, b in itertools.combinations(first, 2):
+            parked_pids = {a.execute("SELECT pg_backend_pid()").fetchone()[0],
+                           b.execute("SELECT pg_backend_pid()").fetchone()[0]}
+            a.commit()
+            b.commit()
+            rows = show_workers(admin)
+            if any(int(r["servers"]) == 2 for r in rows):
+                parked = rows
+                break
+        assert parked is not None, f"no worker holds both idle servers: {show_workers(admin)}"
+        assert len(parked) == 2, parked
+        starving = next(int(r["id"]) for r in parked if int(r["servers"]) == 0)
+        clients_before = {int(r["id"]): int(r["clients"]) for r in parked}
+
+        extra = [pooler.connect(autocommit=True) for _ in range(6)]
+        rows = show_workers(admin)
+        gained = {int(r["id"]): int(r["clients"]) - clients_before[int(r["id"])] for r in rows}
+        assert gained[starving] >= 1, \
+            f"no new client on worker {starving}, which has no server: {rows}"
+
+        errors: list[str] = []
+        done: list[float] = []
+        pids: set[int] = set()
+
+        def work(c) -> None:
+            try:
+                for _ in range(20):
+                    pids.add(c.execute("SELECT pg_backend_pid()").fetchone()[0])
+                done.append(time.monotonic())
+            except psycopg.Error as e:
+                errors.append(str(e))
+
+        start = time.monotonic()
+        with ActivitySampler(pg) as sampler:
+            threads = [threading.Thread(target=work, args=(c,), daemon=True) for c in extra]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(max(0.1, start + 10 - time.monotonic()))
+        elapsed = time.monotonic() - start
+        print(f"6 clients x 20 queries in {elapsed:.2f} s; {len(pids)} backends used; "
+              f"peak {sampler.peak}; workers before {parked}")
+        assert not errors, errors
+        assert len(done) == 6, f"only {len(done)} of 6 clients finished within 10 s"
+        assert sampler.peak <= 2, sampler.describe()
+        # The starving worker was served by a server of its own, opened once the other worker
+        # closed an idle one: a backend that was not among the two parked ones.
+        assert pids - parked_pids, (parked_pids, pids)
+        # Moved, not traded back and forth: with three busy clients on each worker, each keeps
+        # one server. A server closed whenever its worker's queue is empty for a moment costs a
+        # backend login per transaction or two; allow a few moves, not one per query.
+        assert len(pids) <= 10, f"{len(pids)} backends for 120 queries on a pool of 2"
+    finally:
+        for c in first + extra:
+            c.close()
+        admin.close()
+
+
+# --------------------------------------------------------------------------------------------
+# 6. KILL_CLIENT and PAUSE/RESUME across workers
+
+
+def test_kill_client_and_pause_resume_across_workers(make_pooler):
+    pooler = make_pooler(workers=4, default_pool_size=5, **ADMIN)
+    admin = Admin(pooler)
+    names = [f"victim-{i}" for i in range(6)]
+    victims = {n: pooler.raw(params={"application_name": n}) for n in names}
+    others: list[harness.RawClient] = []
+    try:
+        for c in victims.values():
+            assert c.query("SELECT 1") == [["1"]]
+        ids = {r["application_name"]: r["id"] for r in app_clients(admin)}
+        assert set(ids) == set(names), ids
+        alive = list(names)
+        for name in names:
+            assert admin.run(f"KILL_CLIENT {ids[name]}")[2] == "KILL_CLIENT"
+            alive.remove(name)
+            with pytest.raises((harness.PgError, ConnectionError, OSError)) as e:
+                victims[name].sock.settimeout(10)
+                victims[name].query("SELECT 1")
+            if isinstance(e.value, harness.PgError):
+                assert e.value.sqlstate == "57P01", e.value
+            for other in alive:
+                assert victims[other].query("SELECT 2") == [["2"]], other
+            listed = {r["application_name"] for r in app_clients(admin)}
+            assert listed == set(alive), (name, listed)
+
+        # PAUSE waits for the open transactions on every worker (four clients in a row: one
+        # per worker), and returns once the last one ends.
+        busy = [pooler.raw() for _ in range(4)]
+        others.extend(busy)
+        for c in busy:
+            c.query("BEGIN")
+            c.query("SELECT 1")
+        admin.send("PAUSE")
+        for c in busy:
+            admin.c.sock.settimeout(0.7)
+            with pytest.raises(socket.timeout):
+                admin.c.read_message()
+            c.query("COMMIT")
+        admin.c.sock.settimeout(15)
+        assert admin.result()[2] == "PAUSE"
+        # While paused, a query from a client on each worker waits; RESUME lets them finish.
+        late = [pooler.raw() for _ in range(4)]
+        others.extend(late)
+        for i, c in enumerate(late):
+            c.send_query(f"SELECT {40 + i}")
+        for c in late:
+            c.sock.settimeout(0.5)
+            with pytest.raises(socket.timeout):
+                c.read_message()
+            c.sock.settimeout(15)
+        assert admin.run("RESUME")[2] == "RESUME"
+        for i, c in enumerate(late):
+            assert c.read_result()[0] == [[str(40 + i)]]
+        for c in busy:
+            assert c.query("SELECT 3") == [["3"]]
+    finally:
+        for c in list(victims.values()) + others:
+            c.close()
+        admin.close()
+
+
+# --------------------------------------------------------------------------------------------
+# 7. SIGINT under load loses nothing
+
+
+def test_sigint_under_load_loses_no_transaction(pg, make_pooler, tmp_path):
+    table = make_table(pg, "client int, part int")
+    pooler = make_pooler(workers=2, default_pool_size=4, shutdown_timeout=15)
+    script = tmp_path / "ledger.sql"
+    script.write_text(PGBENCH_SCRIPT.format(table=table))
+    os.chmod(tmp_path, 0o777)
+    cmd = ["pgbench", "-n", "-h", harness.HOST, "-p", str(pooler.port), "-U", "app",
+           "-c", "8", "-j", "2", "-T", "10", "-f", str(script), "-l",
+           "--log-prefix", str(tmp_path / "pgbench_log"), "app"]
+    bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             env=pooler.client_env("app"), cwd=tmp_path, text=True)
+    # Two transactions of our own (two connections in a row: one on each worker), open when the
+    # signal comes: both still commit.
+    own = [pooler.raw(), pooler.raw()]
+    time.sleep(3)
+    for i, c in enumerate(own):
+        c.query("BEGIN")
+        c.query(f"INSERT INTO {table} VALUES ({-1 - i}, 1)")
+    pooler.proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    for _ in range(2):  # not accepting, whichever worker would get the connection
+        with pytest.raises((OSError, harness.PgError)):
+            pooler.raw(timeout=3).close()
+    for i, c in enumerate(own):
+        c.query(f"INSERT INTO {table} VALUES ({-1 - i}, 2)")
+        c.query("COMMIT")
+    for c in own:
+        err = read_error(c, timeout=5)
+        assert err is not None and err.sqlstate == "57P01", err
+    rc = wait_exit(pooler, 20)
+    assert rc == 0, rc
+    out, _ = bench.communicate(timeout=60)
+    failed = pgbench_number(out, "number of failed transactions")
+    assert failed in (None, 0), out
+    logged = pgbench_logged(str(tmp_path))
+    assert sum(logged.values()) > 0, out
+    with pg.connect(db="app") as conn:
+        rows = dict(((c, p), n) for c, p, n in conn.execute(
+            f"SELECT client, part, count(*) FROM {table} GROUP BY 1, 2").fetchall())
+    for i in range(2):
+        assert rows.get((-1 - i, 1)) == 1 and rows.get((-1 - i, 2)) == 1, rows
+    clients = {c for c, _ in rows if c >= 0} | set(logged)
+    for client in clients:
+        first, second = rows.get((client, 1), 0), rows.get((client, 2), 0)
+        assert first == second, f"client {client}: a transaction half applied {rows}"
+        assert first == logged.get(client, 0), \
+            f"client {client}: {first} committed, pgbench saw {logged.get(client, 0)}\n{out}"
+    print(f"SIGINT with workers = 2: {sum(logged.values())} transactions logged by pgbench, "
+          f"all committed")
+    assert wait_until(lambda: not app_backends(pg), 10), app_backends(pg)

@@ -1,0 +1,156 @@
+// Global pool limits across workers (shared_limits.h): slots taken under one lock never exceed
+// the limit, whichever thread asks; a starving worker is named to the others and woken when a
+// slot it starved for is freed.
+#include "pooler/shared_limits.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace pgsluice {
+namespace {
+
+LaunchInput sized(int pool_size, int max_db = 0, int max_user = 0) {
+  LaunchInput in;
+  in.pool_size = pool_size;
+  in.max_db_connections = max_db;
+  in.max_user_connections = max_user;
+  return in;
+}
+
+TEST(SharedLimits, ReserveCountsAndRefusesAtPoolSize) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "alice");
+  EXPECT_EQ(limits.reserve(app, sized(2), 0), LaunchVerdict::allowed);
+  EXPECT_EQ(limits.reserve(app, sized(2), 1), LaunchVerdict::allowed);
+  EXPECT_EQ(limits.reserve(app, sized(2), 0), LaunchVerdict::pool_full);
+  LaunchInput in = sized(2);
+  SharedLimits::totals(app, in);
+  EXPECT_EQ(in.pool_servers, 2);
+  EXPECT_EQ(in.db_servers, 2);
+  EXPECT_EQ(in.user_servers, 2);
+  // Every slot is free once the server's socket is closed (its backend is gone).
+  SharedLimits::release(app, 0);
+  SharedLimits::totals(app, in);
+  EXPECT_EQ(in.pool_servers, 1);
+  EXPECT_EQ(in.db_servers, 1);
+  EXPECT_EQ(in.user_servers, 1);
+  EXPECT_EQ(limits.reserve(app, sized(2), 1), LaunchVerdict::allowed);
+}
+
+TEST(SharedLimits, DatabaseAndUserLimitsSpanPools) {
+  SharedLimits limits;
+  const LimitSlots a = limits.slots_for("app", "alice");
+  const LimitSlots b = limits.slots_for("app", "bob");
+  const LimitSlots c = limits.slots_for("other", "alice");
+  EXPECT_EQ(limits.reserve(a, sized(5, 2, 0), 0), LaunchVerdict::allowed);
+  EXPECT_EQ(limits.reserve(b, sized(5, 2, 0), 1), LaunchVerdict::allowed);
+  EXPECT_EQ(limits.reserve(b, sized(5, 2, 0), 1), LaunchVerdict::db_full);
+  // alice holds one server of app; a second database's pool of hers takes the second slot.
+  EXPECT_EQ(limits.reserve(c, sized(5, 0, 2), 0), LaunchVerdict::allowed);
+  EXPECT_EQ(limits.reserve(c, sized(5, 0, 2), 0), LaunchVerdict::user_full);
+}
+
+TEST(SharedLimits, KeysDoNotCollideAcrossDatabaseAndUserNames) {
+  SharedLimits limits;
+  // "a" + "bc" and "ab" + "c" are different pools.
+  EXPECT_NE(limits.slots_for("a", "bc").pool, limits.slots_for("ab", "c").pool);
+  EXPECT_EQ(limits.slots_for("a", "bc").pool, limits.slots_for("a", "bc").pool);
+  EXPECT_EQ(limits.reserve(limits.slots_for("a", "bc"), sized(1), 0), LaunchVerdict::allowed);
+  EXPECT_EQ(limits.reserve(limits.slots_for("ab", "c"), sized(1), 0), LaunchVerdict::allowed);
+}
+
+TEST(SharedLimits, StarvingWorkerIsNamedOnceAndHandedTheNextFreedSlot) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  ASSERT_EQ(limits.reserve(app, sized(1), 0), LaunchVerdict::allowed);
+  EXPECT_FALSE(SharedLimits::other_starving(app, 0));
+  EXPECT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
+  EXPECT_FALSE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));  // already known
+  EXPECT_TRUE(SharedLimits::other_starving(app, 0));
+  EXPECT_FALSE(SharedLimits::other_starving(app, 1));  // itself does not count
+  // Another pool of the same database is not asked for a pool_size slot.
+  EXPECT_FALSE(SharedLimits::other_starving(limits.slots_for("app", "other"), 0));
+  // The slot passes to the starving worker: still counted, now held by worker 1.
+  const SharedLimits::Release r = SharedLimits::release(app, 0);
+  EXPECT_EQ(r.handed_to, 1);
+  EXPECT_FALSE(SharedLimits::other_starving(app, 0));
+  EXPECT_EQ(app.pool->servers.load(), 1);
+  EXPECT_EQ(app.pool->held[0].load(), 0);
+  EXPECT_EQ(app.pool->held[1].load(), 1);
+  // Nobody starves now: the next release frees it.
+  EXPECT_EQ(SharedLimits::release(app, 1).handed_to, -1);
+  EXPECT_EQ(app.pool->servers.load(), 0);
+}
+
+TEST(SharedLimits, ReservingClearsThatWorkersStarvation) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  EXPECT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::db_full, 2));
+  EXPECT_TRUE(SharedLimits::other_starving(app, 0));
+  ASSERT_EQ(limits.reserve(app, sized(3), 2), LaunchVerdict::allowed);
+  EXPECT_FALSE(SharedLimits::other_starving(app, 0));
+}
+
+TEST(SharedLimits, ConcurrentReservationsNeverExceedTheLimit) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  std::atomic<int> held{0};
+  std::atomic<int> peak{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        if (!launch_allowed(limits.reserve(app, sized(3), t))) continue;
+        const int now = held.fetch_add(1) + 1;
+        int seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+        held.fetch_sub(1);
+        SharedLimits::release(app, t);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(peak.load(), 3);
+  EXPECT_GE(peak.load(), 1);
+  LaunchInput in = sized(3);
+  SharedLimits::totals(app, in);
+  EXPECT_EQ(in.pool_servers, 0);
+  EXPECT_EQ(in.db_servers, 0);
+}
+
+TEST(SharedLimits, ServersMoveOnlyTowardsBalance) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  // Worker 0 holds 3 of 4 slots, worker 1 holds 1 and starves.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(4), 0)));
+  ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(4), 1)));
+  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'000'000, 0));  // nobody starves
+  ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
+  EXPECT_TRUE(SharedLimits::should_yield(app, 0, 1'000'000, 0));   // 3 vs 1: give one
+  EXPECT_FALSE(SharedLimits::should_yield(app, 1, 1'000'000, 0));  // the starving one keeps
+  SharedLimits::release(app, 0);
+  // 2 vs 1: moving one would only swap the imbalance.
+  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'000'000, 0));
+}
+
+TEST(SharedLimits, AWorkerWithNoServerGetsOneAfterWaitingLonger) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(1), 0)));
+  ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
+  app.pool->waiting_since_us[1].store(1'000'000);
+  // Not before its client waited 100 ms, and not to a worker whose client came later.
+  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'050'000, 0));
+  EXPECT_TRUE(SharedLimits::should_yield(app, 0, 1'200'000, 0));
+  EXPECT_TRUE(SharedLimits::should_yield(app, 0, 1'200'000, 1'100'000));
+  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'200'000, 900'000));
+}
+
+}  // namespace
+}  // namespace pgsluice
