@@ -52,6 +52,17 @@ ROLES = {
 DEFAULT_WORKERS = int(os.environ.get("PGSLUICE_TEST_WORKERS", "2"))
 
 
+def wait_until(predicate, timeout: float, interval: float = 0.1):
+    """Polls predicate() until it returns a truthy value or `timeout` seconds pass; returns the
+    last value (falsy on a timeout), so that the caller's assert shows what was seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
 def pgsluice_bin() -> str:
     return os.environ.get("PGSLUICE_BIN") or DEFAULT_PGSLUICE_BIN
 

@@ -27,13 +27,9 @@ IMPLEMENTED = ["POOLS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "CL
                "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG"]
 
 
+
 def wait_until(predicate, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
+    return harness.wait_until(predicate, timeout, interval)
 
 
 def reference_columns() -> dict[str, list[str]]:

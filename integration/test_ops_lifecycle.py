@@ -25,19 +25,13 @@ import uuid
 import pytest
 
 import harness
+from harness import wait_until
 
 LONG = os.environ.get("PGSLUICE_LIFECYCLE_LONG", "") not in ("", "0")
 
 
 # -- helpers ---------------------------------------------------------------------------------
 
-def wait_until(predicate, timeout: float, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 def read_error(client: harness.RawClient, timeout: float) -> harness.PgError | None:
@@ -111,6 +105,22 @@ def process_gone(pid: int) -> bool:
 # -- client timeouts ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["transaction", "session"])
+
+def check_ledger(pg, table: str, logged: dict, out: str) -> dict:
+    """Each pgbench transaction inserts two rows (part 1 and 2) for its client: every client's
+    transactions are whole, and as many as pgbench logged as done. Returns the counts by
+    (client, part)."""
+    with pg.connect(db="app") as conn:
+        rows = dict(((c, p), n) for c, p, n in conn.execute(
+            f"SELECT client, part, count(*) FROM {table} GROUP BY 1, 2").fetchall())
+    clients = {c for c, _ in rows if c >= 0} | set(logged)
+    for client in clients:
+        first, second = rows.get((client, 1), 0), rows.get((client, 2), 0)
+        assert first == second, f"client {client}: a transaction half applied {rows}"
+        assert first == logged.get(client, 0), \
+            f"client {client}: {first} committed, pgbench saw {logged.get(client, 0)}\n{out}"
+    return rows
+
 def test_client_idle_timeout(make_pooler, mode):
     pooler = make_pooler(pool_mode=mode, client_idle_timeout=1)
     idle = pooler.raw()
@@ -427,16 +437,8 @@ def test_sigint_during_pgbench_loses_no_transaction(pg, make_pooler, tmp_path):
     out, _ = bench.communicate(timeout=60)
     logged = pgbench_logged(str(tmp_path))
     assert sum(logged.values()) > 0, out
-    with pg.connect(db="app") as conn:
-        rows = dict(((c, p), n) for c, p, n in conn.execute(
-            f"SELECT client, part, count(*) FROM {table} GROUP BY 1, 2").fetchall())
+    rows = check_ledger(pg, table, logged, out)
     assert rows.get((-1, 1)) == 1 and rows.get((-1, 2)) == 1, rows
-    clients = {c for c, _ in rows if c >= 0} | set(logged)
-    for client in clients:
-        first, second = rows.get((client, 1), 0), rows.get((client, 2), 0)
-        assert first == second, f"client {client}: a transaction half applied {rows}"
-        assert first == logged.get(client, 0), \
-            f"client {client}: {first} committed, pgbench saw {logged.get(client, 0)}\n{out}"
     # pgsluice left no backend inside a transaction (nor any at all once it is gone).
     assert wait_until(lambda: not app_backends(pg), 10), app_backends(pg)
     assert pooler.wait_for_log(r"transactions ended, exiting"), pooler.log()[-3000:]

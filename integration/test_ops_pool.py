@@ -20,13 +20,7 @@ DB_LINE = "host=127.0.0.1 port={pg_port} dbname=app"
 
 
 def poll(fn, timeout: float = 15, interval: float = 0.1):
-    """fn() until it returns something true, or the deadline: returns the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
+    return harness.wait_until(fn, timeout, interval)
 
 
 def backend_pids(pg, user: str = "app") -> set[int]:

@@ -15,21 +15,13 @@ import psycopg
 import pytest
 
 import harness
+from harness import wait_until
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.1):
-    """Polls predicate() until it returns a truthy value or timeout passes; returns the last
-    value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 class ActivityPoller(threading.Thread):

@@ -24,12 +24,7 @@ ALL_AT_RELEASE = dict(session_state_action="reset", session_state_verify="always
 
 
 def poll(fn, timeout: float = 20, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
+    return harness.wait_until(fn, timeout, interval)
 
 
 def pools(pooler, db: str = "app", user: str = "app", admin: str = "app",

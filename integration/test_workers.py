@@ -22,19 +22,15 @@ import pytest
 
 import harness
 from test_admin import Admin, stats_row
-from test_ops_lifecycle import (PGBENCH_SCRIPT, app_backends, make_table, pgbench_logged,
-                                read_error, wait_exit)
+from test_ops_lifecycle import (PGBENCH_SCRIPT, app_backends, check_ledger, make_table,
+                                pgbench_logged, read_error, wait_exit)
 
 ADMIN = {"admin_users": "app"}
 
 
+
 def wait_until(predicate, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
+    return harness.wait_until(predicate, timeout, interval)
 
 
 class ActivitySampler:
@@ -380,6 +376,29 @@ def test_idle_servers_move_to_the_worker_that_needs_them(quiet_pg, make_pooler):
         admin.close()
 
 
+@pytest.mark.parametrize("admin_on", [0, 1])
+def test_console_shutdown_stops_every_worker(make_pooler, admin_on):
+    """SHUTDOWN from a console on the primary or on another worker ends the whole process
+    (with the client of the other worker closed), not only the console's worker."""
+    pooler = make_pooler(workers=2, **ADMIN)
+    # Connections go round robin from worker 0: one client first puts the console on worker 1.
+    others = [pooler.connect() for _ in range(admin_on)]
+    admin = Admin(pooler)
+    bystander = pooler.connect()
+    try:
+        rows = show_workers(admin)
+        assert all(int(r["clients"]) >= 1 for r in rows), rows
+        admin.send("SHUTDOWN")
+        rc = wait_exit(pooler, 10)
+        assert rc == 0, f"pgsluice still running 10 s after SHUTDOWN: {pooler.log()[-2000:]}"
+        with pytest.raises(psycopg.Error):
+            bystander.execute("SELECT 1")
+    finally:
+        for c in others + [bystander]:
+            c.close()
+        admin.close()
+
+
 # --------------------------------------------------------------------------------------------
 # 6. KILL_CLIENT and PAUSE/RESUME across workers
 
@@ -485,17 +504,9 @@ def test_sigint_under_load_loses_no_transaction(pg, make_pooler, tmp_path):
     assert failed in (None, 0), out
     logged = pgbench_logged(str(tmp_path))
     assert sum(logged.values()) > 0, out
-    with pg.connect(db="app") as conn:
-        rows = dict(((c, p), n) for c, p, n in conn.execute(
-            f"SELECT client, part, count(*) FROM {table} GROUP BY 1, 2").fetchall())
+    rows = check_ledger(pg, table, logged, out)
     for i in range(2):
         assert rows.get((-1 - i, 1)) == 1 and rows.get((-1 - i, 2)) == 1, rows
-    clients = {c for c, _ in rows if c >= 0} | set(logged)
-    for client in clients:
-        first, second = rows.get((client, 1), 0), rows.get((client, 2), 0)
-        assert first == second, f"client {client}: a transaction half applied {rows}"
-        assert first == logged.get(client, 0), \
-            f"client {client}: {first} committed, pgbench saw {logged.get(client, 0)}\n{out}"
     print(f"SIGINT with workers = 2: {sum(logged.values())} transactions logged by pgbench, "
           f"all committed")
     assert wait_until(lambda: not app_backends(pg), 10), app_backends(pg)

@@ -135,8 +135,9 @@ const std::map<std::string, CommandSpec>& commands() {
             return AdminResult::failure(kAdminSyntaxError,
                                         "SHUTDOWN: unknown mode '" + c.arg + "'");
           }
-          // The console's own connection closes with everything else (as with PgBouncer).
-          w.stop();
+          // The console's own connection closes with everything else (as with PgBouncer); every
+          // worker stops (the world is stopped while a console command runs).
+          w.group().stop_all();
           return done("SHUTDOWN");
         }}},
   };
