@@ -99,7 +99,8 @@ void Shutdown::immediate() {
 }
 
 size_t Shutdown::remaining_clients() {
-  size_t n = 0;
+  // A connection on its way to a worker is a client that has not arrived yet.
+  size_t n = worker_.group().handoffs_in_flight().load(std::memory_order_relaxed);
   worker_.for_each_client([&](Client& c) {
     if (!c.is_admin_console() && c.state() != Client::State::closing) ++n;
   });

@@ -321,7 +321,18 @@ void Worker::hand_off(uv_stream_t* listener, Worker& target) {
     spdlog::warn("accept failed: {}", rc != 0 ? uv_strerror(rc) : std::strerror(errno));
     return;
   }
-  if (!target.post([&target, copy, tcp] { target.adopt_client(copy, tcp); })) ::close(copy);
+  // Counted until adopted: a shutdown that waits for clients to leave waits for this one too
+  // (otherwise the process could exit with the connection in the queue, and reset it).
+  std::atomic<size_t>& in_flight = group_.handoffs_in_flight();
+  in_flight.fetch_add(1, std::memory_order_relaxed);
+  const bool posted = target.post([&target, &in_flight, copy, tcp] {
+    target.adopt_client(copy, tcp);
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+  });
+  if (!posted) {
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    ::close(copy);
+  }
 }
 
 void Worker::drain_listeners() {

@@ -75,6 +75,8 @@ class WorkerGroup {
   SharedWelcomes& welcomes() { return welcomes_; }
   // Clients of every worker (max_client_conn is one number for the process).
   std::atomic<size_t>& client_count() { return clients_; }
+  // Connections accepted by the primary and not yet adopted by their worker.
+  std::atomic<size_t>& handoffs_in_flight() { return handoffs_; }
 
   uint64_t next_client_id() { return last_client_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
   uint64_t next_server_id() { return last_server_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
@@ -96,6 +98,7 @@ class WorkerGroup {
   SharedFindings findings_;
   SharedWelcomes welcomes_;
   std::atomic<size_t> clients_{0};
+  std::atomic<size_t> handoffs_{0};
   std::atomic<uint64_t> last_client_id_{0};
   std::atomic<uint64_t> last_server_id_{0};
   size_t next_worker_ = 0;
