@@ -102,10 +102,6 @@ def process_gone(pid: int) -> bool:
         return True
 
 
-# -- client timeouts ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("mode", ["transaction", "session"])
-
 def check_ledger(pg, table: str, logged: dict, out: str) -> dict:
     """Each pgbench transaction inserts two rows (part 1 and 2) for its client: every client's
     transactions are whole, and as many as pgbench logged as done. Returns the counts by
@@ -121,6 +117,10 @@ def check_ledger(pg, table: str, logged: dict, out: str) -> dict:
             f"client {client}: {first} committed, pgbench saw {logged.get(client, 0)}\n{out}"
     return rows
 
+
+# -- client timeouts ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["transaction", "session"])
 def test_client_idle_timeout(make_pooler, mode):
     pooler = make_pooler(pool_mode=mode, client_idle_timeout=1)
     idle = pooler.raw()
