@@ -409,6 +409,12 @@ class Pooler:
             f.write(userlist_text(users))
         if config is None:
             config = self._build_config(databases, settings)
+        elif not self.pgbouncer and not re.search(r"^\s*workers\s*=", config, re.M):
+            # A test's own file gets the same worker count as the built ones (not one per CPU
+            # of whatever machine runs the suite).
+            config = re.sub(r"^\[(pgsluice|pgbouncer)\][ \t]*$",
+                            lambda m: f"{m.group(0)}\nworkers = {DEFAULT_WORKERS}", config,
+                            count=1, flags=re.M)
         self.config_text = self._substitute(config)
         with open(self.config_path, "w") as f:
             f.write(self.config_text)
