@@ -360,9 +360,4 @@ def temp_dir(prefix: str) -> str:
 def wait_until(pred, timeout: float, interval: float = 0.2):
     """Polls pred() until it returns a true value or the deadline passes; returns the last
     value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(interval)
+    return harness.wait_until(pred, timeout, interval)
