@@ -5,7 +5,7 @@
 
 #include "fuzz_check.h"
 #include "pgsluice/protocol/scram.h"
-#include "pooler/auth_file.h"
+#include "pooler/auth/auth_file.h"
 
 using namespace pgsluice;
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "pooler/config.h"
+#include "pooler/config/config.h"
 
 using namespace pgsluice;
 

@@ -9,15 +9,15 @@
 #include <memory>
 #include <string>
 
-#include "pooler/auth_sources.h"
-#include "pooler/config.h"
-#include "pooler/daemonize.h"
-#include "pooler/leak_report.h"
-#include "pooler/logging.h"
-#include "pooler/pidfile.h"
-#include "pooler/tls_context.h"
-#include "pooler/worker.h"
-#include "pooler/worker_group.h"
+#include "pooler/auth/sources.h"
+#include "pooler/config/config.h"
+#include "pooler/core/worker.h"
+#include "pooler/core/worker_group.h"
+#include "pooler/net/tls_context.h"
+#include "pooler/ops/daemonize.h"
+#include "pooler/ops/logging.h"
+#include "pooler/ops/pidfile.h"
+#include "pooler/session_state/leak_report.h"
 
 namespace {
 

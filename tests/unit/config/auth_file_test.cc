@@ -1,6 +1,6 @@
 // Tests of the auth_file (userlist.txt) parser: quoting, comments, secrets of every kind, and
 // errors with their line numbers.
-#include "pooler/auth_file.h"
+#include "pooler/auth/auth_file.h"
 
 #include <gtest/gtest.h>
 

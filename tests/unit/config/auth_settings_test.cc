@@ -3,7 +3,7 @@
 // [databases] lines.
 #include <gtest/gtest.h>
 
-#include "pooler/config.h"
+#include "pooler/config/config.h"
 
 namespace pgsluice {
 namespace {

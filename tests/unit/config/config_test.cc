@@ -1,7 +1,7 @@
 // Tests of the configuration loader: every key, defaults, durations, booleans, errors with their
 // exact line numbers, PgBouncer-only keys as warnings, [databases] and [users] lines, and the
 // example files in conf/.
-#include "pooler/config.h"
+#include "pooler/config/config.h"
 
 #include <gtest/gtest.h>
 

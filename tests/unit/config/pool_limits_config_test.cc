@@ -2,7 +2,7 @@
 // defaults, per-database and per-user overrides, and bad values rejected with their line.
 #include <gtest/gtest.h>
 
-#include "pooler/config.h"
+#include "pooler/config/config.h"
 
 namespace pgsluice {
 namespace {

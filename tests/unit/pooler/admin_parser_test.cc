@@ -1,8 +1,8 @@
 // The admin console's command grammar: case, quoting, the optional ';', SET's forms, and what
 // is not a command.
-#include "pooler/admin_parser.h"
-
 #include <gtest/gtest.h>
+
+#include "pooler/admin/parser.h"
 
 namespace pgsluice {
 namespace {

@@ -1,7 +1,5 @@
 // Admin console replies encoded as protocol messages and read back with the protocol parsers:
 // column names, types, NULLs, tags, notices, errors; simple and extended shapes.
-#include "pooler/admin_result.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -9,6 +7,7 @@
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/admin/result.h"
 
 namespace pgsluice {
 namespace {

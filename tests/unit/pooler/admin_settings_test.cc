@@ -2,8 +2,8 @@
 // only the online ones changeable; the new keys stats_period and metrics_*.
 #include <gtest/gtest.h>
 
-#include "pooler/config.h"
-#include "pooler/settings_table.h"
+#include "pooler/config/config.h"
+#include "pooler/config/settings_table.h"
 
 namespace pgsluice {
 namespace {

@@ -1,11 +1,11 @@
 // auth_hba_file: the pg_hba.conf parser (PgBouncer's subset) and first-match evaluation.
-#include "pooler/auth_hba.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
 #include <map>
+
+#include "pooler/auth/hba.h"
 
 namespace pgsluice {
 namespace {

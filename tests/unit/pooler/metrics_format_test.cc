@@ -1,6 +1,6 @@
 // The Prometheus exposition: every line is a comment (HELP/TYPE) or a valid sample, labels are
 // escaped, histograms are cumulative with +Inf equal to _count, and times are exact seconds.
-#include "pooler/metrics_format.h"
+#include "pooler/admin/metrics_format.h"
 
 #include <gtest/gtest.h>
 

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <string>
 
-#include "pooler/client_limits.h"
-#include "pooler/client_timeouts.h"
-#include "pooler/config.h"
-#include "pooler/pidfile.h"
-#include "pooler/shutdown.h"
+#include "pooler/config/config.h"
+#include "pooler/ops/client_limits.h"
+#include "pooler/ops/client_timeouts.h"
+#include "pooler/ops/pidfile.h"
+#include "pooler/ops/shutdown.h"
 
 namespace pgsluice {
 namespace {

@@ -1,6 +1,6 @@
 // Pool limits (pool_limits.h): PgBouncer's order of checks (pool size, reserve, database,
 // user), min_pool_size's deficit, the staggered server_lifetime, idle timeout and check delay.
-#include "pooler/pool_limits.h"
+#include "pooler/core/pool_limits.h"
 
 #include <gtest/gtest.h>
 

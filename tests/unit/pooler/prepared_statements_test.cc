@@ -1,5 +1,5 @@
 // The statement registry, the per-server LRU and recognizing SQL DEALLOCATE / DISCARD ALL.
-#include "pooler/prepared_statements.h"
+#include "pooler/core/prepared_statements.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // Session parameters that travel with a client: the set, startup `options` parsing, quoting and
 // the query that brings a server in line with a client.
-#include "pooler/session_params.h"
-
 #include <gtest/gtest.h>
+
+#include "pooler/session_state/params.h"
 
 namespace pgsluice {
 namespace {

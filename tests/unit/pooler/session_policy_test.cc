@@ -1,11 +1,11 @@
 // session_state_action parsing, the per-kind lookup, targeted cleanup queries and the findings
 // table.
-#include "pooler/session_policy.h"
+#include "pooler/config/session_policy.h"
 
 #include <gtest/gtest.h>
 
-#include "pooler/dirty_state.h"
-#include "pooler/session_findings.h"
+#include "pooler/session_state/dirty_state.h"
+#include "pooler/session_state/findings.h"
 
 namespace pgsluice {
 namespace {

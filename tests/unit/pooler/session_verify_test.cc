@@ -1,6 +1,4 @@
 // session_state_verify's comparison: what the server holds against what the SQL checks tracked.
-#include "pooler/session_verify.h"
-
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -8,7 +6,8 @@
 #include <vector>
 
 #include "pgsluice/protocol/session_state.h"
-#include "pooler/session_params.h"
+#include "pooler/session_state/params.h"
+#include "pooler/session_state/verify.h"
 
 namespace pgsluice {
 namespace {

@@ -1,7 +1,7 @@
 // Global pool limits across workers (shared_limits.h): slots taken under one lock never exceed
 // the limit, whichever thread asks; a starving worker is named to the others and woken when a
 // slot it starved for is freed.
-#include "pooler/shared_limits.h"
+#include "pooler/core/shared_limits.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Pool statistics: PgBouncer's averages (rates per second, times per query / transaction /
 // assignment), histogram buckets, and the per-server timing that feeds them.
-#include "pooler/stats.h"
+#include "pooler/core/stats.h"
 
 #include <gtest/gtest.h>
 

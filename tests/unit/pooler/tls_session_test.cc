@@ -2,7 +2,7 @@
 // ciphertext to each other in memory. Certificates are made here with OpenSSL's API (EC P-256, a
 // CA, a server certificate for 127.0.0.1/localhost, a client certificate, and an unrelated CA),
 // written to a temp dir because TlsContext reads files as the configuration names them.
-#include "pooler/tls_session.h"
+#include "pooler/net/tls_session.h"
 
 #include <gtest/gtest.h>
 #include <openssl/ec.h>
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "pgsluice/protocol/scram.h"
-#include "pooler/tls_context.h"
+#include "pooler/net/tls_context.h"
 
 namespace pgsluice {
 namespace {

@@ -1,7 +1,7 @@
 // Stopping the world (world.h) with real threads: while one worker holds the world the others
 // run none of their own code, two workers stopping it at once take turns instead of deadlocking,
 // and a worker that has stopped for good is not waited for.
-#include "pooler/world.h"
+#include "pooler/core/world.h"
 
 #include <gtest/gtest.h>
 

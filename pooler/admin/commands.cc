@@ -1,0 +1,187 @@
+// The admin console's command table; see admin_commands.h.
+#include "pooler/admin/commands.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+#include "pooler/admin/control.h"
+#include "pooler/admin/session.h"
+#include "pooler/admin/show.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace {
+
+AdminResult done(std::string tag) {
+  AdminResult r;
+  r.set_tag(std::move(tag));
+  return r;
+}
+
+AdminResult from_error(const std::string& error, const std::string& tag) {
+  if (error.empty()) return done(tag);
+  const bool unknown = error.starts_with("no such");
+  return AdminResult::failure(unknown ? kAdminUnknownObject : kAdminInvalidState, error);
+}
+
+// Settings drivers SET on connect: accepted and ignored, as PgBouncer does.
+bool is_fake_setting(const std::string& key) {
+  return key == "client_encoding" || key == "default_transaction_isolation" ||
+         key == "standard_conforming_strings" || key == "datestyle" || key == "timezone" ||
+         key == "extra_float_digits" || key == "application_name";
+}
+
+using Handler = std::function<AdminResult(Worker&, AdminSession&, const AdminCommand&)>;
+
+struct CommandSpec {
+  bool needs_arg;   // a database / client id is required
+  bool allows_arg;  // an argument may be given
+  Handler handler;
+};
+
+const std::map<std::string, CommandSpec>& commands() {
+  static const std::map<std::string, CommandSpec> table = {
+      {"PAUSE",
+       {false, true,
+        [](Worker& w, AdminSession& s, const AdminCommand& c) {
+          std::string err = w.admin_control().pause(c.arg);
+          if (!err.empty()) return from_error(err, "PAUSE");
+          // PAUSE answers when the paused pools' servers are all released (and closed).
+          if (w.admin_control().settled(AdminControl::WaitKind::pause, c.arg)) return done("PAUSE");
+          w.admin_control().wait(s, AdminControl::WaitKind::pause, c.arg, "PAUSE");
+          return AdminResult::pending();
+        }}},
+      {"SUSPEND",
+       {false, false,
+        [](Worker& w, AdminSession& s, const AdminCommand&) {
+          std::string err = w.admin_control().suspend();
+          if (!err.empty()) return from_error(err, "SUSPEND");
+          if (w.admin_control().settled(AdminControl::WaitKind::pause, "")) return done("SUSPEND");
+          w.admin_control().wait(s, AdminControl::WaitKind::pause, "", "SUSPEND");
+          return AdminResult::pending();
+        }}},
+      {"RESUME",
+       {false, true,
+        [](Worker& w, AdminSession&, const AdminCommand& c) {
+          return from_error(w.admin_control().resume(c.arg), "RESUME");
+        }}},
+      {"DISABLE",
+       {true, true,
+        [](Worker& w, AdminSession&, const AdminCommand& c) {
+          return from_error(w.admin_control().disable(c.arg), "DISABLE");
+        }}},
+      {"ENABLE",
+       {true, true,
+        [](Worker& w, AdminSession&, const AdminCommand& c) {
+          return from_error(w.admin_control().enable(c.arg), "ENABLE");
+        }}},
+      {"RECONNECT",
+       {false, true,
+        [](Worker& w, AdminSession&, const AdminCommand& c) {
+          return from_error(w.admin_control().reconnect(c.arg), "RECONNECT");
+        }}},
+      {"KILL",
+       {true, true,
+        [](Worker& w, AdminSession&, const AdminCommand& c) {
+          return from_error(w.admin_control().kill(c.arg), "KILL");
+        }}},
+      {"KILL_CLIENT",
+       {true, true,
+        [](Worker& w, AdminSession&, const AdminCommand& c) {
+          uint64_t id = 0;
+          auto [ptr, ec] = std::from_chars(c.arg.data(), c.arg.data() + c.arg.size(), id);
+          if (ec != std::errc{} || ptr != c.arg.data() + c.arg.size()) {
+            return AdminResult::failure(kAdminSyntaxError,
+                                        "KILL_CLIENT: invalid client id '" + c.arg + "'");
+          }
+          return from_error(w.admin_control().kill_client(id), "KILL_CLIENT");
+        }}},
+      {"WAIT_CLOSE",
+       {false, true,
+        [](Worker& w, AdminSession& s, const AdminCommand& c) {
+          if (!c.arg.empty() && !w.admin_control().known_database(c.arg)) {
+            return AdminResult::failure(kAdminUnknownObject, "no such database: " + c.arg);
+          }
+          if (w.admin_control().settled(AdminControl::WaitKind::wait_close, c.arg)) {
+            return done("WAIT_CLOSE");
+          }
+          w.admin_control().wait(s, AdminControl::WaitKind::wait_close, c.arg, "WAIT_CLOSE");
+          return AdminResult::pending();
+        }}},
+      {"RELOAD",
+       {false, false,
+        [](Worker& w, AdminSession&, const AdminCommand&) {
+          std::string err = w.reload();
+          if (!err.empty()) {
+            return AdminResult::failure(kAdminConfigError,
+                                        "RELOAD failed, the old configuration stays: " + err);
+          }
+          return done("RELOAD");
+        }}},
+      {"SHUTDOWN",
+       {false, true,
+        [](Worker& w, AdminSession&, const AdminCommand& c) {
+          if (c.arg == "WAIT_FOR_CLIENTS") {
+            w.admin_control().shutdown_when_clients_gone();
+            return done("SHUTDOWN");
+          }
+          if (c.arg == "WAIT_FOR_SERVERS") {
+            w.shutdown().wait_for_servers();  // the same path as SIGINT (shutdown.h)
+            return done("SHUTDOWN");
+          }
+          if (!c.arg.empty()) {
+            return AdminResult::failure(kAdminSyntaxError,
+                                        "SHUTDOWN: unknown mode '" + c.arg + "'");
+          }
+          // The console's own connection closes with everything else (as with PgBouncer); every
+          // worker stops (the world is stopped while a console command runs).
+          w.group().stop_all();
+          return done("SHUTDOWN");
+        }}},
+  };
+  return table;
+}
+
+AdminResult run_set(Worker& worker, AdminSession& session, const AdminCommand& cmd) {
+  if (is_fake_setting(cmd.set_key)) {
+    AdminResult r;
+    r.notice("SET ignored");
+    r.set_tag("SET");
+    return r;
+  }
+  if (session.role() != AdminRole::admin) {
+    return AdminResult::failure(kAdminInsufficientPrivilege, "admin access needed");
+  }
+  std::string err = worker.set_setting(cmd.set_key, cmd.set_value);
+  if (!err.empty()) return AdminResult::failure(kAdminConfigError, err);
+  return done("SET");
+}
+
+}  // namespace
+
+AdminResult execute_admin_command(Worker& worker, AdminSession& session,
+                                  const AdminCommand& command, const std::string& sql) {
+  auto invalid = [&] {
+    return AdminResult::failure(kAdminSyntaxError, "invalid command '" + sql + "', use SHOW HELP;");
+  };
+  if (command.verb == "SHOW") {
+    if (!command.has_arg) return invalid();
+    std::optional<AdminResult> r = admin_show(worker, command.arg);
+    return r ? std::move(*r) : invalid();
+  }
+  if (command.verb == "SET") return run_set(worker, session, command);
+  auto it = commands().find(command.verb);
+  if (it == commands().end()) return invalid();
+  const CommandSpec& spec = it->second;
+  if ((spec.needs_arg && !command.has_arg) || (!spec.allows_arg && command.has_arg)) {
+    return invalid();
+  }
+  if (session.role() != AdminRole::admin) {
+    return AdminResult::failure(kAdminInsufficientPrivilege, "admin access needed");
+  }
+  return spec.handler(worker, session, command);
+}
+
+}  // namespace pgsluice

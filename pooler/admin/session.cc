@@ -1,0 +1,297 @@
+// The admin console protocol; see admin_session.h.
+#include "pooler/admin/session.h"
+
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "pgsluice/protocol/frontend.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/admin/commands.h"
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/client.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace fe = pgsluice::protocol::frontend;
+
+namespace {
+constexpr const char* kSyntaxError = "42601";
+
+bool listed(const std::vector<std::string>& users, const std::string& user) {
+  return std::find(users.begin(), users.end(), user) != users.end();
+}
+}  // namespace
+
+std::unique_ptr<AdminSession> AdminSession::start(Worker& worker, Client& client) {
+  const Settings& s = worker.settings();
+  AdminRole role = AdminRole::stats;
+  if (listed(s.admin_users, client.user())) {
+    role = AdminRole::admin;
+  } else if (!listed(s.stats_users, client.user())) {
+    // PgBouncer's answer, after a successful authentication, to a user in neither list. Its
+    // SQLSTATE is 08P01 for everything; 28000 says what this is.
+    client.fail(sqlstate::kInvalidAuthorizationSpecification, "not allowed");
+    return nullptr;
+  }
+  auto session = std::make_unique<AdminSession>(worker, client, role);
+  std::string& out = client.channel().output();
+  pp::write_authentication_ok(out);
+  // What drivers look at after login; server_version names the pooler, as PgBouncer's does.
+  pp::write_parameter_status(out, "server_version", PGSLUICE_VERSION "/pgsluice");
+  pp::write_parameter_status(out, "server_encoding", "UTF8");
+  pp::write_parameter_status(out, "client_encoding", "UTF8");
+  pp::write_parameter_status(out, "DateStyle", "ISO, MDY");
+  pp::write_parameter_status(out, "TimeZone", "UTC");
+  pp::write_parameter_status(out, "integer_datetimes", "on");
+  pp::write_parameter_status(out, "standard_conforming_strings", "on");
+  pp::write_parameter_status(out, "is_superuser", role == AdminRole::admin ? "on" : "off");
+  if (const std::string* app = client.tracked_parameters().get("application_name")) {
+    pp::write_parameter_status(out, "application_name", *app);
+  }
+  // A key that matches no client: a CancelRequest for the console is ignored.
+  uint32_t pid = 0;
+  std::string key(4, '\0');
+  RAND_bytes(reinterpret_cast<unsigned char*>(&pid), sizeof(pid));
+  RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size()));
+  pp::write_backend_key_data(out, static_cast<int32_t>(pid & 0x7fffffff), key);
+  pp::write_ready_for_query(out, 'I');
+  client.channel().flush();
+  if (s.log_connections) {
+    spdlog::info("{} admin console login ok ({})", client.log_id(),
+                 role == AdminRole::admin ? "admin" : "stats");
+  }
+  client.channel().start_reading();
+  return session;
+}
+
+AdminSession::AdminSession(Worker& worker, Client& client, AdminRole role)
+    : worker_(worker), client_(client), role_(role) {}
+
+AdminSession::~AdminSession() {
+  worker_.admin_control().forget(*this);
+}
+
+bool AdminSession::is_show(const std::string& sql) {
+  AdminParseResult parsed = parse_admin_command(sql);
+  return parsed.command && parsed.command->verb == "SHOW";
+}
+
+AdminResult AdminSession::run(const std::string& sql) {
+  AdminParseResult parsed = parse_admin_command(sql);
+  if (parsed.empty) {
+    AdminResult r;
+    return r;  // EmptyQueryResponse is written by the caller
+  }
+  if (!parsed.command) {
+    return AdminResult::failure(kSyntaxError, "invalid command '" + sql + "', use SHOW HELP;");
+  }
+  // Every worker's clients, servers and pools are this command's to read and change.
+  WorldPause pause = worker_.pause_world();
+  return execute_admin_command(worker_, *this, *parsed.command, sql);
+}
+
+void AdminSession::on_input() {
+  pp::FrameReader& in = client_.channel().input();
+  while (!pending_ && client_.state() != Client::State::closing) {
+    pp::FrameResult frame = in.next();
+    if (frame.status == pp::FrameStatus::need_more) break;
+    if (frame.status == pp::FrameStatus::error) {
+      client_.fail(sqlstate::kProtocolViolation,
+                   fmt::format("invalid message: {}", pp::to_string(frame.error)));
+      return;
+    }
+    if (!handle_message(frame.message)) return;
+  }
+  client_.channel().flush();
+  // A pending command holds the client's later messages where they are, as a server would.
+  if (pending_) client_.channel().stop_reading();
+}
+
+void AdminSession::finish(const AdminResult& result, Protocol protocol) {
+  std::string& out = client_.channel().output();
+  if (result.is_pending()) {
+    pending_ = true;
+    pending_protocol_ = protocol;
+    return;
+  }
+  if (protocol == Protocol::simple) {
+    result.write_simple(out);
+    pp::write_ready_for_query(out, 'I');
+  } else {
+    result.write_execute(out);
+    if (result.error()) skip_to_sync_ = true;
+  }
+}
+
+void AdminSession::complete(const std::string& tag) {
+  if (!pending_ || client_.state() == Client::State::closing) return;
+  pending_ = false;
+  std::string& out = client_.channel().output();
+  pp::write_command_complete(out, tag);
+  if (pending_protocol_ == Protocol::simple) pp::write_ready_for_query(out, 'I');
+  client_.channel().flush();
+  client_.channel().start_reading();
+  on_input();
+}
+
+void AdminSession::extended_error(const std::string& sqlstate, const std::string& message) {
+  AdminResult::failure(sqlstate, message).write_error(client_.channel().output());
+  skip_to_sync_ = true;
+}
+
+bool AdminSession::handle_message(const pp::Message& message) {
+  std::string& out = client_.channel().output();
+  const char type = message.type;
+  if (type == fe::kTerminate) {
+    client_.close("client sent Terminate");
+    return false;
+  }
+  if (type == fe::kQuery) {
+    auto q = pp::parse_query(message.body);
+    if (!q) {
+      client_.fail(sqlstate::kProtocolViolation, "malformed Query message");
+      return false;
+    }
+    std::string sql(q.value.sql);
+    AdminResult result = run(sql);
+    if (!result.error() && !result.is_pending() && result.tag().empty() && !result.has_rows()) {
+      pp::write_empty_query_response(out);
+      pp::write_ready_for_query(out, 'I');
+      return true;
+    }
+    finish(result, Protocol::simple);
+    return true;
+  }
+  if (type == fe::kSync) {
+    skip_to_sync_ = false;
+    portals_.erase("");
+    pp::write_ready_for_query(out, 'I');
+    return true;
+  }
+  if (type == fe::kFlush) {
+    client_.channel().flush();
+    return true;
+  }
+  if (skip_to_sync_) return true;
+  switch (type) {
+    case fe::kParse: {
+      auto p = pp::parse_parse(message.body);
+      if (!p) {
+        extended_error(sqlstate::kProtocolViolation, "malformed Parse message");
+        return true;
+      }
+      statements_[std::string(p.value.statement)] = std::string(p.value.query);
+      pp::write_parse_complete(out);
+      return true;
+    }
+    case fe::kBind: {
+      auto b = pp::parse_bind(message.body);
+      if (!b) {
+        extended_error(sqlstate::kProtocolViolation, "malformed Bind message");
+        return true;
+      }
+      auto it = statements_.find(std::string(b.value.statement));
+      if (it == statements_.end()) {
+        extended_error("26000",
+                       fmt::format("prepared statement \"{}\" does not exist", b.value.statement));
+        return true;
+      }
+      if (!b.value.parameters.empty()) {
+        extended_error(kSyntaxError, "admin console commands take no parameters");
+        return true;
+      }
+      portals_[std::string(b.value.portal)] = Portal{it->second, std::nullopt};
+      pp::write_bind_complete(out);
+      return true;
+    }
+    case fe::kDescribe: {
+      auto d = pp::parse_describe(message.body);
+      if (!d) {
+        extended_error(sqlstate::kProtocolViolation, "malformed Describe message");
+        return true;
+      }
+      std::string sql;
+      Portal* portal = nullptr;
+      if (d.value.kind == 'S') {
+        auto it = statements_.find(std::string(d.value.name));
+        if (it == statements_.end()) {
+          extended_error("26000",
+                         fmt::format("prepared statement \"{}\" does not exist", d.value.name));
+          return true;
+        }
+        sql = it->second;
+        pp::MessageWriter(out, pp::backend::kParameterDescription).i16(0);  // no parameters
+      } else {
+        auto it = portals_.find(std::string(d.value.name));
+        if (it == portals_.end()) {
+          extended_error("34000", fmt::format("portal \"{}\" does not exist", d.value.name));
+          return true;
+        }
+        portal = &it->second;
+        sql = portal->sql;
+      }
+      // Only SHOW has columns, and running it twice is harmless; a command that acts (PAUSE,
+      // KILL…) must run once, at Execute, so it is described as returning no rows.
+      if (!is_show(sql)) {
+        pp::write_no_data(out);
+        return true;
+      }
+      AdminResult result = run(sql);
+      if (result.error()) {
+        pp::write_no_data(out);
+        return true;
+      }
+      result.write_row_description(out);
+      if (portal != nullptr) portal->described = std::move(result);
+      return true;
+    }
+    case fe::kExecute: {
+      auto e = pp::parse_execute(message.body);
+      if (!e) {
+        extended_error(sqlstate::kProtocolViolation, "malformed Execute message");
+        return true;
+      }
+      auto it = portals_.find(std::string(e.value.portal));
+      if (it == portals_.end()) {
+        extended_error("34000", fmt::format("portal \"{}\" does not exist", e.value.portal));
+        return true;
+      }
+      if (it->second.described) {
+        AdminResult result = std::move(*it->second.described);
+        it->second.described.reset();
+        finish(result, Protocol::extended);
+        return true;
+      }
+      AdminResult result = run(it->second.sql);
+      if (!result.error() && !result.is_pending() && result.tag().empty() && !result.has_rows()) {
+        pp::write_empty_query_response(out);
+        return true;
+      }
+      finish(result, Protocol::extended);
+      return true;
+    }
+    case fe::kClose: {
+      auto c = pp::parse_close(message.body);
+      if (c) {
+        if (c.value.kind == 'S') {
+          statements_.erase(std::string(c.value.name));
+        } else {
+          portals_.erase(std::string(c.value.name));
+        }
+      }
+      pp::write_close_complete(out);
+      return true;
+    }
+    default:
+      client_.fail(sqlstate::kProtocolViolation,
+                   fmt::format("unsupported message type '{}' on the admin console", type));
+      return false;
+  }
+}
+
+}  // namespace pgsluice

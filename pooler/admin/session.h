@@ -1,0 +1,65 @@
+// One admin console connection (database "pgsluice" or "pgbouncer"): after the usual
+// authentication, it checks admin_users / stats_users, greets the client as a server would, and
+// answers its messages itself: simple Query, and the extended protocol (Parse, Bind, Describe,
+// Execute, Sync, Close, Flush) with the same command texts, so that drivers work too.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "pgsluice/protocol/frame.h"
+#include "pooler/admin/parser.h"
+#include "pooler/admin/result.h"
+
+namespace pgsluice {
+
+class Client;
+class Worker;
+
+enum class AdminRole { admin, stats };
+
+class AdminSession {
+ public:
+  // Checks the user's role and greets the client; on "not allowed" the client is failed and
+  // null is returned.
+  static std::unique_ptr<AdminSession> start(Worker& worker, Client& client);
+  AdminSession(Worker& worker, Client& client, AdminRole role);
+  AdminSession(const AdminSession&) = delete;
+  AdminSession& operator=(const AdminSession&) = delete;
+  ~AdminSession();
+
+  // New bytes from the client.
+  void on_input();
+  // A command that was pending (PAUSE, WAIT_CLOSE, …) is done: its CommandComplete goes out
+  // and the client's next messages are processed.
+  void complete(const std::string& tag);
+
+  [[nodiscard]] AdminRole role() const { return role_; }
+  [[nodiscard]] Client& client() { return client_; }
+
+ private:
+  enum class Protocol { simple, extended };
+  struct Portal {
+    std::string sql;
+    std::optional<AdminResult> described;  // a SHOW run at Describe, returned at Execute
+  };
+
+  bool handle_message(const protocol::Message& message);
+  AdminResult run(const std::string& sql);
+  void finish(const AdminResult& result, Protocol protocol);
+  void extended_error(const std::string& sqlstate, const std::string& message);
+  [[nodiscard]] static bool is_show(const std::string& sql);
+
+  Worker& worker_;
+  Client& client_;
+  AdminRole role_;
+  bool pending_ = false;
+  Protocol pending_protocol_ = Protocol::simple;
+  bool skip_to_sync_ = false;  // an extended-protocol error: ignore messages until Sync
+  std::map<std::string, std::string> statements_;
+  std::map<std::string, Portal> portals_;
+};
+
+}  // namespace pgsluice

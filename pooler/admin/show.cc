@@ -1,0 +1,602 @@
+// SHOW commands; see admin_show.h. Column lists follow PgBouncer 1.25.2 exactly
+// (../shared/reference/pgbouncer-1.25-show-columns.txt); counts come from admin_views.h, so
+// SHOW and /metrics agree.
+#include "pooler/admin/show.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "pooler/admin/control.h"
+#include "pooler/admin/show_own.h"
+#include "pooler/admin/views.h"
+#include "pooler/config/settings_table.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace {
+
+std::string ptr_text(const void* p) {
+  return p == nullptr ? "" : fmt::format("{}", p);
+}
+
+AdminResult show_pools(Worker& worker) {
+  AdminResult r;
+  r.text("database").text("user");
+  for (const char* c : {"cl_active", "cl_waiting", "cl_active_cancel_req", "cl_waiting_cancel_req",
+                        "sv_active", "sv_active_cancel", "sv_being_canceled", "sv_idle", "sv_used",
+                        "sv_tested", "sv_login", "maxwait", "maxwait_us"}) {
+    r.int4(c);
+  }
+  r.text("pool_mode").text("load_balance_hosts");
+  r.int4("sv_pinned").int4("sv_dirty").int4("pool_size").int4("paused");  // pgsluice's own
+  for (const PoolRow& p : collect_pool_rows(worker)) {
+    r.row()
+        .add(p.database)
+        .add(p.user)
+        .add(p.cl_active)
+        .add(p.cl_waiting)
+        .add(0)
+        .add(0)
+        .add(p.sv_active)
+        .add(0)
+        .add(0)
+        .add(p.sv_idle)
+        .add(p.sv_used)
+        .add(0)
+        .add(p.sv_login)
+        .add(p.maxwait_us / 1'000'000)
+        .add(p.maxwait_us % 1'000'000)
+        .add(std::string(to_string(p.mode)))
+        .add_null()
+        .add(p.sv_pinned)
+        .add(p.sv_dirty)
+        .add(p.pool_size)
+        .add(p.paused);
+  }
+  r.set_tag("SHOW");
+  return r;
+}
+
+void add_counter_columns(AdminResult& r, const char* prefix, bool stats_totals) {
+  // SHOW STATS uses total_received/total_sent, STATS_TOTALS bytes_received/bytes_sent.
+  const std::string p = prefix;
+  r.numeric(p + "server_assignment_count").numeric(p + "xact_count").numeric(p + "query_count");
+  r.numeric(stats_totals ? "bytes_received" : p + "received");
+  r.numeric(stats_totals ? "bytes_sent" : p + "sent");
+  r.numeric(p + "xact_time").numeric(p + "query_time").numeric(p + "wait_time");
+  r.numeric(p + "client_parse_count").numeric(p + "server_parse_count").numeric(p + "bind_count");
+}
+
+void add_counters(AdminResult& r, const PoolCounters& c) {
+  r.add(c.server_assignments)
+      .add(c.transactions)
+      .add(c.queries)
+      .add(c.bytes_received)
+      .add(c.bytes_sent)
+      .add(c.xact_time_us)
+      .add(c.query_time_us)
+      .add(c.wait_time_us)
+      .add(c.client_parse_count)
+      .add(c.server_parse_count)
+      .add(c.bind_count);
+}
+
+void add_averages(AdminResult& r, const PoolAverages& a) {
+  r.add(a.server_assignments)
+      .add(a.transactions)
+      .add(a.queries)
+      .add(a.bytes_received)
+      .add(a.bytes_sent)
+      .add(a.xact_time_us)
+      .add(a.query_time_us)
+      .add(a.wait_time_us)
+      .add(a.client_parse_count)
+      .add(a.server_parse_count)
+      .add(a.bind_count);
+}
+
+uint64_t stats_duration_us(Worker& worker) {
+  const uint64_t old = worker.admin_control().stats_old_stamp_us();
+  const uint64_t now = now_us();
+  return now > old ? now - old : 0;
+}
+
+AdminResult show_stats(Worker& worker, bool totals, bool averages) {
+  AdminResult r;
+  r.text("database");
+  if (totals && averages) {
+    add_counter_columns(r, "total_", false);
+    r.numeric("avg_server_assignment_count").numeric("avg_xact_count").numeric("avg_query_count");
+    r.numeric("avg_recv").numeric("avg_sent").numeric("avg_xact_time").numeric("avg_query_time");
+    r.numeric("avg_wait_time").numeric("avg_client_parse_count");
+    r.numeric("avg_server_parse_count").numeric("avg_bind_count");
+  } else if (totals) {
+    add_counter_columns(r, "", true);
+  } else {
+    r.numeric("server_assignment_count").numeric("xact_count").numeric("query_count");
+    r.numeric("bytes_received").numeric("bytes_sent").numeric("xact_time").numeric("query_time");
+    r.numeric("wait_time").numeric("avg_client_parse_count").numeric("avg_server_parse_count");
+    r.numeric("avg_bind_count");
+  }
+  const uint64_t duration = stats_duration_us(worker);
+  for (const DatabaseStats& d : collect_database_stats(worker)) {
+    r.row().add(d.database);
+    if (totals) add_counters(r, d.totals);
+    if (averages) add_averages(r, compute_averages(d.totals, d.older, duration));
+  }
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_totals(Worker& worker) {
+  PoolCounters total, older;
+  worker.for_each_pool([&](Pool& p) {
+    total += p.stats().totals;
+    older += p.stats().older;
+  });
+  const PoolAverages avg = compute_averages(total, older, stats_duration_us(worker));
+  AdminResult r;
+  r.text("name").numeric("value");
+  const std::pair<const char*, uint64_t> rows[] = {
+      {"total_server_assignment_count", total.server_assignments},
+      {"total_xact_count", total.transactions},
+      {"total_query_count", total.queries},
+      {"total_client_bytes", total.bytes_received},
+      {"total_server_bytes", total.bytes_sent},
+      {"total_xact_time", total.xact_time_us},
+      {"total_query_time", total.query_time_us},
+      {"total_wait_time", total.wait_time_us},
+      {"total_ps_client_parse_count", total.client_parse_count},
+      {"total_ps_server_parse_count", total.server_parse_count},
+      {"total_ps_bind_count", total.bind_count},
+      {"avg_server_assignment_count", avg.server_assignments},
+      {"avg_xact_count", avg.transactions},
+      {"avg_query_count", avg.queries},
+      {"avg_client_bytes", avg.bytes_received},
+      {"avg_server_bytes", avg.bytes_sent},
+      {"avg_xact_time", avg.xact_time_us},
+      {"avg_query_time", avg.query_time_us},
+      {"avg_wait_time", avg.wait_time_us},
+      {"avg_ps_client_parse_count", avg.client_parse_count},
+      {"avg_ps_server_parse_count", avg.server_parse_count},
+      {"avg_ps_bind_count", avg.bind_count},
+  };
+  for (const auto& [name, value] : rows) r.row().add(name).add(value);
+  r.set_tag("SHOW");
+  return r;
+}
+
+void socket_columns(AdminResult& r) {
+  r.text("type").text("user").text("database").text("replication").text("state").text("addr");
+  r.int4("port").text("local_addr").int4("local_port").text("connect_time").text("request_time");
+  r.int4("wait").int4("wait_us").int4("close_needed").text("ptr").text("link");
+  r.int4("remote_pid").text("tls").text("application_name").int4("prepared_statements");
+  r.int8("id");
+}
+
+struct Endpoint {
+  std::string addr;
+  int port = 0;
+};
+
+Endpoint endpoint(Channel& channel, bool peer) {
+  Endpoint e;
+  if (!channel.is_tcp()) {
+    e.addr = "unix";
+    return e;
+  }
+  sockaddr_storage ss{};
+  int len = sizeof(ss);
+  int rc = peer ? uv_tcp_getpeername(channel.tcp(), reinterpret_cast<sockaddr*>(&ss), &len)
+                : uv_tcp_getsockname(channel.tcp(), reinterpret_cast<sockaddr*>(&ss), &len);
+  if (rc != 0) return e;
+  char host[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+    uv_ip4_name(in, host, sizeof(host));
+    e.port = ntohs(in->sin_port);
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    uv_ip6_name(in6, host, sizeof(host));
+    e.port = ntohs(in6->sin6_port);
+  }
+  e.addr = host;
+  return e;
+}
+
+const char* client_state(const Client& c) {
+  switch (c.state()) {
+    case Client::State::active:
+      return "active";
+    case Client::State::idle:
+      return "idle";
+    case Client::State::waiting:
+    case Client::State::welcome_wait:
+      return "waiting";
+    case Client::State::startup:
+    case Client::State::auth:
+    case Client::State::closing:
+      return nullptr;  // not shown, as PgBouncer shows only logged-in clients
+  }
+  return nullptr;
+}
+
+AdminResult show_clients(Worker& worker) {
+  AdminResult r;
+  socket_columns(r);
+  const uint64_t now = now_us();
+  worker.for_each_client([&](Client& c) {
+    const char* state = client_state(c);
+    if (state == nullptr) return;
+    if (c.is_admin_console()) state = "active";
+    const bool waiting = c.state() == Client::State::waiting && c.wait_started_us != 0;
+    const uint64_t wait = waiting && now > c.wait_started_us ? now - c.wait_started_us : 0;
+    const Endpoint remote = endpoint(c.channel(), true);
+    const Endpoint local = endpoint(c.channel(), false);
+    const std::string* app = c.tracked_parameters().get("application_name");
+    r.row()
+        .add("C")
+        .add(c.user())
+        .add(c.database())
+        .add("none")
+        .add(state)
+        .add(remote.addr)
+        .add(remote.port)
+        .add(local.addr)
+        .add(local.port)
+        .add(format_loop_time(worker, c.connected_ms()))
+        .add(format_loop_time(worker,
+                              c.wait_started_ms() != 0 ? c.wait_started_ms() : c.connected_ms()))
+        .add(static_cast<int64_t>(wait / 1'000'000))
+        .add(static_cast<int64_t>(wait % 1'000'000))
+        .add(0)
+        .add(ptr_text(&c))
+        .add(ptr_text(c.server()))
+        .add(0)
+        .add("")
+        .add(app != nullptr ? *app : std::string())
+        .add(0)
+        .add(c.id());
+  });
+  r.set_tag("SHOW");
+  return r;
+}
+
+const char* server_state(Server::State s) {
+  switch (s) {
+    case Server::State::connecting:
+    case Server::State::login:
+      return "new";
+    case Server::State::idle:
+      return "idle";
+    case Server::State::active:
+      return "active";
+    case Server::State::resetting:
+      return "used";
+    case Server::State::closing:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+AdminResult show_servers(Worker& worker) {
+  AdminResult r;
+  socket_columns(r);
+  worker.for_each_pool([&](Pool& p) {
+    p.for_each_server([&](Server& s) {
+      const char* state = server_state(s.state());
+      if (state == nullptr) return;
+      const bool connected = s.state() != Server::State::connecting;
+      const Endpoint remote = connected ? endpoint(s.channel(), true) : Endpoint{};
+      const Endpoint local = connected ? endpoint(s.channel(), false) : Endpoint{};
+      const std::string* app = s.parameters().get("application_name");
+      r.row()
+          .add("S")
+          .add(p.credentials().user)
+          .add(p.database().name)
+          .add("none")
+          .add(state)
+          .add(remote.addr.empty() ? p.address().to_string() : remote.addr)
+          .add(remote.port != 0 ? remote.port : p.address().port)
+          .add(local.addr)
+          .add(local.port)
+          .add(format_loop_time(worker, s.timing.connect_ms))
+          .add(format_loop_time(worker,
+                                s.linked_at_ms() != 0 ? s.linked_at_ms() : s.timing.connect_ms))
+          .add(0)
+          .add(0)
+          .add(s.timing.close_needed)
+          .add(ptr_text(&s))
+          .add(ptr_text(s.client()))
+          .add(s.backend_pid())
+          .add("")
+          .add(app != nullptr ? *app : std::string())
+          .add(0)
+          .add(s.id());
+    });
+  });
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_databases(Worker& worker) {
+  AdminResult r;
+  r.text("name").text("host").int4("port").text("database").text("force_user").int4("pool_size");
+  r.int4("min_pool_size").int4("reserve_pool_size").int4("server_lifetime").text("pool_mode");
+  r.text("load_balance_hosts").int4("max_connections").int4("current_connections");
+  r.int4("max_client_connections").int4("current_client_connections").int4("paused");
+  r.int4("disabled");
+  const Config& config = worker.config();
+  // The configured databases, and those the "*" entry made on first use.
+  std::map<std::string, DatabaseEntry> dbs(config.databases.begin(), config.databases.end());
+  std::map<std::string, uint64_t> servers, clients;
+  worker.for_each_pool([&](Pool& p) {
+    dbs.emplace(p.database().name, p.database());
+    servers[p.database().name] += p.server_count();
+  });
+  worker.for_each_client([&](Client& c) {
+    if (c.state() != Client::State::closing) ++clients[c.database()];
+  });
+  for (const auto& [name, db] : dbs) {
+    r.row().add(name).add(db.host).add(db.port).add(db.dbname.empty() ? name : db.dbname);
+    if (db.user.empty()) {
+      r.add_null();
+    } else {
+      r.add(db.user);
+    }
+    r.add(config.pool_size_for(db)).add(config.min_pool_size_for(db));
+    r.add(config.reserve_pool_for(db));
+    r.add(static_cast<int>(config.server_lifetime_for(db).count() / 1000));
+    if (db.pool_mode) {
+      r.add(std::string(to_string(*db.pool_mode)));
+    } else {
+      r.add_null();
+    }
+    r.add_null()
+        .add(config.max_db_connections_for(db))
+        .add(servers[name])
+        .add(0)
+        .add(clients[name]);
+    r.add(worker.admin_control().db_paused(name)).add(worker.admin_control().db_disabled(name));
+  }
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_users(Worker& worker) {
+  AdminResult r;
+  r.text("name").text("pool_size").text("reserve_pool_size").text("pool_mode");
+  r.int4("max_user_connections").int4("current_connections");
+  r.int4("max_user_client_connections").int4("current_client_connections");
+  std::set<std::string> names;
+  for (const auto& [name, secret] : worker.secrets().by_user) names.insert(name);
+  for (const auto& [name, u] : worker.config().users) names.insert(name);
+  std::map<std::string, uint64_t> servers, clients;
+  worker.for_each_pool([&](Pool& p) {
+    names.insert(p.credentials().user);
+    servers[p.credentials().user] += p.server_count();
+  });
+  worker.for_each_client([&](Client& c) {
+    if (c.state() == Client::State::closing || c.user().empty()) return;
+    names.insert(c.user());
+    ++clients[c.user()];
+  });
+  for (const std::string& name : names) {
+    r.row().add(name).add("").add("");
+    auto it = worker.config().users.find(name);
+    if (it != worker.config().users.end() && it->second.pool_mode) {
+      r.add(std::string(to_string(*it->second.pool_mode)));
+    } else {
+      r.add_null();
+    }
+    r.add(worker.config().max_user_connections_for(name))
+        .add(servers[name])
+        .add(0)
+        .add(clients[name]);
+  }
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_config(Worker& worker) {
+  AdminResult r;
+  r.text("key").text("value").text("default").text("changeable");
+  for (const SettingRow& s : describe_settings(worker.config())) {
+    r.row().add(s.key).add(s.value).add(s.default_value).add(s.changeable ? "yes" : "no");
+  }
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_lists(Worker& worker) {
+  uint64_t pools = 0, used_clients = 0, login_clients = 0, used_servers = 0;
+  std::set<std::string> users;
+  for (const auto& [name, secret] : worker.secrets().by_user) users.insert(name);
+  std::set<std::pair<std::string, std::string>> pool_keys;  // a pool's shares count once
+  worker.for_each_pool([&](Pool& p) {
+    pool_keys.emplace(p.database().name, p.credentials().user);
+    used_servers += p.server_count();
+    users.insert(p.credentials().user);
+  });
+  pools = pool_keys.size();
+  worker.for_each_client([&](Client& c) {
+    ++used_clients;
+    if (c.state() == Client::State::startup || c.state() == Client::State::auth) ++login_clients;
+  });
+  std::set<std::string> dbs;
+  for (const auto& [name, db] : worker.config().databases) dbs.insert(name);
+  worker.for_each_pool([&](Pool& p) { dbs.insert(p.database().name); });
+  AdminResult r;
+  r.text("list").int4("items");
+  const std::pair<const char*, uint64_t> rows[] = {
+      {"databases", dbs.size()},
+      {"users", users.size()},
+      {"peers", 0},
+      {"pools", pools},
+      {"peer_pools", 0},
+      {"free_clients", 0},
+      {"used_clients", used_clients},
+      {"login_clients", login_clients},
+      {"free_servers", 0},
+      {"used_servers", used_servers},
+      {"dns_names", 0},
+      {"dns_zones", 0},
+      {"dns_queries", 0},
+      {"dns_pending", 0},
+  };
+  for (const auto& [name, n] : rows) r.row().add(name).add(n);
+  r.set_tag("SHOW");
+  return r;
+}
+
+struct ObjectCounts {
+  uint64_t clients = 0;
+  uint64_t servers = 0;
+  uint64_t pools = 0;
+};
+
+ObjectCounts count_objects(Worker& worker) {
+  ObjectCounts n;
+  worker.for_each_client([&](Client&) { ++n.clients; });
+  std::set<std::pair<std::string, std::string>> pool_keys;  // a pool's shares count once
+  worker.for_each_pool([&](Pool& p) {
+    pool_keys.emplace(p.database().name, p.credentials().user);
+    n.servers += p.server_count();
+  });
+  n.pools = pool_keys.size();
+  return n;
+}
+
+AdminResult show_mem(Worker& worker) {
+  // pgsluice has no slab caches: the rows are its object kinds, their sizes and counts
+  // (connection buffers are not included).
+  const auto [clients, servers, pools] = count_objects(worker);
+  AdminResult r;
+  r.text("name").int4("size").int4("used").int4("free").int4("memtotal");
+  const std::tuple<const char*, uint64_t, uint64_t> rows[] = {
+      {"client_cache", sizeof(Client), clients},
+      {"server_cache", sizeof(Server), servers},
+      {"pool_cache", sizeof(Pool), pools},
+  };
+  for (const auto& [name, size, used] : rows) {
+    r.row().add(name).add(size).add(used).add(0).add(size * used);
+  }
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_state(Worker& worker) {
+  const AdminControl::Mode mode = worker.admin_control().mode();
+  AdminResult r;
+  r.text("key").text("value");
+  r.row().add("active").add(mode == AdminControl::Mode::active ? "yes" : "no");
+  r.row().add("paused").add(mode == AdminControl::Mode::paused ? "yes" : "no");
+  r.row().add("suspended").add(mode == AdminControl::Mode::suspended ? "yes" : "no");
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_version() {
+  AdminResult r;
+  r.text("version");
+  r.row().add("pgsluice " PGSLUICE_VERSION " (PgBouncer 1.25 compatible console)");
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_workers(Worker& worker) {
+  AdminResult r;
+  r.int4("id").int4("clients").int4("servers").int4("pools").int8("uptime");
+  worker.group().for_each_worker([&](Worker& w) {
+    size_t servers = 0;
+    w.for_each_own_pool([&](Pool& p) { servers += p.server_count(); });
+    r.row()
+        .add(w.index())
+        .add(w.client_count())
+        .add(servers)
+        .add(w.pool_count())
+        .add((w.now_ms() - w.started_ms()) / 1000);
+  });
+  r.set_tag("SHOW");
+  return r;
+}
+
+AdminResult show_help() {
+  AdminResult r;
+  r.notice("Console usage",
+           "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|STATE"
+           "\n\tSHOW LISTS|MEM|WORKERS|LEAKS|LEAK_REPORT|PREPARED|PREPARED_STATEMENTS"
+           "\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
+           "\n\tSET key = arg"
+           "\n\tRELOAD"
+           "\n\tPAUSE [<db>]"
+           "\n\tRESUME [<db>]"
+           "\n\tDISABLE <db>"
+           "\n\tENABLE <db>"
+           "\n\tRECONNECT [<db>]"
+           "\n\tKILL <db>"
+           "\n\tKILL_CLIENT <id>"
+           "\n\tSUSPEND"
+           "\n\tSHUTDOWN"
+           "\n\tSHUTDOWN WAIT_FOR_CLIENTS"
+           "\n\tWAIT_CLOSE [<db>]");
+  r.set_tag("SHOW");
+  return r;
+}
+
+// PgBouncer answers SHOW of a few server settings that drivers ask for.
+std::optional<AdminResult> fake_show(const std::string& subject) {
+  static const std::pair<const char*, const char*> fakes[] = {
+      {"CLIENT_ENCODING", "UTF8"},
+      {"DEFAULT_TRANSACTION_ISOLATION", "read committed"},
+      {"STANDARD_CONFORMING_STRINGS", "on"},
+      {"DATESTYLE", "ISO"},
+      {"TIMEZONE", "GMT"},
+  };
+  for (const auto& [name, value] : fakes) {
+    if (subject != name) continue;
+    std::string lower(name);
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    AdminResult r;
+    r.text(lower);
+    r.row().add(value);
+    r.set_tag("SHOW");
+    return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<AdminResult> admin_show(Worker& worker, const std::string& subject) {
+  if (subject == "POOLS") return show_pools(worker);
+  if (subject == "STATS") return show_stats(worker, true, true);
+  if (subject == "STATS_TOTALS") return show_stats(worker, true, false);
+  if (subject == "STATS_AVERAGES") return show_stats(worker, false, true);
+  if (subject == "TOTALS") return show_totals(worker);
+  if (subject == "CLIENTS") return show_clients(worker);
+  if (subject == "SERVERS") return show_servers(worker);
+  if (subject == "DATABASES") return show_databases(worker);
+  if (subject == "USERS") return show_users(worker);
+  if (subject == "CONFIG") return show_config(worker);
+  if (subject == "LISTS") return show_lists(worker);
+  if (subject == "MEM") return show_mem(worker);
+  if (subject == "STATE") return show_state(worker);
+  if (subject == "VERSION") return show_version();
+  if (subject == "WORKERS") return show_workers(worker);
+  if (subject == "LEAKS") return show_leaks(worker);
+  if (subject == "LEAK_REPORT") return show_leak_report(worker);
+  if (subject == "PREPARED") return show_prepared(worker);
+  if (subject == "PREPARED_STATEMENTS") return show_prepared_statements(worker);
+  if (subject == "HELP") return show_help();
+  return fake_show(subject);
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,119 @@
+// Gathering pool and stats rows for the console and /metrics; see admin_views.h.
+#include "pooler/admin/views.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <unordered_map>
+
+#include "pooler/admin/control.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+bool is_admin_database(const std::string& name) {
+  for (const char* n : kAdminDatabaseNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+std::vector<PoolRow> collect_pool_rows(Worker& worker) {
+  std::vector<PoolRow> rows;
+  std::unordered_map<Pool*, size_t> index;
+  std::map<std::pair<std::string, std::string>, size_t> by_key;
+  worker.for_each_pool([&](Pool& p) {
+    auto [at, created] = by_key.try_emplace({p.database().name, p.credentials().user}, rows.size());
+    if (created) {
+      PoolRow fresh;
+      fresh.pool = &p;
+      fresh.database = p.database().name;
+      fresh.user = p.credentials().user;
+      fresh.mode = p.mode();
+      fresh.pool_size = p.pool_size();
+      fresh.paused = p.paused();
+      rows.push_back(std::move(fresh));
+    }
+    PoolRow& r = rows[at->second];
+    r.shares.push_back(&p);
+    p.for_each_server([&r](Server& s) {
+      switch (s.state()) {
+        case Server::State::connecting:
+        case Server::State::login:
+          ++r.sv_login;
+          break;
+        case Server::State::idle:
+          ++r.sv_idle;
+          break;
+        case Server::State::active:
+          ++r.sv_active;
+          break;
+        case Server::State::resetting:
+          ++r.sv_used;
+          break;
+        case Server::State::closing:
+          break;
+      }
+      if (s.pinned()) ++r.sv_pinned;
+      if (s.dirty()) ++r.sv_dirty;
+    });
+    const uint64_t oldest = p.oldest_wait_start_us();
+    const uint64_t now = now_us();
+    r.maxwait_us = std::max(r.maxwait_us, oldest != 0 && now > oldest ? now - oldest : 0);
+    index.emplace(&p, at->second);
+  });
+  worker.for_each_client([&](Client& c) {
+    if (c.pool() == nullptr) return;
+    auto it = index.find(c.pool());
+    if (it == index.end()) return;
+    PoolRow& r = rows[it->second];
+    switch (c.state()) {
+      case Client::State::idle:
+      case Client::State::active:
+        ++r.cl_active;
+        break;
+      case Client::State::waiting:
+      case Client::State::welcome_wait:
+        ++r.cl_waiting;
+        break;
+      case Client::State::startup:
+      case Client::State::auth:
+      case Client::State::closing:
+        break;
+    }
+  });
+  return rows;
+}
+
+std::vector<DatabaseStats> collect_database_stats(Worker& worker) {
+  std::map<std::string, DatabaseStats> by_db;
+  worker.for_each_pool([&](Pool& p) {
+    DatabaseStats& d = by_db[p.database().name];
+    d.database = p.database().name;
+    d.totals += p.stats().totals;
+    d.older += p.stats().older;
+  });
+  std::vector<DatabaseStats> out;
+  out.reserve(by_db.size());
+  for (auto& [name, d] : by_db) out.push_back(std::move(d));
+  return out;
+}
+
+std::string format_loop_time(Worker& worker, uint64_t loop_ms) {
+  if (loop_ms == 0) return {};
+  const uint64_t now_ms = worker.now_ms();
+  const auto age = std::chrono::milliseconds(now_ms > loop_ms ? now_ms - loop_ms : 0);
+  const std::time_t t =
+      std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() - age);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,55 @@
+// The numbers SHOW POOLS / SHOW STATS and /metrics share, gathered from every worker's pools,
+// servers and clients in one pass each, so that the console and Prometheus never disagree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pooler/config/config.h"
+#include "pooler/core/stats.h"
+
+namespace pgsluice {
+
+class Pool;
+class Worker;
+
+// One row per (database, user): the shares of that pool on every worker, summed.
+struct PoolRow {
+  Pool* pool = nullptr;       // the first worker's share (settings are the same on every one)
+  std::vector<Pool*> shares;  // every worker's share, `pool` first
+  std::string database;
+  std::string user;
+  uint64_t cl_active = 0;   // logged in, linked or not (PgBouncer's active_client_list)
+  uint64_t cl_waiting = 0;  // queued for a server (or for the pool's first login)
+  uint64_t sv_active = 0;
+  uint64_t sv_idle = 0;
+  uint64_t sv_used = 0;  // being cleaned before reuse
+  uint64_t sv_login = 0;
+  uint64_t sv_pinned = 0;  // pgsluice: servers pinned to their client (session-state checks)
+  uint64_t sv_dirty = 0;   // pgsluice: servers with session state to clean at release
+  uint64_t maxwait_us = 0;
+  PoolMode mode = PoolMode::session;
+  int pool_size = 0;
+  bool paused = false;
+};
+
+std::vector<PoolRow> collect_pool_rows(Worker& worker);
+
+// SHOW STATS is per database: the pools of each database summed.
+struct DatabaseStats {
+  std::string database;
+  PoolCounters totals;
+  PoolCounters older;  // the snapshot the averages start from
+};
+
+std::vector<DatabaseStats> collect_database_stats(Worker& worker);
+
+// "2024-05-01 12:00:00 UTC" for a loop-clock millisecond stamp, as PgBouncer prints times.
+std::string format_loop_time(Worker& worker, uint64_t loop_ms);
+
+// The virtual databases of the admin console: pgsluice, and pgbouncer for existing tools.
+inline constexpr const char* kAdminDatabaseNames[] = {"pgsluice", "pgbouncer"};
+bool is_admin_database(const std::string& name);
+
+}  // namespace pgsluice

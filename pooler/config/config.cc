@@ -1,0 +1,1009 @@
+// The configuration loader: reads a pgbouncer.ini-compatible file into a validated Config. inih
+// drives the line loop through a reader that splits each line here (see Loader::next_line), then
+// every value is parsed and checked, and every error (file, line, key, value) is collected instead
+// of stopping at the first one.
+#include "pooler/config/config.h"
+
+#include <ini.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "pooler/base/read_file.h"
+
+namespace pgsluice {
+
+std::string_view to_string(PoolMode mode) {
+  switch (mode) {
+    case PoolMode::session:
+      return "session";
+    case PoolMode::transaction:
+      return "transaction";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(AuthType type) {
+  switch (type) {
+    case AuthType::trust:
+      return "trust";
+    case AuthType::plain:
+      return "plain";
+    case AuthType::md5:
+      return "md5";
+    case AuthType::scram_sha_256:
+      return "scram-sha-256";
+    case AuthType::cert:
+      return "cert";
+    case AuthType::hba:
+      return "hba";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(SslMode mode) {
+  switch (mode) {
+    case SslMode::disable:
+      return "disable";
+    case SslMode::allow:
+      return "allow";
+    case SslMode::prefer:
+      return "prefer";
+    case SslMode::require:
+      return "require";
+    case SslMode::verify_ca:
+      return "verify-ca";
+    case SslMode::verify_full:
+      return "verify-full";
+  }
+  return "unknown";
+}
+
+std::string ConfigError::to_string() const {
+  std::string out = file;
+  if (line > 0) out += (out.empty() ? "" : ":") + std::to_string(line);
+  if (!out.empty()) out += ": ";
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+std::optional<DatabaseEntry> Config::find_database(const std::string& name) const {
+  if (auto it = databases.find(name); it != databases.end()) return it->second;
+  if (!fallback_database) return std::nullopt;
+  DatabaseEntry db = *fallback_database;
+  db.name = name;
+  if (db.dbname.empty()) db.dbname = name;
+  return db;
+}
+
+PoolMode Config::pool_mode_for(const DatabaseEntry& db, const std::string& user) const {
+  if (auto it = users.find(user); it != users.end() && it->second.pool_mode) {
+    return *it->second.pool_mode;
+  }
+  if (db.pool_mode) return *db.pool_mode;
+  return settings.pool_mode;
+}
+
+int Config::pool_size_for(const DatabaseEntry& db) const {
+  return db.pool_size ? *db.pool_size : settings.default_pool_size;
+}
+
+int Config::min_pool_size_for(const DatabaseEntry& db) const {
+  return db.min_pool_size.value_or(settings.min_pool_size);
+}
+
+int Config::reserve_pool_for(const DatabaseEntry& db) const {
+  return db.reserve_pool.value_or(settings.reserve_pool_size);
+}
+
+int Config::max_db_connections_for(const DatabaseEntry& db) const {
+  return db.max_db_connections.value_or(settings.max_db_connections);
+}
+
+Duration Config::server_lifetime_for(const DatabaseEntry& db) const {
+  return db.server_lifetime.value_or(settings.server_lifetime);
+}
+
+int Config::max_user_connections_for(const std::string& user) const {
+  if (auto it = users.find(user); it != users.end() && it->second.max_user_connections) {
+    return *it->second.max_user_connections;
+  }
+  return settings.max_user_connections;
+}
+
+SessionPolicy Config::session_policy_for(const DatabaseEntry& db, const std::string& user,
+                                         PoolMode mode) const {
+  if (auto it = users.find(user); it != users.end() && it->second.session_state_action) {
+    return *it->second.session_state_action;
+  }
+  if (db.session_state_action) return *db.session_state_action;
+  if (settings.session_state_action) return *settings.session_state_action;
+  SessionPolicy policy;
+  policy.default_action = mode == PoolMode::transaction ? SessionAction::warn : SessionAction::off;
+  return policy;
+}
+
+namespace {
+
+constexpr int kMaxIncludeDepth = 10;  // as PgBouncer (libusual's cfparser)
+
+// PgBouncer 1.25's main-section keys that pgsluice does not implement yet: accepted with a
+// warning so that an existing pgbouncer.ini starts unchanged.
+const std::set<std::string_view> kPgBouncerOnlyKeys = {
+    "auth_ident_file",
+    "auth_ldap_options",
+    "autodb_idle_timeout",
+    "client_tls13_ciphers",
+    "client_tls_dheparams",
+    "client_tls_ecdhcurve",
+    "conffile",
+    "disable_pqexec",
+    "dns_max_ttl",
+    "dns_nxdomain_ttl",
+    "dns_zone_check_period",
+    "job_name",
+    "listen_backlog",
+    "log_stats",
+    "peer_id",
+    "pkt_buf",
+    "query_wait_notify",
+    "resolv_conf",
+    "sbuf_loopcnt",
+    "scram_iterations",
+    "server_round_robin",
+    "server_tls13_ciphers",
+    "service_name",
+    "suspend_timeout",
+    "syslog",
+    "syslog_facility",
+    "syslog_ident",
+    "tcp_defer_accept",
+    "tcp_keepalive",
+    "tcp_keepcnt",
+    "tcp_keepidle",
+    "tcp_keepintvl",
+    "tcp_socket_buffer",
+    "tcp_user_timeout",
+    "track_extra_parameters",
+    "unix_socket_group",
+    "unix_socket_mode",
+    "user",
+    "verbose",
+};
+
+// PgBouncer's [databases] parameters pgsluice does not implement yet.
+const std::set<std::string_view> kPgBouncerOnlyDatabaseKeys = {
+    "load_balance_hosts",
+};
+
+// PgBouncer's [users] parameters pgsluice does not implement yet.
+const std::set<std::string_view> kPgBouncerOnlyUserKeys = {
+    "pool_size",
+    "reserve_pool_size",
+};
+
+// The [users] client timeouts (PgBouncer 1.24), by key; null for any other key.
+std::optional<Duration> UserEntry::*user_timeout_field(std::string_view key) {
+  if (key == "client_idle_timeout") return &UserEntry::client_idle_timeout;
+  if (key == "query_timeout") return &UserEntry::query_timeout;
+  if (key == "idle_transaction_timeout") return &UserEntry::idle_transaction_timeout;
+  if (key == "transaction_timeout") return &UserEntry::transaction_timeout;
+  return nullptr;
+}
+
+// auth_type values PgBouncer has and pgsluice does not (yet).
+const std::set<std::string_view> kUnsupportedAuthTypes = {"any", "ldap", "pam"};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// ---- value parsers: each returns an error message, empty on success -------------------------
+
+std::string quoted(std::string_view value) {
+  return "'" + std::string(value) + "'";
+}
+
+template <typename Int>
+std::string parse_int(std::string_view value, Int min, Int max, Int& out) {
+  const std::string_view v = trim(value);
+  Int parsed{};
+  const char* end = v.data() + v.size();
+  auto [ptr, ec] = std::from_chars(v.data(), end, parsed);
+  if (v.empty() || ec == std::errc::invalid_argument || ptr != end) {
+    return "invalid value " + quoted(value) + ": expected an integer";
+  }
+  if (ec == std::errc::result_out_of_range || parsed < min || parsed > max) {
+    return "invalid value " + quoted(value) + ": expected an integer between " +
+           std::to_string(min) + " and " + std::to_string(max);
+  }
+  out = parsed;
+  return {};
+}
+
+std::string parse_bool(std::string_view value, bool& out) {
+  const std::string v = lower(trim(value));
+  if (v == "1" || v == "yes" || v == "on" || v == "true") {
+    out = true;
+  } else if (v == "0" || v == "no" || v == "off" || v == "false") {
+    out = false;
+  } else {
+    return "invalid value " + quoted(value) +
+           ": expected a boolean (0/1, yes/no, on/off, true/false)";
+  }
+  return {};
+}
+
+// Seconds with an optional fraction, as PgBouncer ("120", "0.5"), or a number with a unit: us,
+// ms, s, min, h, d (as PostgreSQL's GUC units). A positive duration shorter than a millisecond
+// becomes 1 ms rather than 0, because 0 means "disabled" for most timeouts.
+std::string parse_duration(std::string_view value, Duration& out) {
+  const std::string_view v = trim(value);
+  const std::string err = "invalid value " + quoted(value) +
+                          ": expected a duration in seconds (\"120\", \"0.5\") or with a unit "
+                          "(us, ms, s, min, h, d)";
+  double number = 0;
+  const char* end = v.data() + v.size();
+  auto [ptr, ec] = std::from_chars(v.data(), end, number, std::chars_format::fixed);
+  if (v.empty() || ec != std::errc{} || !std::isfinite(number)) return err;
+  std::string unit = lower(trim(std::string_view(ptr, static_cast<size_t>(end - ptr))));
+  double ms_per_unit = 0;
+  if (unit.empty() || unit == "s") {
+    ms_per_unit = 1000;
+  } else if (unit == "us") {
+    ms_per_unit = 0.001;
+  } else if (unit == "ms") {
+    ms_per_unit = 1;
+  } else if (unit == "min") {
+    ms_per_unit = 60'000;
+  } else if (unit == "h") {
+    ms_per_unit = 3'600'000;
+  } else if (unit == "d") {
+    ms_per_unit = 86'400'000;
+  } else {
+    return err;
+  }
+  if (number < 0) return "invalid value " + quoted(value) + ": a duration cannot be negative";
+  const double ms = number * ms_per_unit;
+  constexpr double kMaxMs = 100.0 * 365 * 86'400'000;  // a century: anything longer is a typo
+  if (ms > kMaxMs) return "invalid value " + quoted(value) + ": duration too long";
+  int64_t rounded = std::llround(ms);
+  if (rounded == 0 && ms > 0) rounded = 1;
+  out = Duration(rounded);
+  return {};
+}
+
+std::vector<std::string> parse_list(std::string_view value) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string_view::npos) comma = value.size();
+    const std::string_view item = trim(value.substr(start, comma - start));
+    if (!item.empty()) out.emplace_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string parse_pool_mode(std::string_view value, PoolMode& out) {
+  const std::string v = lower(trim(value));
+  if (v == "session") {
+    out = PoolMode::session;
+  } else if (v == "transaction") {
+    out = PoolMode::transaction;
+  } else if (v == "statement") {
+    return "'statement' is a PgBouncer pool mode pgsluice does not support yet (use session or "
+           "transaction)";
+  } else {
+    return "invalid value " + quoted(value) + ": expected session or transaction";
+  }
+  return {};
+}
+
+std::string parse_auth_type(std::string_view value, AuthType& out) {
+  const std::string v = lower(trim(value));
+  if (v == "trust") {
+    out = AuthType::trust;
+  } else if (v == "plain") {
+    out = AuthType::plain;
+  } else if (v == "md5") {
+    out = AuthType::md5;
+  } else if (v == "scram-sha-256") {
+    out = AuthType::scram_sha_256;
+  } else if (v == "cert") {
+    out = AuthType::cert;
+  } else if (v == "hba") {
+    out = AuthType::hba;
+  } else if (kUnsupportedAuthTypes.contains(v)) {
+    return quoted(v) +
+           " is a PgBouncer authentication method pgsluice does not support yet (use trust, "
+           "plain, md5, scram-sha-256, cert or hba)";
+  } else {
+    return "invalid value " + quoted(value) +
+           ": expected trust, plain, md5, scram-sha-256, cert or hba";
+  }
+  return {};
+}
+
+std::string parse_sslmode(std::string_view value, SslMode& out) {
+  const std::string v = lower(trim(value));
+  if (v == "disable") {
+    out = SslMode::disable;
+  } else if (v == "allow") {
+    out = SslMode::allow;
+  } else if (v == "prefer") {
+    out = SslMode::prefer;
+  } else if (v == "require") {
+    out = SslMode::require;
+  } else if (v == "verify-ca") {
+    out = SslMode::verify_ca;
+  } else if (v == "verify-full") {
+    out = SslMode::verify_full;
+  } else {
+    return "invalid value " + quoted(value) +
+           ": expected disable, allow, prefer, require, verify-ca or verify-full";
+  }
+  return {};
+}
+
+// client_tls_* and server_tls_*: the same six keys for each side.
+using TlsSetter = std::function<std::string(std::string_view, Settings&)>;
+void add_tls_setters(std::unordered_map<std::string, TlsSetter>& setters, const std::string& prefix,
+                     TlsSettings Settings::*side) {
+  setters[prefix + "sslmode"] = [side](std::string_view v, Settings& s) {
+    return parse_sslmode(v, (s.*side).sslmode);
+  };
+  auto string_field = [&](const char* key, std::string TlsSettings::*field) {
+    setters[prefix + key] = [side, field](std::string_view v, Settings& s) {
+      (s.*side).*field = std::string(trim(v));
+      return std::string();
+    };
+  };
+  string_field("key_file", &TlsSettings::key_file);
+  string_field("cert_file", &TlsSettings::cert_file);
+  string_field("ca_file", &TlsSettings::ca_file);
+  string_field("protocols", &TlsSettings::protocols);
+  string_field("ciphers", &TlsSettings::ciphers);
+}
+
+std::unordered_map<std::string, TlsSetter> with_tls_setters(
+    std::unordered_map<std::string, TlsSetter> setters) {
+  add_tls_setters(setters, "client_tls_", &Settings::client_tls);
+  add_tls_setters(setters, "server_tls_", &Settings::server_tls);
+  return setters;
+}
+
+}  // namespace
+
+int default_workers() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
+}
+
+namespace {
+
+std::string parse_workers(std::string_view value, int& out) {
+  // pgsluice's own key: "auto" and 0 both mean one worker per CPU.
+  if (lower(trim(value)) == "auto") {
+    out = 0;
+  } else if (std::string err = parse_int(value, 0, 64, out); !err.empty()) {
+    return err + " or auto";
+  }
+  if (out == 0) out = default_workers();
+  return {};
+}
+
+std::string parse_verbose_level(std::string_view value, std::string& out) {
+  const std::string v = lower(trim(value));
+  if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error") {
+    return "invalid value " + quoted(value) + ": expected trace, debug, info, warn or error";
+  }
+  out = v;
+  return {};
+}
+
+using Setter = std::function<std::string(std::string_view, Settings&)>;
+
+Setter string_key(std::string Settings::*field) {
+  return [field](std::string_view v, Settings& s) {
+    s.*field = std::string(v);
+    return std::string();
+  };
+}
+Setter int_key(int Settings::*field, int min, int max) {
+  return [=](std::string_view v, Settings& s) { return parse_int(v, min, max, s.*field); };
+}
+Setter bool_key(bool Settings::*field) {
+  return [field](std::string_view v, Settings& s) { return parse_bool(v, s.*field); };
+}
+Setter duration_key(Duration Settings::*field) {
+  return [field](std::string_view v, Settings& s) { return parse_duration(v, s.*field); };
+}
+Setter list_key(std::vector<std::string> Settings::*field) {
+  return [field](std::string_view v, Settings& s) {
+    s.*field = parse_list(v);
+    return std::string();
+  };
+}
+
+const std::unordered_map<std::string, Setter>& main_setters() {
+  static const std::unordered_map<std::string, Setter> setters = with_tls_setters({
+      {"listen_addr", string_key(&Settings::listen_addr)},
+      {"listen_port", int_key(&Settings::listen_port, 1, 65535)},
+      {"unix_socket_dir", string_key(&Settings::unix_socket_dir)},
+      {"auth_type",
+       [](std::string_view v, Settings& s) { return parse_auth_type(v, s.auth_type); }},
+      {"auth_file", string_key(&Settings::auth_file)},
+      {"auth_hba_file", string_key(&Settings::auth_hba_file)},
+      {"auth_user", string_key(&Settings::auth_user)},
+      {"auth_query", string_key(&Settings::auth_query)},
+      {"auth_dbname", string_key(&Settings::auth_dbname)},
+      {"auth_query_cache_ttl", duration_key(&Settings::auth_query_cache_ttl)},
+      {"pool_mode",
+       [](std::string_view v, Settings& s) { return parse_pool_mode(v, s.pool_mode); }},
+      {"default_pool_size", int_key(&Settings::default_pool_size, 1, 1'000'000)},
+      {"max_client_conn", int_key(&Settings::max_client_conn, 1, 10'000'000)},
+      {"server_reset_query", string_key(&Settings::server_reset_query)},
+      {"query_wait_timeout", duration_key(&Settings::query_wait_timeout)},
+      {"server_connect_timeout", duration_key(&Settings::server_connect_timeout)},
+      {"server_login_retry", duration_key(&Settings::server_login_retry)},
+      {"client_login_timeout", duration_key(&Settings::client_login_timeout)},
+      {"min_pool_size", int_key(&Settings::min_pool_size, 0, 1'000'000)},
+      {"reserve_pool_size", int_key(&Settings::reserve_pool_size, 0, 1'000'000)},
+      {"reserve_pool_timeout", duration_key(&Settings::reserve_pool_timeout)},
+      {"max_db_connections", int_key(&Settings::max_db_connections, 0, 1'000'000)},
+      {"max_user_connections", int_key(&Settings::max_user_connections, 0, 1'000'000)},
+      {"server_lifetime", duration_key(&Settings::server_lifetime)},
+      {"server_idle_timeout", duration_key(&Settings::server_idle_timeout)},
+      {"server_check_query", string_key(&Settings::server_check_query)},
+      {"server_check_delay", duration_key(&Settings::server_check_delay)},
+      {"server_reset_query_always", bool_key(&Settings::server_reset_query_always)},
+      {"server_fast_close", bool_key(&Settings::server_fast_close)},
+      {"client_idle_timeout", duration_key(&Settings::client_idle_timeout)},
+      {"query_timeout", duration_key(&Settings::query_timeout)},
+      {"idle_transaction_timeout", duration_key(&Settings::idle_transaction_timeout)},
+      {"transaction_timeout", duration_key(&Settings::transaction_timeout)},
+      {"cancel_wait_timeout", duration_key(&Settings::cancel_wait_timeout)},
+      {"shutdown_timeout", duration_key(&Settings::shutdown_timeout)},
+      {"max_db_client_connections",
+       int_key(&Settings::max_db_client_connections, 0, 10'000'000)},
+      {"max_user_client_connections",
+       int_key(&Settings::max_user_client_connections, 0, 10'000'000)},
+      {"so_reuseport", bool_key(&Settings::so_reuseport)},
+      {"ignore_startup_parameters", list_key(&Settings::ignore_startup_parameters)},
+      {"application_name_add_host", bool_key(&Settings::application_name_add_host)},
+      {"max_packet_size",
+       [](std::string_view v, Settings& s) {
+         return parse_int<uint32_t>(v, 1, UINT32_MAX, s.max_packet_size);
+       }},
+      {"log_connections", bool_key(&Settings::log_connections)},
+      {"log_disconnections", bool_key(&Settings::log_disconnections)},
+      {"log_pooler_errors", bool_key(&Settings::log_pooler_errors)},
+      {"logfile", string_key(&Settings::logfile)},
+      {"pidfile", string_key(&Settings::pidfile)},
+      {"admin_users", list_key(&Settings::admin_users)},
+      {"stats_users", list_key(&Settings::stats_users)},
+      {"workers", [](std::string_view v, Settings& s) { return parse_workers(v, s.workers); }},
+      {"verbose_level",
+       [](std::string_view v, Settings& s) { return parse_verbose_level(v, s.verbose_level); }},
+      {"stats_period", duration_key(&Settings::stats_period)},
+      {"metrics_addr", string_key(&Settings::metrics_addr)},
+      {"metrics_port", int_key(&Settings::metrics_port, 0, 65535)},
+      {"max_prepared_statements", int_key(&Settings::max_prepared_statements, 0, 1'000'000)},
+      {"session_state_action",
+       [](std::string_view v, Settings& s) {
+         SessionPolicy policy;
+         std::string err = parse_session_policy(v, policy);
+         if (err.empty()) s.session_state_action = policy;
+         return err;
+       }},
+      {"session_state_verify",
+       [](std::string_view v, Settings& s) {
+         auto mode = parse_session_verify_mode(v);
+         if (!mode) return std::string("expected off, sample or always");
+         s.session_state_verify = *mode;
+         return std::string();
+       }},
+      {"session_state_verify_sample",
+       int_key(&Settings::session_state_verify_sample, 1, 1'000'000'000)},
+      {"session_state_long_hold", duration_key(&Settings::session_state_long_hold)},
+      {"leak_report_file", string_key(&Settings::leak_report_file)},
+  });
+  return setters;
+}
+
+// ---- libpq-style "key=value key='quoted value'" strings ----------------------------------------
+
+struct ConnParam {
+  std::string key;
+  std::string value;
+};
+
+// Splits `text` into key=value pairs. Values end at whitespace unless single-quoted; inside quotes
+// '' and \' are a quote and \\ a backslash (PgBouncer knows only ''; libpq only \' — both are
+// accepted). Returns an error message, empty on success.
+std::string split_conn_params(std::string_view text, std::vector<ConnParam>& out) {
+  size_t i = 0;
+  const size_t n = text.size();
+  auto skip_ws = [&] {
+    while (i < n && is_space(text[i])) ++i;
+  };
+  for (;;) {
+    skip_ws();
+    if (i >= n) return {};
+    const size_t key_start = i;
+    while (i < n && text[i] != '=' && !is_space(text[i])) ++i;
+    std::string key = lower(text.substr(key_start, i - key_start));
+    skip_ws();
+    if (i >= n || text[i] != '=') {
+      return "syntax error: expected key=value, got " + quoted(text.substr(key_start));
+    }
+    if (key.empty()) return "syntax error: '=' without a parameter name";
+    ++i;
+    skip_ws();
+    std::string value;
+    if (i < n && text[i] == '\'') {
+      ++i;
+      bool closed = false;
+      while (i < n) {
+        const char c = text[i];
+        if (c == '\'' && i + 1 < n && text[i + 1] == '\'') {
+          value += '\'';
+          i += 2;
+        } else if (c == '\\' && i + 1 < n && (text[i + 1] == '\'' || text[i + 1] == '\\')) {
+          value += text[i + 1];
+          i += 2;
+        } else if (c == '\'') {
+          ++i;
+          closed = true;
+          break;
+        } else {
+          value += c;
+          ++i;
+        }
+      }
+      if (!closed) return "syntax error: unterminated quoted value for " + quoted(key);
+      if (i < n && !is_space(text[i])) {
+        return "syntax error: unexpected text after the quoted value of " + quoted(key);
+      }
+    } else {
+      const size_t value_start = i;
+      while (i < n && !is_space(text[i])) ++i;
+      value = std::string(text.substr(value_start, i - value_start));
+    }
+    out.push_back({std::move(key), std::move(value)});
+  }
+}
+
+// ---- the loader ------------------------------------------------------------------------------
+
+struct Origin {
+  std::string file;
+  int line = 0;
+};
+
+// One `key = value` line, split by the reader; inih only sees its index.
+struct RawEntry {
+  Origin origin;
+  std::string key;
+  std::string value;
+};
+
+struct Source {
+  std::string name;
+  std::string text;
+  size_t pos = 0;
+  int line = 0;
+};
+
+enum class Section { none, main, databases, users, peers, unknown };
+
+Section section_of(std::string_view name) {
+  const std::string s = lower(trim(name));
+  if (s == "pgsluice" || s == "pgbouncer") return Section::main;
+  if (s == "databases") return Section::databases;
+  if (s == "users") return Section::users;
+  if (s == "peers") return Section::peers;
+  if (s.empty()) return Section::none;
+  return Section::unknown;
+}
+
+class Loader {
+ public:
+  explicit Loader(std::string top_name) : top_name_(std::move(top_name)) {
+    config_ = std::make_shared<Config>();
+    config_->path = top_name_;
+  }
+
+  ConfigLoadResult run(std::string text) {
+    sources_.push_back({top_name_, std::move(text), 0, 0});
+    const int rc = ini_parse_stream(&Loader::read_line, this, &Loader::handle, this);
+    if (rc > 0) {
+      // Cannot happen with the lines next_line() builds, which inih always accepts.
+      const Origin& o = handed_.at(static_cast<size_t>(rc - 1));
+      error(o, "", "syntax error");
+    } else if (rc < 0) {
+      error({top_name_, 0}, "", "cannot parse the file (out of memory)");
+    }
+    if (config_->settings.auth_type == AuthType::hba && config_->settings.auth_hba_file.empty()) {
+      // Without rules every connection would be refused: a mistake, not a policy.
+      error({top_name_, 0}, "auth_type", "auth_type = hba needs auth_hba_file");
+    }
+    ConfigLoadResult result;
+    result.errors = std::move(errors_);
+    if (result.errors.empty()) result.config = std::move(config_);
+    return result;
+  }
+
+ private:
+  void error(const Origin& o, std::string key, std::string message) {
+    errors_.push_back({o.file, o.line, std::move(key), std::move(message)});
+  }
+  void warn(const Origin& o, const std::string& what) {
+    config_->warnings.push_back(o.file + ":" + std::to_string(o.line) + ": " + what +
+                                " is a PgBouncer setting pgsluice does not implement yet; ignored");
+  }
+
+  // The ini_reader: hands inih one physical line per call, after splitting it here. Comments and
+  // blank lines become empty lines, a section header becomes `[<n>]` (the section is tracked
+  // here, so that an empty unknown section is reported too), and `key = value` becomes
+  // `k=<index>` into entries_. Why not let inih split them: Debian's inih is built with a 200-byte
+  // line limit, strips inline " ;" comments and joins indented lines, none of which PgBouncer does;
+  // a long connection string or a password with " ;" would be silently cut.
+  static char* read_line(char* str, int num, void* stream) {
+    return static_cast<Loader*>(stream)->next_line(str, num);
+  }
+
+  char* next_line(char* str, int num) {
+    while (!sources_.empty() && sources_.back().pos >= sources_.back().text.size()) {
+      sources_.pop_back();
+    }
+    if (sources_.empty()) return nullptr;
+    Source& src = sources_.back();
+    size_t end = src.text.find('\n', src.pos);
+    if (end == std::string::npos) end = src.text.size();
+    std::string_view line(src.text.data() + src.pos, end - src.pos);
+    src.pos = end + 1;
+    src.line += 1;
+    const Origin origin{src.name, src.line};
+    handed_.push_back(origin);
+    if (origin.line == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // UTF-8 BOM
+    line = trim(line);
+
+    std::string out;
+    if (line.empty() || line.front() == ';' || line.front() == '#') {
+      // Blank.
+    } else if (line.starts_with("%include") && (line.size() == 8 || is_space(line[8]))) {
+      include(origin, trim(line.substr(8)));
+    } else if (line.front() == '[') {
+      const size_t close = line.find(']');
+      if (close != std::string_view::npos) {
+        const std::string_view name = line.substr(1, close - 1);
+        section_ = section_of(name);
+        if (section_ == Section::unknown || section_ == Section::none) {
+          error(origin, std::string(name),
+                "unknown section (expected [pgsluice] or [pgbouncer], [databases], [users])");
+        }
+        out = "[" + std::to_string(section_counter_++) + "]";
+      } else {
+        error(origin, "", "syntax error: section header without ']'");
+        section_ = Section::unknown;  // its keys are not reported again
+      }
+    } else if (const size_t eq = line.find('='); eq == std::string_view::npos) {
+      error(origin, "", "syntax error: expected 'key = value', got " + quoted(line));
+    } else {
+      const std::string_view key = trim(line.substr(0, eq));
+      if (key.empty()) {
+        error(origin, "", "syntax error: '=' without a key");
+      } else {
+        out = "k=" + std::to_string(entries_.size());
+        entries_.push_back({origin, std::string(key), std::string(trim(line.substr(eq + 1)))});
+        entry_sections_.push_back(section_);
+      }
+    }
+    out += '\n';
+    if (static_cast<int>(out.size()) >= num) {  // cannot happen with the lines built above
+      error(origin, "", "line too long");
+      out = "\n";
+    }
+    std::memcpy(str, out.c_str(), out.size() + 1);
+    return str;
+  }
+
+  // PgBouncer's `%include file`: the file's lines are read in place of the directive. As in
+  // PgBouncer, a relative name is relative to the current directory, not to the including file.
+  void include(const Origin& origin, std::string_view name) {
+    if (name.empty()) {
+      error(origin, "%include", "missing file name");
+      return;
+    }
+    if (sources_.size() >= kMaxIncludeDepth) {
+      error(origin, "%include",
+            "too many nested includes (at most " + std::to_string(kMaxIncludeDepth) + ")");
+      return;
+    }
+    std::string text, err;
+    const std::string path(name);
+    if (!read_whole_file(path, text, err)) {
+      error(origin, "%include", path + ": " + err);
+      return;
+    }
+    sources_.push_back({path, std::move(text), 0, 0});
+  }
+
+  static int handle(void* user, const char* /*section*/, const char* /*name*/, const char* value) {
+    static_cast<Loader*>(user)->on_entry(static_cast<size_t>(std::strtoul(value, nullptr, 10)));
+    return 1;  // errors are collected, never reported through inih
+  }
+
+  void on_entry(size_t index) {
+    if (index >= entries_.size()) return;
+    const RawEntry& e = entries_[index];
+    switch (entry_sections_[index]) {
+      case Section::none:
+        error(e.origin, e.key, "setting outside of any section");
+        return;
+      case Section::unknown:
+        return;  // the section header was reported
+      case Section::main:
+        main_entry(e);
+        return;
+      case Section::databases:
+        database_entry(e);
+        return;
+      case Section::users:
+        user_entry(e);
+        return;
+      case Section::peers:
+        warn(e.origin, "peer " + quoted(e.key) + " ([peers])");
+        return;
+    }
+  }
+
+  void main_entry(const RawEntry& e) {
+    const std::string key = lower(e.key);  // PgBouncer's keys are case-insensitive
+    const auto& setters = main_setters();
+    if (auto it = setters.find(key); it != setters.end()) {
+      if (std::string err = it->second(e.value, config_->settings); !err.empty()) {
+        error(e.origin, key, err);
+      }
+    } else if (kPgBouncerOnlyKeys.contains(key)) {
+      warn(e.origin, "key " + quoted(key));
+    } else {
+      error(e.origin, key, "unknown setting");
+    }
+  }
+
+  void database_entry(const RawEntry& e) {
+    DatabaseEntry db;
+    db.name = e.key;
+    db.line = e.origin.line;
+    const std::string label = "database " + quoted(e.key);
+    if (lower(e.key) == "pgbouncer") {
+      // PgBouncer reserves it for its admin console, which clients reach under that name.
+      error(e.origin, e.key, "database name 'pgbouncer' is reserved for the admin console");
+      return;
+    }
+    std::vector<ConnParam> params;
+    if (std::string err = split_conn_params(e.value, params); !err.empty()) {
+      error(e.origin, e.key, err);
+      return;
+    }
+    bool ok = true;
+    auto bad = [&](const std::string& message) {
+      error(e.origin, e.key, message);
+      ok = false;
+    };
+    for (const ConnParam& p : params) {
+      const std::string& k = p.key;
+      if (k == "host") {
+        db.host = p.value;
+      } else if (k == "port") {
+        if (auto err = parse_int(p.value, 1, 65535, db.port); !err.empty()) bad("port: " + err);
+      } else if (k == "dbname") {
+        db.dbname = p.value;
+      } else if (k == "user") {
+        db.user = p.value;
+      } else if (k == "password") {
+        db.password = p.value;
+      } else if (k == "pool_size") {
+        int size = 0;
+        if (auto err = parse_int(p.value, 1, 1'000'000, size); !err.empty()) {
+          bad("pool_size: " + err);
+        } else {
+          db.pool_size = size;
+        }
+      } else if (k == "min_pool_size" || k == "reserve_pool" || k == "reserve_pool_size" ||
+                 k == "max_db_connections") {
+        // reserve_pool_size is PgBouncer 1.24's spelling of reserve_pool.
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 1'000'000, n); !err.empty()) {
+          bad(k + ": " + err);
+        } else if (k == "min_pool_size") {
+          db.min_pool_size = n;
+        } else if (k == "max_db_connections") {
+          db.max_db_connections = n;
+        } else {
+          db.reserve_pool = n;
+        }
+      } else if (k == "max_db_client_connections") {
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 10'000'000, n); !err.empty()) {
+          bad("max_db_client_connections: " + err);
+        } else {
+          db.max_db_client_connections = n;
+        }
+      } else if (k == "server_lifetime") {
+        Duration d{};
+        if (auto err = parse_duration(p.value, d); !err.empty()) {
+          bad("server_lifetime: " + err);
+        } else {
+          db.server_lifetime = d;
+        }
+      } else if (k == "pool_mode") {
+        PoolMode mode{};
+        if (auto err = parse_pool_mode(p.value, mode); !err.empty()) {
+          bad("pool_mode: " + err);
+        } else {
+          db.pool_mode = mode;
+        }
+      } else if (k == "client_encoding") {
+        db.client_encoding = p.value;
+      } else if (k == "datestyle") {
+        db.datestyle = p.value;
+      } else if (k == "timezone") {
+        db.timezone = p.value;
+      } else if (k == "application_name") {
+        db.application_name = p.value;
+      } else if (k == "connect_query") {
+        db.connect_query = p.value;
+      } else if (k == "auth_user") {
+        db.auth_user = p.value;
+      } else if (k == "auth_query") {
+        db.auth_query = p.value;
+      } else if (k == "auth_dbname") {
+        db.auth_dbname = p.value;
+      } else if (k == "session_state_action") {
+        SessionPolicy policy;
+        if (auto err = parse_session_policy(p.value, policy); !err.empty()) {
+          bad("session_state_action: " + err);
+        } else {
+          db.session_state_action = policy;
+        }
+      } else if (kPgBouncerOnlyDatabaseKeys.contains(k)) {
+        warn(e.origin, label + ": parameter " + quoted(k));
+      } else {
+        bad("unknown database parameter " + quoted(k));
+      }
+    }
+    if (!ok) return;
+    // A database defined twice: the later line wins, as in PgBouncer.
+    if (db.name == "*") {
+      config_->fallback_database = std::move(db);
+    } else {
+      config_->databases[db.name] = std::move(db);
+    }
+  }
+
+  void user_entry(const RawEntry& e) {
+    UserEntry user;
+    user.name = e.key;
+    user.line = e.origin.line;
+    std::vector<ConnParam> params;
+    if (std::string err = split_conn_params(e.value, params); !err.empty()) {
+      error(e.origin, e.key, err);
+      return;
+    }
+    bool ok = true;
+    for (const ConnParam& p : params) {
+      if (p.key == "pool_mode") {
+        PoolMode mode{};
+        if (auto err = parse_pool_mode(p.value, mode); !err.empty()) {
+          error(e.origin, e.key, "pool_mode: " + err);
+          ok = false;
+        } else {
+          user.pool_mode = mode;
+        }
+      } else if (p.key == "session_state_action") {
+        SessionPolicy policy;
+        if (auto err = parse_session_policy(p.value, policy); !err.empty()) {
+          error(e.origin, e.key, "session_state_action: " + err);
+          ok = false;
+        } else {
+          user.session_state_action = policy;
+        }
+      } else if (p.key == "max_user_connections") {
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 1'000'000, n); !err.empty()) {
+          error(e.origin, e.key, "max_user_connections: " + err);
+          ok = false;
+        } else {
+          user.max_user_connections = n;
+        }
+      } else if (p.key == "max_user_client_connections") {
+        int n = 0;
+        if (auto err = parse_int(p.value, 0, 10'000'000, n); !err.empty()) {
+          error(e.origin, e.key, "max_user_client_connections: " + err);
+          ok = false;
+        } else {
+          user.max_user_client_connections = n;
+        }
+      } else if (auto timeout = user_timeout_field(p.key)) {
+        Duration d{};
+        if (auto err = parse_duration(p.value, d); !err.empty()) {
+          error(e.origin, e.key, p.key + ": " + err);
+          ok = false;
+        } else {
+          user.*timeout = d;
+        }
+      } else if (kPgBouncerOnlyUserKeys.contains(p.key)) {
+        warn(e.origin, "user " + quoted(e.key) + ": parameter " + quoted(p.key));
+      } else {
+        error(e.origin, e.key, "unknown user parameter " + quoted(p.key));
+        ok = false;
+      }
+    }
+    if (ok) config_->users[user.name] = std::move(user);
+  }
+
+  std::string top_name_;
+  std::shared_ptr<Config> config_;
+  std::vector<ConfigError> errors_;
+  std::vector<Source> sources_;
+  std::vector<Origin> handed_;  // handed_[n - 1]: where inih's line n came from
+  std::vector<RawEntry> entries_;
+  std::vector<Section> entry_sections_;  // the section each entry is in
+  Section section_ = Section::none;
+  int section_counter_ = 0;
+};
+
+}  // namespace
+
+ConfigLoadResult load_config_string(const std::string& text, const std::string& name) {
+  return Loader(name).run(text);
+}
+
+std::string apply_setting(Settings& settings, std::string_view key, std::string_view value) {
+  const auto& setters = main_setters();
+  auto it = setters.find(lower(key));
+  if (it == setters.end()) return "unknown setting";
+  return it->second(value, settings);
+}
+
+ConfigLoadResult load_config_file(const std::string& path) {
+  std::string text, err;
+  if (!read_whole_file(path, text, err)) {
+    ConfigLoadResult result;
+    result.errors.push_back({path, 0, "", err});
+    return result;
+  }
+  return Loader(path).run(std::move(text));
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,226 @@
+// The configuration: a pgbouncer.ini-compatible file ([databases], [users], and the main section
+// [pgsluice] or [pgbouncer]) parsed by inih into one validated, immutable snapshot. An error names
+// the file, the line and the key; a PgBouncer key pgsluice does not implement yet is a warning.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pooler/config/session_policy.h"
+
+namespace pgsluice {
+// One worker thread per CPU (at most 64: SharedLimits keeps a bit per worker).
+int default_workers();
+}  // namespace pgsluice
+
+namespace pgsluice {
+
+enum class PoolMode { session, transaction };
+// hba: each connection's method comes from auth_hba_file (auth_hba.h).
+enum class AuthType { trust, plain, md5, scram_sha_256, cert, hba };
+// libpq's sslmode values, as PgBouncer's client_tls_sslmode and server_tls_sslmode take them.
+enum class SslMode { disable, allow, prefer, require, verify_ca, verify_full };
+
+std::string_view to_string(PoolMode mode);
+std::string_view to_string(AuthType type);
+std::string_view to_string(SslMode mode);
+
+// One [databases] line: `name = host=… port=… dbname=… user=… password=… pool_size=…
+// pool_mode=…`. Unset optional keys fall back to the main section.
+struct DatabaseEntry {
+  std::string name;  // the name clients connect to ("*" for the fallback entry)
+  std::string
+      host;  // empty: the Unix socket in unix_socket_dir of the server ("/var/run/postgresql")
+  int port = 5432;
+  std::string dbname;  // empty: same as name (or the client's database for "*")
+  std::string user;    // empty: the client's user
+  std::string password;
+  std::optional<int> pool_size;
+  // Pool limits and lifecycle (pool_limits.h); unset: the main section's value.
+  std::optional<int> min_pool_size;
+  std::optional<int> reserve_pool;
+  std::optional<int> max_db_connections;
+  std::optional<std::chrono::milliseconds> server_lifetime;
+  std::optional<int> max_db_client_connections;  // client_limits.h; unset: the main section's
+  std::optional<PoolMode> pool_mode;
+  std::string client_encoding;
+  std::string datestyle;
+  std::string timezone;
+  std::string application_name;
+  std::string connect_query;
+  // auth_query lookups for clients of this database (auth_query.h); empty: the main section's.
+  std::string auth_user;
+  std::string auth_query;
+  std::string auth_dbname;
+  std::optional<SessionPolicy> session_state_action;
+  int line = 0;  // where it was defined, for messages
+};
+
+// One [users] line: `name = pool_mode=…`.
+struct UserEntry {
+  std::string name;
+  std::optional<PoolMode> pool_mode;
+  std::optional<SessionPolicy> session_state_action;
+  std::optional<int> max_user_connections;  // unset: the main section's
+  // Client timeouts and limit of this user's clients (client_timeouts.h, client_limits.h);
+  // unset: the main section's.
+  std::optional<std::chrono::milliseconds> client_idle_timeout;
+  std::optional<std::chrono::milliseconds> query_timeout;
+  std::optional<std::chrono::milliseconds> idle_transaction_timeout;
+  std::optional<std::chrono::milliseconds> transaction_timeout;
+  std::optional<int> max_user_client_connections;
+  int line = 0;
+};
+
+using Duration = std::chrono::milliseconds;
+
+// TLS towards clients (client_tls_*: pgsluice is the TLS server) or towards PostgreSQL
+// (server_tls_*: pgsluice is the TLS client). The files are read when the SSL_CTX is built
+// (tls_context.h), not here.
+struct TlsSettings {
+  SslMode sslmode = SslMode::disable;
+  std::string key_file;
+  std::string cert_file;
+  std::string ca_file;
+  std::string protocols = "secure";  // PgBouncer's: secure, all, legacy, or tlsv1.2,tlsv1.3
+  std::string ciphers = "fast";      // PgBouncer's names, or an OpenSSL cipher list
+};
+
+struct Settings {
+  std::string listen_addr = "127.0.0.1";  // comma-separated; "*" = all IPv4 and IPv6
+  int listen_port = 6432;
+  std::string unix_socket_dir;  // empty: no Unix socket
+  AuthType auth_type = AuthType::md5;
+  std::string auth_file;
+  std::string auth_hba_file;  // pg_hba.conf format, read under auth_type = hba (auth_hba.h)
+  // A user without an auth_file entry: its secret is looked up on the server with auth_query,
+  // logged in as auth_user (whose password is in auth_file), in the client's database or in
+  // auth_dbname's; results are kept auth_query_cache_ttl (0: looked up at every login).
+  std::string auth_user;
+  std::string auth_query =
+      "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL ELSE rolpassword END FROM "
+      "pg_authid WHERE rolname=$1 AND rolcanlogin";
+  std::string auth_dbname;
+  Duration auth_query_cache_ttl = std::chrono::seconds(60);
+  PoolMode pool_mode = PoolMode::session;
+  int default_pool_size = 20;
+  int max_client_conn = 100;
+  std::string server_reset_query = "DISCARD ALL";
+  Duration query_wait_timeout = std::chrono::seconds(120);  // 0 disables
+  Duration server_connect_timeout = std::chrono::seconds(15);
+  Duration server_login_retry = std::chrono::seconds(15);
+  Duration client_login_timeout = std::chrono::seconds(60);
+  // Pool limits and server lifecycle (PgBouncer's names, defaults and meanings;
+  // docs/operations.md).
+  int min_pool_size = 0;
+  int reserve_pool_size = 0;
+  Duration reserve_pool_timeout = std::chrono::seconds(5);  // 0: the reserve is never used
+  int max_db_connections = 0;                               // 0: unlimited
+  int max_user_connections = 0;                             // 0: unlimited
+  Duration server_lifetime = std::chrono::seconds(3600);  // staggered per server, see pool_limits.h
+  Duration server_idle_timeout = std::chrono::seconds(600);  // 0 disables
+  std::string server_check_query = "select 1";               // empty: no check
+  Duration server_check_delay = std::chrono::seconds(30);
+  bool server_reset_query_always = false;
+  bool server_fast_close = false;
+  // Client timeouts (client_timeouts.h), PgBouncer's names and meanings; 0 disables.
+  Duration client_idle_timeout{0};
+  Duration query_timeout{0};
+  Duration idle_transaction_timeout{0};
+  Duration transaction_timeout{0};
+  Duration cancel_wait_timeout = std::chrono::seconds(10);
+  // SIGINT / SHUTDOWN WAIT_FOR_SERVERS: how long running transactions may take to finish
+  // before pgsluice exits anyway (pgsluice's own key; PgBouncer waits forever). 0: no bound.
+  Duration shutdown_timeout = std::chrono::seconds(30);
+  int max_db_client_connections = 0;    // per database, 0: no limit
+  int max_user_client_connections = 0;  // per user, 0: no limit
+  bool so_reuseport = false;            // SO_REUSEPORT on the TCP listeners
+  std::vector<std::string> ignore_startup_parameters;
+  bool application_name_add_host = false;
+  uint32_t max_packet_size = 2147483647;
+  bool log_connections = true;
+  bool log_disconnections = true;
+  bool log_pooler_errors = true;
+  std::string logfile;  // empty: stderr
+  std::string pidfile;
+  std::vector<std::string> admin_users;
+  std::vector<std::string> stats_users;
+  // Worker threads (pgsluice's key): one per CPU unless set; `auto` or 0 mean the same.
+  int workers = default_workers();
+  // Protocol-level prepared statements kept per server in transaction mode; 0 turns the
+  // rewriting off (and lets "prepared statement does not exist" through, as PgBouncer < 1.21).
+  int max_prepared_statements = 200;
+  std::string verbose_level = "info";                // trace, debug, info, warn, error
+  Duration stats_period = std::chrono::seconds(60);  // SHOW STATS averages (PgBouncer's)
+  std::string metrics_addr = "127.0.0.1";            // the Prometheus endpoint
+  int metrics_port = 0;                              // 0: no /metrics endpoint
+  TlsSettings client_tls;                            // client_tls_*: default disable
+  TlsSettings server_tls{.sslmode = SslMode::prefer,
+                         .key_file = {},
+                         .cert_file = {},
+                         .ca_file = {},
+                         .protocols = "secure",
+                         .ciphers = "fast"};  // server_tls_*: PgBouncer's default
+  // Unset: warn in transaction mode, off in session mode (where nothing leaks between clients).
+  std::optional<SessionPolicy> session_state_action;
+  // Compare tracked with real session state after a release (session_verify.h); `sample`
+  // checks one release in session_state_verify_sample.
+  SessionVerifyMode session_state_verify = SessionVerifyMode::off;
+  int session_state_verify_sample = 100;
+  // A client idle in a transaction on its server longer than this is a `long_hold` finding.
+  Duration session_state_long_hold = std::chrono::seconds(10);  // 0 disables
+  std::string leak_report_file;  // the JSON leak report, written at shutdown and by LEAK REPORT
+};
+
+struct Config {
+  std::string path;  // the file it was read from
+  Settings settings;
+  std::map<std::string, DatabaseEntry> databases;  // without the fallback
+  std::optional<DatabaseEntry> fallback_database;  // the "*" entry
+  std::map<std::string, UserEntry> users;
+  std::vector<std::string> warnings;  // "file:line: key 'x' is a PgBouncer setting …"
+
+  // The entry for a database a client asks for: its own line, or the fallback made concrete.
+  [[nodiscard]] std::optional<DatabaseEntry> find_database(const std::string& name) const;
+  [[nodiscard]] PoolMode pool_mode_for(const DatabaseEntry& db, const std::string& user) const;
+  [[nodiscard]] int pool_size_for(const DatabaseEntry& db) const;
+  // Per-database values over the main section's (0 limits: unlimited).
+  [[nodiscard]] int min_pool_size_for(const DatabaseEntry& db) const;
+  [[nodiscard]] int reserve_pool_for(const DatabaseEntry& db) const;
+  [[nodiscard]] int max_db_connections_for(const DatabaseEntry& db) const;
+  [[nodiscard]] Duration server_lifetime_for(const DatabaseEntry& db) const;
+  // The [users] entry's max_user_connections, else the main section's (0: unlimited).
+  [[nodiscard]] int max_user_connections_for(const std::string& user) const;
+  // The most specific session_state_action: the user's, the database's, the main section's,
+  // else the pool mode's default.
+  [[nodiscard]] SessionPolicy session_policy_for(const DatabaseEntry& db, const std::string& user,
+                                                 PoolMode mode) const;
+};
+
+struct ConfigError {
+  std::string file;
+  int line = 0;  // 0: not about one line (a missing file)
+  std::string key;
+  std::string message;
+  [[nodiscard]] std::string to_string() const;  // "file:line: key: message"
+};
+
+struct ConfigLoadResult {
+  std::shared_ptr<const Config> config;  // null when errors is not empty
+  std::vector<ConfigError> errors;
+};
+
+ConfigLoadResult load_config_file(const std::string& path);
+// Parses `text` as if it were the file `name` (tests, and an inline config).
+ConfigLoadResult load_config_string(const std::string& text, const std::string& name);
+
+// One main-section `key = value`, parsed and checked as in the file (the admin console's SET).
+// Returns an error message, empty on success; "unknown setting" for a key that is not one.
+std::string apply_setting(Settings& settings, std::string_view key, std::string_view value);
+
+}  // namespace pgsluice

@@ -1,0 +1,650 @@
+// A client connection's life: startup, authentication, greeting, forwarding, close.
+#include "pooler/core/client.h"
+
+#include <openssl/rand.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "pgsluice/protocol/frontend.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/startup.h"
+#include "pooler/admin/session.h"
+#include "pooler/admin/views.h"
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/auth_query.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+#include "pooler/net/tls_session.h"
+#include "pooler/ops/client_limits.h"
+#include "pooler/ops/shutdown.h"
+#include "pooler/session_state/check.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace fe = pgsluice::protocol::frontend;
+
+namespace {
+// A client message larger than this that has not fully arrived is passed to the server in
+// pieces (big CopyData or Bind) instead of being buffered whole.
+constexpr size_t kPassthroughThreshold = 64 * 1024;
+
+bool may_pass_through(char type) {
+  return type == fe::kCopyData || type == fe::kBind;
+}
+
+std::string peer_name(Channel& channel) {
+  if (!channel.is_tcp()) return "unix";
+  sockaddr_storage addr{};
+  int len = sizeof(addr);
+  if (uv_tcp_getpeername(channel.tcp(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return "?";
+  }
+  char host[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    uv_ip4_name(in, host, sizeof(host));
+    port = ntohs(in->sin_port);
+    return fmt::format("{}:{}", host, port);
+  }
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  uv_ip6_name(in6, host, sizeof(host));
+  port = ntohs(in6->sin6_port);
+  return fmt::format("[{}]:{}", host, port);
+}
+
+bool is_false(std::string_view v) {
+  return v == "false" || v == "0" || v == "off" || v == "no";
+}
+}  // namespace
+
+Client::Client(Worker& worker, uint64_t id)
+    : worker_(worker),
+      id_(id),
+      channel_(worker.loop(), *this, pp::FramePhase::startup, worker.settings().max_packet_size),
+      log_id_(fmt::format("C-{}", id)) {}
+
+Client::~Client() = default;
+
+void Client::start() {
+  peer_ = peer_name(channel_);
+  log_id_ = fmt::format("C-{} {}", id_, peer_);
+  connected_ms_ = last_request_ms_ = worker_.now_ms();
+  channel_.start_reading();
+}
+
+void Client::set_state(State state) {
+  state_ = state;
+}
+
+// --- errors and closing ---
+
+void Client::send_error(std::string_view severity, std::string_view code, std::string_view message,
+                        std::string_view hint) {
+  pp::ErrorNotice error{
+      .severity = severity, .code = code, .message = message, .detail = {}, .hint = hint};
+  pp::write_error_response(channel_.output(), error);
+}
+
+void Client::fail(std::string_view code, std::string_view message) {
+  if (state_ == State::closing) return;
+  if (worker_.settings().log_pooler_errors) spdlog::warn("{} error: {}", log_id_, message);
+  send_error("FATAL", code, message);
+  close(message);
+}
+
+void Client::protocol_violation(std::string_view message) {
+  fail(sqlstate::kProtocolViolation, message);
+}
+
+void Client::close(std::string_view reason) {
+  if (state_ == State::closing) return;
+  if (worker_.settings().log_disconnections && state_ != State::startup) {
+    spdlog::info("{} closing: {}", log_id_, reason);
+  }
+  if (pool_ != nullptr) pool_->forget_client(*this);
+  if (server_ != nullptr) {
+    Server* server = server_;
+    server_ = nullptr;
+    server->detach_client();
+  }
+  if (registered_for_cancel_) worker_.unregister_cancel_key(*this);
+  if (auth_lookup_pending_) worker_.auth_query().forget(*this);
+  set_state(State::closing);
+  channel_.close_when_flushed();
+}
+
+void Client::on_channel_error(Channel&, int status) {
+  if (!channel_.tls_error().empty()) {
+    spdlog::info("{} {}", log_id_, channel_.tls_error());
+    close(channel_.tls_error());
+    return;
+  }
+  close(status == UV_EOF ? "client closed the connection"
+                         : fmt::format("client connection failed: {}", uv_strerror(status)));
+}
+
+void Client::on_channel_closed(Channel&) {
+  worker_.on_client_closed(*this);
+}
+
+void Client::on_channel_drained(Channel&) {
+  // The client took what its server sent: the server may read again.
+  if (server_ != nullptr && state_ == State::active) server_->channel().start_reading();
+}
+
+void Client::on_server_drained() {
+  if (state_ == State::active) channel_.start_reading();
+}
+
+// --- input dispatch ---
+
+void Client::on_channel_readable(Channel&) {
+  last_request_ms_ = worker_.now_ms();
+  process_input();
+}
+
+void Client::process_input() {
+  switch (state_) {
+    case State::startup:
+      process_startup_input();
+      return;
+    case State::auth:
+      process_auth_input();
+      return;
+    case State::idle:
+    case State::active:
+      process_regular_input();
+      return;
+    case State::welcome_wait:
+    case State::waiting:
+    case State::closing:
+      return;
+  }
+}
+
+// --- startup ---
+
+void Client::process_startup_input() {
+  while (state_ == State::startup) {
+    pp::FrameResult frame = channel_.input().next();
+    if (frame.status == pp::FrameStatus::need_more) return;
+    if (frame.status == pp::FrameStatus::error) {
+      protocol_violation(fmt::format("invalid startup packet: {}", pp::to_string(frame.error)));
+      return;
+    }
+    // A false return ends the startup phase (or the connection); a PasswordMessage that came
+    // in the same read as the StartupMessage is handled right below.
+    if (!handle_startup_packet(frame.message)) break;
+  }
+  if (state_ == State::auth) process_auth_input();
+}
+
+bool Client::handle_startup_packet(const pp::Message& message) {
+  auto packet = pp::parse_startup_packet(message.body);
+  if (!packet) {
+    protocol_violation(fmt::format("invalid startup packet: {}", pp::to_string(packet.error)));
+    return false;
+  }
+  switch (packet.value.kind) {
+    case pp::StartupKind::ssl_request:
+    case pp::StartupKind::gssenc_request:
+      // Bytes behind the request would be read as if they had come over the encrypted channel
+      // (CVE-2021-23214): refuse them.
+      if (channel_.input().unread_size() > 0) {
+        protocol_violation("unexpected data after an encryption request");
+        return false;
+      }
+      if (channel_.tls() != nullptr) {
+        protocol_violation("SSL request inside SSL");
+        return false;
+      }
+      if (packet.value.kind == pp::StartupKind::ssl_request && accept_tls()) return true;
+      channel_.output().push_back('N');
+      channel_.flush();
+      return true;
+    case pp::StartupKind::cancel_request:
+      handle_cancel_request(packet.value);
+      return false;
+    case pp::StartupKind::startup_message:
+      channel_.input().set_phase(pp::FramePhase::regular);
+      if (!tls_requirement_met()) return false;
+      return handle_startup_message(packet.value);
+  }
+  return false;
+}
+
+void Client::handle_cancel_request(const pp::StartupPacket& packet) {
+  // The worker holding the client delivers it (this one, or another: the pid tells which).
+  worker_.route_cancel(packet.cancel_pid, std::string(packet.cancel_key), log_id_);
+  // The protocol answers a CancelRequest by closing the connection, never with a message.
+  set_state(State::closing);
+  channel_.close();
+}
+
+bool Client::handle_startup_message(const pp::StartupPacket& packet) {
+  const Settings& settings = worker_.settings();
+  pp::VersionNegotiation version = pp::negotiate_protocol_version(packet);
+  protocol_version_ = version.accepted_version;
+  if (version.send_negotiate) {
+    pp::write_negotiate_protocol_version(channel_.output(), version.newest_minor,
+                                         version.unrecognized_options);
+  }
+  user_ = std::string(packet.parameter("user"));
+  database_ = std::string(packet.parameter("database"));
+  if (database_.empty()) database_ = user_;
+  log_id_ = fmt::format("C-{} {}@{} {}", id_, user_, database_, peer_);
+  if (user_.empty()) {
+    fail(sqlstate::kInvalidAuthorizationSpecification,
+         "no PostgreSQL user name specified in startup packet");
+    return false;
+  }
+
+  for (const auto& [name, value] : packet.parameters) {
+    if (name == "user" || name == "database" || name.starts_with("_pq_.")) continue;
+    if (name == "replication") {
+      if (is_false(value)) continue;
+      fail(sqlstate::kFeatureNotSupported, "replication connections are not supported by pgsluice");
+      return false;
+    }
+    bool ignored = std::any_of(settings.ignore_startup_parameters.begin(),
+                               settings.ignore_startup_parameters.end(),
+                               [&](const std::string& p) { return iequals(p, name); });
+    if (ignored) continue;
+    if (name == "options") {
+      std::vector<std::pair<std::string, std::string>> settings_in_options;
+      if (!parse_startup_options(value, settings_in_options)) {
+        fail(sqlstate::kFeatureNotSupported,
+             fmt::format("unsupported startup option \"{}\": only -c name=value settings are "
+                         "supported",
+                         value));
+        return false;
+      }
+      for (const auto& [n, v] : settings_in_options) {
+        std::string_view tracked = tracked_parameter_name(n);
+        if (tracked.empty()) {
+          extras_.set(n, v);
+        } else {
+          reported_.set(tracked, v);
+        }
+      }
+      continue;
+    }
+    std::string_view tracked = tracked_parameter_name(name);
+    if (tracked.empty()) {
+      extras_.set(name, value);
+    } else {
+      reported_.set(tracked, value);
+    }
+  }
+  if (settings.application_name_add_host) {
+    const std::string* app = reported_.get("application_name");
+    reported_.set("application_name",
+                  fmt::format("{} - {}", app != nullptr ? *app : std::string(), peer_));
+  }
+
+  // The admin console is a virtual database (admin_session.h), never looked up in [databases].
+  admin_console_ = is_admin_database(database_);
+  if (!admin_console_) {
+    if (auto entry = worker_.config().find_database(database_)) {
+      db_entry_ = std::make_unique<DatabaseEntry>(std::move(*entry));
+    }
+  }
+  if (!admin_console_ && !db_entry_) {
+    fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
+    return false;
+  }
+  if (worker_.group().client_count().load(std::memory_order_relaxed) >
+      static_cast<size_t>(settings.max_client_conn)) {
+    fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
+    return false;
+  }
+  if (!admin_console_ && !client_limits_admit(worker_, *this)) return false;
+  // DISABLE db (admin_control.h) refuses new connections; it fails the client itself.
+  if (!admin_console_ && !worker_.admin_control().admit(*this)) return false;
+
+  begin_authentication();  // client_login.cc
+  return false;
+}
+
+// --- authentication ---
+
+void Client::process_auth_input() {
+  if (!auth_) return;  // the secret is still being looked up (auth_query)
+  while (state_ == State::auth) {
+    pp::FrameResult frame = channel_.input().next();
+    if (frame.status == pp::FrameStatus::need_more) return;
+    if (frame.status == pp::FrameStatus::error) {
+      protocol_violation(fmt::format("invalid message: {}", pp::to_string(frame.error)));
+      return;
+    }
+    if (frame.message.type != fe::kPasswordMessage) {
+      protocol_violation(
+          fmt::format("expected a password response, got message type '{}'", frame.message.type));
+      return;
+    }
+    ClientAuth::Result result = auth_->on_response(frame.message.body, channel_.output());
+    switch (result) {
+      case ClientAuth::Result::need_response:
+        channel_.flush();
+        break;
+      case ClientAuth::Result::ok:
+        auth_succeeded();
+        return;
+      case ClientAuth::Result::failed:
+        spdlog::warn("{} login failed: {}", log_id_, auth_->failure_reason());
+        note_auth_failure();
+        send_error("FATAL", sqlstate::kInvalidPassword,
+                   fmt::format("password authentication failed for user \"{}\"", user_));
+        close("authentication failed");
+        return;
+      case ClientAuth::Result::protocol_violation:
+        protocol_violation("malformed authentication response");
+        return;
+    }
+  }
+}
+
+void Client::auth_succeeded() {
+  if (admin_console_) {
+    // No pool: the console session checks admin_users / stats_users and greets (or fails).
+    auth_.reset();
+    set_state(State::idle);
+    admin_ = AdminSession::start(worker_, *this);
+    return;
+  }
+  pool_ = &worker_.pool_for(*db_entry_, user_);
+  ServerCredentials& cred = pool_->credentials();
+  if (secret_from_lookup_ && cred.user == user_ && auth_->secret()) {
+    // auth_query's secret logs the pool in (an MD5 hash, or SCRAM pass-through below); the
+    // latest lookup wins, so a password changed on the server reaches the pool too.
+    cred.password = *auth_->secret();
+  }
+  if (auth_->proven_client_key() && cred.user == user_ && pp::is_scram_verifier(cred.password)) {
+    // SCRAM pass-through: the keys this client proved log the pool in to the server.
+    cred.scram_client_key = auth_->proven_client_key();
+    cred.scram_server_key = auth_->proven_server_key();
+  }
+  auth_.reset();
+  session_policy_ = worker_.config().session_policy_for(*db_entry_, user_, pool_->mode());
+  db_entry_.reset();
+  session_checks_ = pool_->mode() == PoolMode::transaction && !session_policy_.all_off();
+  set_state(State::welcome_wait);
+  channel_.stop_reading();
+  pool_->request_welcome(*this);
+}
+
+void Client::on_welcome(const ParameterSet& server_parameters) {
+  if (state_ != State::welcome_wait) return;
+  if (!worker_.register_cancel_key(*this)) {
+    spdlog::error("{} could not generate a random cancel key", log_id_);
+    fail(sqlstate::kInternalError, "could not generate random cancel key");
+    return;
+  }
+  registered_for_cancel_ = true;
+  std::string& out = channel_.output();
+  pp::write_authentication_ok(out);
+  for (const auto& [name, value] : server_parameters.items()) {
+    if (reported_.get(name) == nullptr) reported_.set(name, value);
+  }
+  for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
+  pp::write_backend_key_data(out, cancel_pid_, cancel_key_);
+  pp::write_ready_for_query(out, 'I');
+  channel_.flush();
+  if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id_);
+  set_state(State::idle);
+  channel_.start_reading();
+  process_input();
+}
+
+void Client::set_cancel_key(int32_t pid, std::string key) {
+  cancel_pid_ = pid;
+  cancel_key_ = std::move(key);
+}
+
+// --- forwarding ---
+
+void Client::process_regular_input() {
+  if (admin_ != nullptr) {
+    admin_->on_input();
+    return;
+  }
+  if (state_ == State::active) {
+    forward_to_server();
+    return;
+  }
+  if (state_ != State::idle) return;
+  pp::HeaderResult header = channel_.input().peek();
+  if (header.status == pp::FrameStatus::need_more) return;
+  if (header.status == pp::FrameStatus::error) {
+    protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
+    return;
+  }
+  if (header.header.type == fe::kTerminate) {
+    close("client sent Terminate");
+    return;
+  }
+  if (!pp::is_known_message(pp::Direction::frontend, header.header.type) ||
+      header.header.type == fe::kPasswordMessage) {
+    protocol_violation(
+        fmt::format("invalid frontend message type {}", static_cast<int>(header.header.type)));
+    return;
+  }
+  set_state(State::waiting);
+  wait_started_ms_ = worker_.now_ms();
+  pool_->request_server(*this);
+  // Queued: wait without reading more, so that a client whose server is slow to come cannot
+  // fill the pooler's memory. (Not before asking: when an idle server is there, stopping and
+  // restarting the read would cost two epoll_ctl calls per transaction.)
+  if (state_ == State::waiting) channel_.stop_reading();
+}
+
+void Client::on_server_linked(Server& server) {
+  server_ = &server;
+  set_state(State::active);
+  channel_.start_reading();
+  forward_to_server();
+}
+
+void Client::forward_to_server() {
+  pp::FrameReader& in = channel_.input();
+  Channel& out = server_->channel();
+  const char* batch_begin = nullptr;
+  size_t batch_size = 0;
+  auto flush_batch = [&] {
+    if (batch_size > 0) out.output().append(batch_begin, batch_size);
+    batch_begin = nullptr;
+    batch_size = 0;
+  };
+
+  bool answered_here = false;
+  while (state_ == State::active) {
+    if (passthrough_remaining_ > 0) {
+      size_t n = std::min(passthrough_remaining_, in.unread_size());
+      if (n == 0) break;
+      flush_batch();
+      out.output().append(in.unread().substr(0, n));
+      in.skip(n);
+      passthrough_remaining_ -= n;
+      continue;
+    }
+    pp::HeaderResult header = in.peek();
+    if (header.status == pp::FrameStatus::need_more) break;
+    if (header.status == pp::FrameStatus::error) {
+      flush_batch();
+      out.flush();
+      protocol_violation(header.error == pp::ParseError::too_long
+                             ? "message too long (max_packet_size)"
+                             : fmt::format("invalid message: {}", pp::to_string(header.error)));
+      return;
+    }
+    char type = header.header.type;
+    if (!pp::is_known_message(pp::Direction::frontend, type) || type == fe::kPasswordMessage) {
+      flush_batch();
+      out.flush();
+      protocol_violation(fmt::format("invalid frontend message type {}", static_cast<int>(type)));
+      return;
+    }
+    if (header.header.wire_size() > in.unread_size()) {
+      // A Bind is rewritten when statements are: it must be whole.
+      bool streamable =
+          may_pass_through(type) && !(type == fe::kBind && server_->rewrites_statements());
+      if (header.header.wire_size() > kPassthroughThreshold && streamable) {
+        server_->note_client_message(type);
+        passthrough_remaining_ = header.header.wire_size();
+        continue;
+      }
+      break;
+    }
+    pp::FrameResult frame = in.next();
+    if (spdlog::should_log(spdlog::level::trace)) {
+      spdlog::trace("{} -> '{}' ({} bytes)", log_id_, type, frame.message.wire.size());
+    }
+    if (type == fe::kTerminate) {
+      flush_batch();
+      out.flush();
+      close("client sent Terminate");
+      return;
+    }
+    if (discard_until_sync_) {
+      // After an error the pooler gave in PostgreSQL's place, PostgreSQL would skip to Sync.
+      if (type != fe::kSync) continue;
+      discard_until_sync_ = false;
+    }
+    if (session_checks_ && (type == fe::kQuery || type == fe::kParse)) {
+      std::string message, hint;
+      if (check_session_state(worker_, *this, *server_, session_policy_, frame.message, message,
+                              hint) == SessionCheckResult::refused) {
+        flush_batch();
+        if (type == fe::kParse && server_->rewrites_statements()) {
+          refuse_until_sync(sqlstate::kFeatureNotSupported, message, hint);
+          server_->note_client_message(type, /*queue_reply=*/false);
+        } else {
+          write_refusal(frame.message, message, hint, out.output());
+          server_->note_client_message(type);
+        }
+        continue;
+      }
+    }
+    if (!refused_statements_.empty() && !server_->rewrites_statements() &&
+        (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {
+      flush_batch();
+      if (bind_refused_statement(frame.message, out.output())) {
+        server_->note_client_message(type);
+        continue;
+      }
+    }
+    if (server_->rewrites_statements() &&
+        (type == fe::kParse || type == fe::kBind || type == fe::kDescribe || type == fe::kClose ||
+         type == fe::kQuery)) {
+      flush_batch();
+      switch (route_statement_message(frame.message, out.output())) {
+        case Routed::as_is:
+          break;
+        case Routed::written:
+          server_->note_client_message(type, /*queue_reply=*/false);
+          continue;
+        case Routed::answered:
+          // A Query answered here owes no ReadyForQuery from the server.
+          if (type != fe::kQuery) server_->note_client_message(type, /*queue_reply=*/false);
+          answered_here = true;
+          continue;
+      }
+    }
+    std::string_view wire = frame.message.wire;
+    server_->note_client_message(type, /*queue_reply=*/true, wire);
+    if (batch_begin != nullptr && batch_begin + batch_size == wire.data()) {
+      batch_size += wire.size();
+    } else {
+      flush_batch();
+      batch_begin = wire.data();
+      batch_size = wire.size();
+    }
+  }
+  flush_batch();
+  out.flush();
+  // The server cannot take more for now: stop reading until it drains.
+  if (out.over_high_water()) channel_.stop_reading();
+  if (answered_here) {
+    channel_.flush();
+    // A DEALLOCATE answered here may have been all the client sent: the link ends as usual.
+    if (server_ != nullptr) server_->release_if_nothing_owed();
+  }
+}
+
+void Client::on_server_released() {
+  server_ = nullptr;
+  set_state(State::idle);
+  // SIGINT: the transaction this client ran is over; what it sends next is never begun.
+  if (worker_.shutdown().draining()) {
+    fail(sqlstate::kAdminShutdown, kShutdownMessage);
+    return;
+  }
+  channel_.start_reading();
+  process_regular_input();
+}
+
+void Client::on_server_lost(std::string_view reason) {
+  server_ = nullptr;
+  if (state_ == State::closing) return;
+  fail(sqlstate::kConnectionFailure, fmt::format("server connection lost: {}", reason));
+}
+
+void Client::on_server_parameter(std::string_view name, std::string_view value) {
+  const std::string* current = reported_.get(name);
+  if (current != nullptr && *current == value) return;
+  reported_.set(name, value);
+  pp::write_parameter_status(channel_.output(), name, value);
+}
+
+}  // namespace pgsluice
+
+namespace pgsluice {
+
+void Client::write_refusal(const pp::Message& message, std::string_view text, std::string_view hint,
+                           std::string& out) {
+  std::string statement = rejection_statement(text, hint);
+  if (message.type == fe::kQuery) {
+    pp::write_query(out, statement);
+    return;
+  }
+  auto parse = pp::parse_parse(message.body);
+  std::string_view name = parse ? parse.value.statement : std::string_view();
+  pp::write_parse(out, name, statement, {});
+  if (!server_->rewrites_statements() &&
+      std::find(refused_statements_.begin(), refused_statements_.end(), name) ==
+          refused_statements_.end()) {
+    refused_statements_.emplace_back(name);
+  }
+}
+
+bool Client::bind_refused_statement(const pp::Message& message, std::string& out) {
+  auto forget = [this](std::string_view name) {
+    std::erase_if(refused_statements_, [&](const std::string& n) { return n == name; });
+  };
+  if (message.type == fe::kParse) {
+    // A statement that passed the checks takes the name again.
+    if (auto p = pp::parse_parse(message.body)) forget(p.value.statement);
+    return false;
+  }
+  if (message.type == fe::kClose) {
+    auto c = pp::parse_close(message.body);
+    if (c && c.value.kind == 'S') forget(c.value.name);
+    return false;
+  }
+  auto bind = pp::parse_bind(message.body);
+  if (!bind || std::find(refused_statements_.begin(), refused_statements_.end(),
+                         bind.value.statement) == refused_statements_.end()) {
+    return false;
+  }
+  // No parameter format, no parameter, no result format.
+  static constexpr char kNothing[6] = {0, 0, 0, 0, 0, 0};
+  pp::write_bind_renamed(out, bind.value.portal, bind.value.statement,
+                         std::string_view(kNothing, sizeof(kNothing)));
+  return true;
+}
+
+}  // namespace pgsluice

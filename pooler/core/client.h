@@ -1,0 +1,200 @@
+// One client connection: the startup phase (SSLRequest and GSSENCRequest declined, CancelRequest
+// routed, StartupMessage), authentication, the greeting, then its messages forwarded to whichever
+// server the pool links it to. Its session parameters travel with it from server to server.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "pgsluice/protocol/frame.h"
+#include "pgsluice/protocol/startup.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/auth/client_auth.h"
+#include "pooler/base/intrusive_list.h"
+#include "pooler/config/config.h"
+#include "pooler/config/session_policy.h"
+#include "pooler/core/prepared_statements.h"
+#include "pooler/net/channel.h"
+#include "pooler/session_state/params.h"
+
+namespace pgsluice {
+
+class AdminSession;
+struct AuthLookupResult;
+class Pool;
+class Server;
+class Worker;
+
+class Client final : public ChannelOwner {
+ public:
+  enum class State {
+    startup,       // before a StartupMessage (SSLRequest may come first)
+    auth,          // authentication exchange in progress
+    welcome_wait,  // authenticated, waiting for the pool's first server to log in
+    idle,          // logged in, no server
+    waiting,       // queued for a server
+    active,        // linked to a server
+    closing,
+  };
+
+  Client(Worker& worker, uint64_t id);
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client() override;
+
+  Channel& channel() { return channel_; }
+  // After accept(): records the peer address and starts reading.
+  void start();
+
+  // --- from the pool ---
+  void on_welcome(const ParameterSet& server_parameters);
+  void on_server_linked(Server& server);
+  // A request could not be served (query_wait_timeout, server login failures, shutdown): a
+  // FATAL error, then the connection closes.
+  void fail(std::string_view sqlstate, std::string_view message);
+
+  // --- from the linked server ---
+  void on_server_released();
+  void on_server_lost(std::string_view message);
+  // The server's socket took what this client sent: reading may resume.
+  void on_server_drained();
+  // A ParameterStatus the server reported while linked: the client sees it only when its own
+  // view of the value changes.
+  void on_server_parameter(std::string_view name, std::string_view value);
+
+  // --- from AuthQuery: the secret of a user without an auth_file entry (client_login.cc) ---
+  void on_auth_lookup(const AuthLookupResult& result);
+
+  // Closes the connection; `reason` is logged (when log_disconnections is on).
+  void close(std::string_view reason);
+
+  [[nodiscard]] State state() const { return state_; }
+  [[nodiscard]] uint64_t id() const { return id_; }
+  [[nodiscard]] Server* server() const { return server_; }
+  [[nodiscard]] Pool* pool() const { return pool_; }
+  [[nodiscard]] const std::string& user() const { return user_; }
+  [[nodiscard]] const std::string& database() const { return database_; }
+  [[nodiscard]] const ParameterSet& tracked_parameters() const { return reported_; }
+  [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
+  void set_cancel_key(int32_t pid, std::string key);
+  [[nodiscard]] const ParameterSet& startup_extras() const { return extras_; }
+  [[nodiscard]] uint64_t wait_started_ms() const { return wait_started_ms_; }
+  [[nodiscard]] uint64_t connected_ms() const { return connected_ms_; }
+  // When the client last sent anything (client_idle_timeout).
+  [[nodiscard]] uint64_t last_request_ms() const { return last_request_ms_; }
+  [[nodiscard]] int32_t cancel_pid() const { return cancel_pid_; }
+  [[nodiscard]] const std::string& cancel_key() const { return cancel_key_; }
+  [[nodiscard]] const std::string& log_id() const { return log_id_; }
+  [[nodiscard]] const std::string& peer() const { return peer_; }
+
+  // Protocol-level prepared statements: a name the server skipped (an error earlier in the
+  // batch) is free again.
+  void forget_statement(const std::string& name, uint64_t id);
+  // A stale plan (0A000) of `stmt` reached this client, or its batch was sent again with a
+  // Describe of the portal: the client knows the statement's new row description.
+  void note_stale_plan_seen(const PreparedStatement& stmt);
+
+  // ChannelOwner
+  void on_channel_readable(Channel& channel) override;
+  void on_channel_error(Channel& channel, int status) override;
+  void on_channel_drained(Channel& channel) override;
+  void on_channel_closed(Channel& channel) override;
+
+  ListNode worker_node;          // on the worker's list of clients
+  ListNode pool_node;            // on a pool's waiting list while it waits
+  uint64_t wait_started_us = 0;  // set by the pool when the client queues (wait-time stats)
+
+  // The admin console (database "pgsluice" or "pgbouncer"): answered by an AdminSession.
+  [[nodiscard]] bool is_admin_console() const { return admin_console_; }
+  [[nodiscard]] AdminSession* admin_session() const { return admin_.get(); }
+
+ private:
+  void set_state(State state);
+  void process_input();
+  void process_startup_input();
+  bool handle_startup_packet(const protocol::Message& message);
+  bool handle_startup_message(const protocol::StartupPacket& packet);
+  void handle_cancel_request(const protocol::StartupPacket& packet);
+  // TLS (tls_client.cc): answers an SSLRequest with 'S' and starts the handshake (false: decline
+  // with 'N'); refuses a plaintext StartupMessage under client_tls_sslmode >= require; logs in
+  // by the certificate's CN under auth_type = cert.
+  bool accept_tls();
+  bool tls_requirement_met();
+  void login_by_certificate();
+  // Authentication (client_login.cc): the method (auth_type, or the auth_hba_file rule that
+  // matches), the secret (auth_file, or auth_query), then the exchange.
+  void begin_authentication();
+  std::optional<AuthType> decide_by_hba();
+  bool peer_matches();
+  void start_exchange(std::optional<std::string> secret);
+  void note_auth_failure();
+  void process_auth_input();
+  void auth_succeeded();
+  void process_regular_input();
+  // Forwards complete (or streamable) messages to the linked server.
+  void forward_to_server();
+  void send_error(std::string_view severity, std::string_view sqlstate, std::string_view message,
+                  std::string_view hint = {});
+  void protocol_violation(std::string_view message);
+
+  // How a message went under prepared statement rewriting (client_statements.cc).
+  enum class Routed {
+    as_is,     // forward it unchanged
+    written,   // rewritten into the server's output; its reply is queued
+    answered,  // answered by the pooler (its made-up reply is queued); nothing sent
+  };
+  Routed route_statement_message(const protocol::Message& message, std::string& out);
+  void refuse_until_sync(std::string code, std::string message, std::string hint);
+  // A refused Query or Parse, replaced by a statement the server itself refuses.
+  void write_refusal(const protocol::Message& message, std::string_view text, std::string_view hint,
+                     std::string& out);
+  // Without statement rewriting, a refused Parse became a statement with no parameter: a Bind
+  // of it is sent without its parameters, so that the client gets the 0A000 at Execute
+  // rather than a parameter-count error. True when `message` was written here.
+  bool bind_refused_statement(const protocol::Message& message, std::string& out);
+
+  Worker& worker_;
+  uint64_t id_;
+  State state_ = State::startup;
+  Channel channel_;
+  std::string log_id_;
+  std::string peer_;
+  uint64_t connected_ms_ = 0;
+  uint64_t wait_started_ms_ = 0;
+  uint64_t last_request_ms_ = 0;
+
+  std::string user_;
+  std::string database_;
+  std::string application_name_;
+  int32_t protocol_version_ = 0;
+  // Only while logging in (its pool and session policy come from it): an idle client should not
+  // carry a copy of its [databases] line.
+  std::unique_ptr<DatabaseEntry> db_entry_;
+  std::optional<ClientAuth> auth_;
+  AuthType auth_method_ = AuthType::md5;  // the method in use (auth_type, or the hba rule's)
+  bool auth_lookup_pending_ = false;      // waiting for AuthQuery
+  bool secret_from_lookup_ = false;       // the secret came from auth_query
+  Pool* pool_ = nullptr;
+  Server* server_ = nullptr;
+  ParameterSet reported_;  // the client's view of every parameter the server reports
+  ParameterSet extras_;    // startup settings the server does not report
+
+  int32_t cancel_pid_ = 0;
+  std::string cancel_key_;
+  bool registered_for_cancel_ = false;
+  std::unordered_map<std::string, ClientStatement> statements_;
+  bool discard_until_sync_ = false;
+  std::vector<std::string> refused_statements_;  // see bind_refused_statement()
+  SessionPolicy session_policy_;
+  bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
+  size_t passthrough_remaining_ = 0;
+  bool admin_console_ = false;
+  std::unique_ptr<AdminSession> admin_;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,230 @@
+// A client's authentication after its StartupMessage (members of Client, kept apart from
+// client.cc): the method (auth_type, or under auth_type = hba the first auth_hba_file rule that
+// matches), the secret (the auth_file, or an auth_query lookup on the server), then the exchange
+// (ClientAuth). Failures use PostgreSQL's messages and SQLSTATEs.
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "pooler/auth/hba.h"
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/auth_query.h"
+#include "pooler/core/client.h"
+#include "pooler/core/worker.h"
+#include "pooler/net/tls_session.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+
+namespace {
+
+// A client certificate that was sent and verified against client_tls_ca_file.
+bool has_verified_certificate(TlsSession* tls) {
+  if (tls == nullptr) return false;
+  return SSL_get0_peer_certificate(tls->native()) != nullptr &&
+         SSL_get_verify_result(tls->native()) == X509_V_OK;
+}
+
+}  // namespace
+
+void Client::begin_authentication() {
+  AuthType method = worker_.settings().auth_type;
+  if (method == AuthType::hba) {
+    std::optional<AuthType> decided = decide_by_hba();
+    if (!decided) return;  // refused (the client was failed)
+    method = *decided;
+  }
+  if (method == AuthType::cert) {
+    login_by_certificate();  // tls_client.cc
+    return;
+  }
+  auth_method_ = method;
+  std::optional<std::string> secret = worker_.secret_for(user_);
+  if (!secret && method != AuthType::trust) {
+    AuthQuery& lookups = worker_.auth_query();
+    std::optional<AuthQuery::Target> target =
+        lookups.target_for(admin_console_ ? nullptr : db_entry_.get());
+    if (target) {
+      if (std::optional<AuthLookupResult> hit = lookups.cached(*target, user_)) {
+        on_auth_lookup(*hit);
+        return;
+      }
+      // Nothing is read until the answer: the client has not been asked for anything yet.
+      set_state(State::auth);
+      channel_.stop_reading();
+      auth_lookup_pending_ = true;
+      lookups.start(*target, user_, *this);
+      return;
+    }
+  }
+  start_exchange(std::move(secret));
+}
+
+void Client::on_auth_lookup(const AuthLookupResult& result) {
+  const bool waited = auth_lookup_pending_;
+  auth_lookup_pending_ = false;
+  if (state_ == State::closing) return;
+  if (result.status == AuthLookupResult::Status::failed) {
+    // The reason (a server down, auth_user's password, a bad auth_query) is in the log; the
+    // client learns nothing about the user.
+    fail(sqlstate::kConnectionFailure,
+         fmt::format("could not look up the password of user \"{}\" (auth_query)", user_));
+    return;
+  }
+  secret_from_lookup_ = true;
+  // A user the query does not know gets the same exchange as a wrong password, and the same
+  // answer (ClientAuth runs it against a secret nobody has).
+  start_exchange(result.status == AuthLookupResult::Status::found ? result.secret : std::nullopt);
+  if (waited && state_ == State::auth) {
+    channel_.start_reading();
+    process_auth_input();  // what the client may have sent meanwhile
+  }
+}
+
+void Client::start_exchange(std::optional<std::string> secret) {
+  const pp::ScramVerifier* plain_verifier = secret && auth_method_ == AuthType::scram_sha_256
+                                                ? worker_.plain_scram_verifier(user_, *secret)
+                                                : nullptr;
+  auth_.emplace(auth_method_, user_, std::move(secret), plain_verifier);
+  if (channel_.tls() != nullptr) auth_->set_channel_binding(channel_.tls()->server_end_point());
+  ClientAuth::Result result = auth_->start(channel_.output());
+  channel_.flush();
+  switch (result) {
+    case ClientAuth::Result::ok:
+      auth_succeeded();
+      return;
+    case ClientAuth::Result::need_response:
+      set_state(State::auth);
+      return;
+    case ClientAuth::Result::failed:
+    case ClientAuth::Result::protocol_violation:
+      fail(sqlstate::kInvalidPassword,
+           fmt::format("password authentication failed for user \"{}\"", user_));
+      return;
+  }
+}
+
+void Client::note_auth_failure() {
+  if (!secret_from_lookup_) return;
+  // The cached secret may be the one from before an ALTER ROLE … PASSWORD: ask again next time.
+  AuthQuery& lookups = worker_.auth_query();
+  if (auto target = lookups.target_for(admin_console_ ? nullptr : db_entry_.get())) {
+    lookups.invalidate(*target, user_);
+  }
+}
+
+std::optional<AuthType> Client::decide_by_hba() {
+  const HbaRules* rules = worker_.secrets().hba.get();
+  const bool local = !channel_.is_tcp();
+  sockaddr_storage addr{};
+  if (!local) {
+    int len = sizeof(addr);
+    if (uv_tcp_getpeername(channel_.tcp(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      addr.ss_family = AF_UNSPEC;  // matches no address rule
+    }
+  }
+  HbaConnection conn{.local = local,
+                     .tls = channel_.tls() != nullptr,
+                     .address = local ? nullptr : reinterpret_cast<const sockaddr*>(&addr),
+                     .database = database_,
+                     .user = user_};
+  const std::string host = local ? "[local]" : hba_host_name(conn.address);
+  const char* encryption = conn.tls ? "SSL encryption" : "no encryption";
+  const HbaRule* rule = rules != nullptr ? rules->match(conn) : nullptr;
+  if (rule == nullptr) {
+    if (rules == nullptr)
+      spdlog::error("{} auth_type = hba but no auth_hba_file is loaded", log_id_);
+    fail(sqlstate::kInvalidAuthorizationSpecification,
+         fmt::format("no pg_hba.conf entry for host \"{}\", user \"{}\", database \"{}\", {}", host,
+                     user_, database_, encryption));
+    return std::nullopt;
+  }
+  spdlog::debug("{} {}:{} matches: {}", log_id_, rule->file, rule->line, to_string(rule->method));
+  if (rule->method == HbaMethod::reject) {
+    fail(
+        sqlstate::kInvalidAuthorizationSpecification,
+        fmt::format("pg_hba.conf rejects connection for host \"{}\", user \"{}\", database \"{}\", "
+                    "{}",
+                    host, user_, database_, encryption));
+    return std::nullopt;
+  }
+  if (rule->clientcert != HbaClientCert::none && rule->method != HbaMethod::cert) {
+    // clientcert=verify-ca|verify-full: a certificate on top of the method, as PostgreSQL.
+    TlsSession* tls = channel_.tls();
+    if (!has_verified_certificate(tls)) {
+      spdlog::warn("{} login failed: {}:{} wants a client certificate", log_id_, rule->file,
+                   rule->line);
+      fail(sqlstate::kInvalidAuthorizationSpecification,
+           "connection requires a valid client certificate");
+      return std::nullopt;
+    }
+    if (rule->clientcert == HbaClientCert::verify_full && tls->peer_common_name() != user_) {
+      fail(sqlstate::kInvalidAuthorizationSpecification,
+           fmt::format("certificate validation (clientcert=verify-full) failed for user \"{}\": "
+                       "CN mismatch",
+                       user_));
+      return std::nullopt;
+    }
+  }
+  switch (rule->method) {
+    case HbaMethod::trust:
+      return AuthType::trust;
+    case HbaMethod::md5:
+      return AuthType::md5;
+    case HbaMethod::password:
+      return AuthType::plain;
+    case HbaMethod::scram_sha_256:
+      return AuthType::scram_sha_256;
+    case HbaMethod::cert:
+      return AuthType::cert;
+    case HbaMethod::peer:
+      if (!peer_matches()) {
+        fail(sqlstate::kInvalidAuthorizationSpecification,
+             fmt::format("Peer authentication failed for user \"{}\"", user_));
+        return std::nullopt;
+      }
+      return AuthType::trust;  // the kernel vouched for the user
+    case HbaMethod::reject:
+      break;
+  }
+  return std::nullopt;
+}
+
+bool Client::peer_matches() {
+  uv_os_fd_t fd = -1;
+  if (channel_.is_tcp() ||
+      uv_fileno(reinterpret_cast<const uv_handle_t*>(channel_.stream()), &fd) != 0) {
+    return false;
+  }
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    spdlog::warn("{} peer authentication: could not get peer credentials: {}", log_id_,
+                 std::strerror(errno));
+    return false;
+  }
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &found) != 0 || found == nullptr) {
+    spdlog::warn("{} peer authentication: could not look up local user ID {}", log_id_, cred.uid);
+    return false;
+  }
+  if (user_ != pw.pw_name) {
+    spdlog::warn(
+        "{} login failed: Provided user name ({}) and authenticated user name ({}) do "
+        "not match",
+        log_id_, user_, pw.pw_name);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,207 @@
+// The client's side of protocol-level prepared statements in transaction mode: its statement
+// names map to pooler-wide statements (prepared_statements.h); Parse, Bind, Describe and Close
+// of named statements are rewritten or answered here, and the server queues which replies the
+// client gets (pending_replies.h). Unnamed statements and portals pass through untouched.
+#include <spdlog/spdlog.h>
+
+#include "pgsluice/protocol/frontend.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace fe = pgsluice::protocol::frontend;
+
+void Client::forget_statement(const std::string& name, uint64_t id) {
+  auto it = statements_.find(name);
+  if (it != statements_.end() && it->second->id == id) statements_.erase(it);
+}
+
+void Client::note_stale_plan_seen(const PreparedStatement& stmt) {
+  for (auto& [name, use] : statements_) {
+    if (use->id == stmt.id) use.saw_current();
+  }
+}
+
+// Whether the client's messages after a Bind of `portal`, as far as they have arrived, describe
+// that portal before executing it (libpq, psycopg, pgbench do; asyncpg and pgjdbc rely on the
+// row description they cached). Drivers write a batch at once: what has not arrived yet counts
+// as no Describe, which gives PostgreSQL's own answer.
+static bool batch_describes_portal(std::string_view rest, std::string_view portal) {
+  while (rest.size() >= 5) {
+    char type = rest[0];
+    uint32_t length = 0;
+    for (int i = 1; i <= 4; ++i) length = (length << 8) | static_cast<unsigned char>(rest[i]);
+    if (length < 4 || rest.size() - 1 < length) return false;
+    std::string_view body = rest.substr(5, length - 4);
+    if (type == fe::kDescribe && !body.empty() && body[0] == 'P') {
+      std::string_view name = body.substr(1);
+      name = name.substr(0, name.find('\0'));
+      if (name == portal) return true;
+    }
+    if (type == fe::kExecute || type == fe::kSync || type == fe::kQuery || type == fe::kBind) {
+      return false;
+    }
+    rest.remove_prefix(1 + length);
+  }
+  return false;
+}
+
+void Client::refuse_until_sync(std::string code, std::string message, std::string hint) {
+  server_->expect(PendingReply{PendingKind::made_error, 0, std::move(message), std::move(code),
+                               std::move(hint)});
+  // PostgreSQL skips everything up to the Sync after an error: the messages that follow are
+  // not sent, and the Sync brings the ReadyForQuery.
+  discard_until_sync_ = true;
+}
+
+// Makes sure the linked server has `stmt`, preparing it there (hidden from the client) if not.
+static void ensure_on_server(Server& server, const PreparedStatement& stmt, std::string& out) {
+  if (server.has_statement(stmt)) {
+    server.touch_statement(stmt.id);
+    return;
+  }
+  server.prepare_statement(stmt, /*hidden=*/true, {}, out);
+}
+
+Client::Routed Client::route_statement_message(const pp::Message& message, std::string& out) {
+  Server& server = *server_;
+  switch (message.type) {
+    case fe::kParse: {
+      auto parse = pp::parse_parse(message.body);
+      if (!parse) return Routed::as_is;
+      if (parse.value.statement.empty()) {
+        // psycopg sends DEALLOCATE ALL through the extended protocol after a ROLLBACK: it drops
+        // the pooler's statements on the server too.
+        DeallocateCommand command = parse_deallocate_command(parse.value.query);
+        if (command.kind == DeallocateCommand::Kind::deallocate_all ||
+            command.kind == DeallocateCommand::Kind::discard_all) {
+          statements_.clear();
+          server.statements_may_be_gone();
+        }
+        return Routed::as_is;
+      }
+      std::string name(parse.value.statement);
+      ++pool_->counters().client_parse_count;
+      auto existing = statements_.find(name);
+      if (existing != statements_.end()) {
+        // PostgreSQL's 42P05 fails the transaction (status 'E' in a block, and the COMMIT that
+        // follows rolls back): a refusal made up here could not do that. The server gets the
+        // client's Parse under the name of the statement the client's name maps to, which it
+        // has (prepared first if not); its 42P05 goes to the client under the client's name,
+        // and any error PostgreSQL checks first (syntax, an aborted transaction) as it is.
+        PreparedStatementRef held = existing->second.ref();
+        ensure_on_server(server, *held, out);
+        size_t mark = out.size();
+        pp::write_parse(out, held->server_name, parse.value.query, parse.value.parameter_types);
+        server.expect_sent(PendingReply{PendingKind::parse_duplicate, 0, name, {}, {}}, out, mark);
+        // The server skips the rest of the batch after the error: so does the pooler, which
+        // must not act on Close or Parse messages PostgreSQL would not have run.
+        discard_until_sync_ = true;
+        return Routed::written;
+      }
+      PreparedStatementRef stmt =
+          worker_.prepared_registry().get_or_create(parse.value.query, parse.value.parameter_types);
+      statements_.emplace(name, ClientStatement(stmt));
+      ++stmt->stats->client_parses;
+      if (server.has_statement(*stmt)) {
+        // Prepared on this server already (by this client earlier, or by another): the client
+        // gets its ParseComplete without the server parsing anything.
+        server.touch_statement(stmt->id);
+        server.expect(PendingReply{PendingKind::made_parse_complete, stmt->id, name, {}, {}});
+        return Routed::answered;
+      }
+      server.prepare_statement(*stmt, /*hidden=*/false, name, out);
+      return Routed::written;
+    }
+    case fe::kBind: {
+      auto bind = pp::parse_bind(message.body);
+      if (!bind) return Routed::as_is;
+      ++pool_->counters().bind_count;
+      if (bind.value.statement.empty()) return Routed::as_is;
+      auto it = statements_.find(std::string(bind.value.statement));
+      // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
+      if (it == statements_.end()) return Routed::as_is;
+      ClientStatement& use = it->second;
+      if (use.stale()) {
+        // Another client's stale plan (0A000) made the statement be prepared again with a new
+        // row description since this client last saw it. Without a Describe of the portal it
+        // would read rows of the new shape with its cached description; PostgreSQL gives it
+        // 0A000 at Bind (failing the transaction), after which drivers prepare again.
+        bool described = batch_describes_portal(channel_.input().unread(), bind.value.portal);
+        if (!described && server.may_refuse_stale_bind()) {
+          // The client's next attempt (after preparing again) works: its seen generation is
+          // updated when the error reaches it (Client::note_stale_plan_seen).
+          ++use->stats->stale_refusals;
+          spdlog::debug("{} Bind of {} ({}) refused: the statement's result type changed", log_id_,
+                        it->first, use->server_name);
+          server.refuse_stale_bind(use.ref(), out);
+          // The server skips the rest of the batch after the error: so does the pooler, which
+          // must not act on Close or Parse messages PostgreSQL would not have run.
+          discard_until_sync_ = true;
+          return Routed::written;
+        }
+        if (described) use.saw_current();
+      }
+      ensure_on_server(server, *use, out);
+      ++use->stats->binds;
+      size_t mark = out.size();
+      pp::write_bind_renamed(out, bind.value.portal, use->server_name, bind.value.after_statement);
+      server.expect_rewritten(PendingKind::bind, use.ref(), std::string_view(out).substr(mark));
+      return Routed::written;
+    }
+    case fe::kDescribe: {
+      auto describe = pp::parse_describe(message.body);
+      if (!describe || describe.value.kind != 'S' || describe.value.name.empty()) {
+        return Routed::as_is;
+      }
+      auto it = statements_.find(std::string(describe.value.name));
+      if (it == statements_.end()) return Routed::as_is;
+      ensure_on_server(server, *it->second, out);
+      it->second.saw_current();  // the description the client gets is this generation's
+      size_t mark = out.size();
+      pp::write_describe(out, 'S', it->second->server_name);
+      server.expect_rewritten(PendingKind::describe, it->second.ref(),
+                              std::string_view(out).substr(mark));
+      return Routed::written;
+    }
+    case fe::kClose: {
+      auto close = pp::parse_close(message.body);
+      if (!close || close.value.kind != 'S' || close.value.name.empty()) return Routed::as_is;
+      // The statement stays on the servers for other clients; only this client's name goes.
+      statements_.erase(std::string(close.value.name));
+      server.expect(PendingReply{PendingKind::made_close_complete, 0, {}, {}, {}});
+      return Routed::answered;
+    }
+    case fe::kQuery: {
+      auto query = pp::parse_query(message.body);
+      if (!query) return Routed::as_is;
+      DeallocateCommand command = parse_deallocate_command(query.value.sql);
+      switch (command.kind) {
+        case DeallocateCommand::Kind::none:
+          return Routed::as_is;
+        case DeallocateCommand::Kind::deallocate_name:
+          if (statements_.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
+          server.expect(PendingReply{PendingKind::made_command_done, 0, "DEALLOCATE", {}, {}});
+          return Routed::answered;
+        case DeallocateCommand::Kind::deallocate_all:
+        case DeallocateCommand::Kind::discard_all:
+          // Runs on the server (it has other effects), and ends the pooler's statements there
+          // (unless an error inside a transaction block makes the server refuse it).
+          statements_.clear();
+          server.statements_may_be_gone();
+          return Routed::as_is;
+      }
+      return Routed::as_is;
+    }
+    default:
+      return Routed::as_is;
+  }
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,55 @@
+// The TLS parts of a client connection's startup (members of Client, kept apart from client.cc):
+// the SSLRequest answer, client_tls_sslmode's refusal of plaintext, and auth_type = cert.
+#include <spdlog/spdlog.h>
+
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/client.h"
+#include "pooler/core/worker.h"
+#include "pooler/net/tls_session.h"
+
+namespace pgsluice {
+
+bool Client::accept_tls() {
+  const TlsContext* ctx = worker_.tls().client.get();
+  // As PostgreSQL and PgBouncer: no TLS over a Unix socket (the kernel already is the channel).
+  if (ctx == nullptr || !channel_.is_tcp()) return false;
+  std::unique_ptr<TlsSession> session = ctx->new_session();
+  if (session == nullptr) return false;  // out of memory: the client may go on in plaintext
+  // The 'S' goes out unencrypted, then the client starts the handshake; the StartupMessage
+  // arrives encrypted, through the same startup state.
+  channel_.output().push_back('S');
+  channel_.start_tls(std::move(session));
+  return true;
+}
+
+bool Client::tls_requirement_met() {
+  const TlsContext* ctx = worker_.tls().client.get();
+  if (ctx == nullptr || !ctx->required() || channel_.tls() != nullptr || !channel_.is_tcp()) {
+    return true;
+  }
+  // PgBouncer's wording; PostgreSQL's SQLSTATE for a connection its hba rules do not admit.
+  fail(sqlstate::kInvalidAuthorizationSpecification, "SSL required");
+  return false;
+}
+
+void Client::login_by_certificate() {
+  TlsSession* tls = channel_.tls();
+  // peer_common_name() is empty unless a certificate was sent and verified against
+  // client_tls_ca_file.
+  std::string name = tls != nullptr ? tls->peer_common_name() : std::string();
+  if (name.empty() || name != user_) {
+    spdlog::warn("{} login failed: {}", log_id_,
+                 tls == nullptr ? "auth_type = cert needs a TLS connection"
+                 : name.empty() ? "no verified client certificate"
+                                : fmt::format("certificate CN \"{}\" is not the user", name));
+    fail(sqlstate::kInvalidAuthorizationSpecification,
+         fmt::format("certificate authentication failed for user \"{}\"", user_));
+    return;
+  }
+  // auth_succeeded() reads the exchange's outcome (SCRAM keys for pass-through): the
+  // certificate's is that of trust, no keys.
+  auth_.emplace(AuthType::trust, user_, std::nullopt);
+  auth_succeeded();
+}
+
+}  // namespace pgsluice

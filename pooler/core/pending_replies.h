@@ -1,0 +1,65 @@
+// What a server still owes, request by request, while pgsluice rewrites protocol-level prepared
+// statements. Replies come back in the order of the requests; walking this queue tells which
+// replies belong to the client, which answer the pooler's own Parse or Close (and are hidden),
+// and where a reply the pooler makes up itself (a ParseComplete for a statement the server
+// already had) must be slipped in so that the client sees them in the order it asked.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "pooler/core/prepared_statements.h"
+
+namespace pgsluice {
+
+enum class PendingKind : uint8_t {
+  parse,            // the client's Parse, forwarded: ParseComplete goes to the client
+  parse_hidden,     // the pooler's Parse (statement missing on this server): swallowed
+  parse_duplicate,  // a client's Parse of a name it already uses, sent as a Parse of a name the
+                    // server has: PostgreSQL's own 42P05 fails the transaction as it should; the
+                    // error is passed on under the client's name
+  close_hidden,     // the pooler's Close (an evicted statement): swallowed
+  bind,             // BindComplete
+  bind_refused,     // a client's Bind of a statement whose result type changed since the client
+                    // saw it, sent as a Bind the server refuses (the transaction fails as in
+                    // PostgreSQL): its error is replaced by the stale-plan error in `text`
+  describe,         // [ParameterDescription] then RowDescription or NoData
+  execute,          // rows, then CommandComplete, EmptyQueryResponse or PortalSuspended
+  close,            // the client's Close, forwarded: CloseComplete
+  sync,             // ReadyForQuery
+  query,            // a Query or FunctionCall: everything up to ReadyForQuery
+  // Made up by the pooler, sent when they reach the front:
+  made_parse_complete,  // the server already had the statement
+  made_close_complete,  // a Close of a statement the pooler keeps for other clients
+  made_error,           // an error PostgreSQL would have given (42P05), or a refused statement
+                        // (0A000): the client's messages up to its Sync are dropped
+  made_command_done,    // a DEALLOCATE the pooler answered: CommandComplete + ReadyForQuery
+};
+
+inline bool is_made_up(PendingKind kind) {
+  return kind == PendingKind::made_parse_complete || kind == PendingKind::made_close_complete ||
+         kind == PendingKind::made_error || kind == PendingKind::made_command_done;
+}
+
+struct PendingReply {
+  PendingKind kind = PendingKind::query;
+  uint64_t statement_id = 0;  // parse, parse_hidden, made_parse_complete
+  std::string text;           // the client's statement name (parse, made_parse_complete,
+                              // parse_duplicate), the error message (made_error), the tag
+                              // (made_command_done), the server name (close_hidden)
+  std::string code;           // made_error: the SQLSTATE
+  std::string hint;           // made_error
+  // A Bind or Describe 'S' of a rewritten statement: what to prepare again if the server says
+  // the plan is stale (0A000). bind_refused: the statement whose stale plan is reported.
+  PreparedStatementRef statement{};
+  // The request as sent to the server, kept from a rewritten Bind on until the queue empties,
+  // so that the batch can be sent again after the statement is prepared again (server_retry.cc).
+  std::string wire{};
+  bool replayable = false;  // `wire` holds the request
+  bool retried = false;     // sent again once already: a second 0A000 goes to the client
+};
+
+using PendingReplies = std::deque<PendingReply>;
+
+}  // namespace pgsluice

@@ -1,0 +1,363 @@
+// Who gets which server; see pool.h.
+#include "pooler/core/pool.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace {
+// The per-server draw of staggered_lifetime_ms(): not security, only spread.
+uint32_t stagger_draw() {
+  thread_local std::minstd_rand engine{std::random_device{}()};
+  return static_cast<uint32_t>(engine()) ^ (static_cast<uint32_t>(engine()) << 16);
+}
+}  // namespace
+
+Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, PoolMode mode,
+           int pool_size)
+    : worker_(worker),
+      db_(std::move(db)),
+      limit_slots_(worker.group().limits().slots_for(db_.name, credentials.user)),
+      address_(ServerAddress::from(db_)),
+      credentials_(std::move(credentials)),
+      mode_(mode),
+      pool_size_(pool_size) {}
+
+Pool::~Pool() = default;
+
+size_t Pool::server_count() const {
+  return login_.size() + idle_.size() + active_.size() + resetting_.size();
+}
+
+bool Pool::login_retry_blocked(uint64_t now_ms) const {
+  if (last_login_failure_ms_ == 0 || server_count() > 0) return false;
+  auto retry = static_cast<uint64_t>(worker_.settings().server_login_retry.count());
+  return now_ms < last_login_failure_ms_ + retry;
+}
+
+void Pool::launch_server() {
+  // The server deletes itself when its socket is closed.
+  auto* server = new Server(*this, worker_.next_server_id());
+  server->timing.connect_ms = worker_.now_ms();
+  move_server(*server, Server::State::closing, Server::State::connecting);
+  server->connect();
+}
+
+void Pool::link(Server& server, Client& client) {
+  ++stats_.totals.server_assignments;
+  server.life.fresh = false;  // checked again (server_check_delay) before its next client
+  // Bytes the server exchanged before this link (login, the previous client's cleanup) are not
+  // this client's traffic.
+  server.timing.on_link(server.channel().bytes_sent(), server.channel().bytes_received());
+  server.link(client);
+}
+
+void Pool::request_welcome(Client& client) {
+  if (!has_welcome_ && worker_.group().size() > 1) {
+    // Another worker's share of this pool has logged in a server already.
+    if (auto params = worker_.group().welcomes().find(db_.name, credentials_.user)) {
+      welcome_params_ = std::move(*params);
+      has_welcome_ = true;
+    }
+  }
+  if (has_welcome_) {
+    client.on_welcome(welcome_params_);
+    return;
+  }
+  if (login_retry_blocked(worker_.now_ms())) {
+    client.fail(sqlstate::kConnectionFailure,
+                "server login has been failing, try again later (server_login_retry): " +
+                    last_login_error_);
+    return;
+  }
+  welcome_waiting_.push_back(client);
+  if (login_.empty() && !paused_) try_launch(/*evict=*/true);
+}
+
+void Pool::request_server(Client& client) {
+  if (!paused_) {
+    if (Server* server = take_idle_server(); server != nullptr) {
+      link(*server, client);
+      return;
+    }
+  }
+  if (login_retry_blocked(worker_.now_ms())) {
+    client.fail(sqlstate::kConnectionFailure,
+                "server login has been failing, try again later (server_login_retry): " +
+                    last_login_error_);
+    return;
+  }
+  waiting_.push_back(client);
+  client.wait_started_us = now_us();
+  publish_wait();
+  if (paused_) return;
+  launch_for_waiters();
+}
+
+void Pool::forget_client(Client& client) {
+  if (!client.pool_node.linked()) return;
+  if (client.state() == Client::State::welcome_wait) {
+    welcome_waiting_.remove(client);
+  } else {
+    waiting_.remove(client);
+    publish_wait();
+  }
+}
+
+void Pool::request_for_pooler(std::function<void(Server*)> ready) {
+  if (!paused_) {
+    if (Server* server = take_idle_server(); server != nullptr) {
+      ready(server);
+      return;
+    }
+  }
+  if (login_retry_blocked(worker_.now_ms())) {
+    ready(nullptr);
+    return;
+  }
+  pooler_waiting_.push_back(std::move(ready));
+  launch_for_waiters();
+}
+
+void Pool::fail_pooler_waiters() {
+  std::deque<std::function<void(Server*)>> waiters;
+  waiters.swap(pooler_waiting_);
+  for (auto& ready : waiters) ready(nullptr);
+}
+
+void Pool::serve_waiters() {
+  if (paused_) return;
+  while (!pooler_waiting_.empty()) {
+    Server* server = take_idle_server();
+    if (server == nullptr) break;
+    auto ready = std::move(pooler_waiting_.front());
+    pooler_waiting_.pop_front();
+    ready(server);
+  }
+  while (!waiting_.empty()) {
+    Server* server = take_idle_server();
+    if (server == nullptr) break;
+    Client* client = waiting_.pop_front();
+    const uint64_t now = now_us();
+    const uint64_t waited = client->wait_started_us != 0 && now > client->wait_started_us
+                                ? now - client->wait_started_us
+                                : 0;
+    stats_.totals.wait_time_us += waited;
+    stats_.wait_time.observe(waited);
+    link(*server, *client);
+  }
+  publish_wait();
+}
+
+void Pool::on_server_login_ok(Server& server) {
+  last_login_failure_ms_ = 0;
+  server.life.born_ms = worker_.now_ms();
+  server.life.stagger = stagger_draw();
+  server.life.fresh = true;
+  if (!has_welcome_) {
+    welcome_params_ = server.parameters();
+    has_welcome_ = true;
+    if (worker_.group().size() > 1) {
+      worker_.group().welcomes().publish(db_.name, credentials_.user, welcome_params_);
+    }
+  }
+  while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);
+  on_server_idle(server);
+}
+
+void Pool::on_server_login_failed(Server& server, std::string_view sqlstate,
+                                  std::string_view message) {
+  last_login_error_ = std::string(message);
+  last_login_sqlstate_ = std::string(sqlstate);
+  last_login_failure_ms_ = worker_.now_ms();
+  server.close(fmt::format("login failed: {}", message));
+  // Nobody can be served while no server can log in: tell the waiting clients now rather than
+  // let them hang until their timeout.
+  if (server_count() == 0) {
+    std::string text = fmt::format("server login failed: {}", message);
+    while (Client* client = welcome_waiting_.pop_front()) {
+      client->fail(sqlstate::kConnectionFailure, text);
+    }
+    while (Client* client = waiting_.pop_front()) {
+      client->fail(sqlstate::kConnectionFailure, text);
+    }
+    fail_pooler_waiters();
+  }
+}
+
+Pool::ServerList* Pool::list_for(Server::State state) {
+  switch (state) {
+    case Server::State::connecting:
+    case Server::State::login:
+      return &login_;
+    case Server::State::idle:
+      return &idle_;
+    case Server::State::active:
+      return &active_;
+    case Server::State::resetting:
+      return &resetting_;
+    case Server::State::closing:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+void Pool::move_server(Server& server, Server::State from, Server::State to) {
+  if (ServerList* list = list_for(from); list != nullptr && server.pool_node.linked()) {
+    list->remove(server);
+  }
+  if (ServerList* list = list_for(to); list != nullptr) {
+    // Idle servers are a stack: the most recently used is reused first, the rest age out.
+    if (to == Server::State::idle) {
+      list->push_front(server);
+    } else {
+      list->push_back(server);
+    }
+  }
+}
+
+void Pool::on_server_idle(Server& server) {
+  const uint64_t now = worker_.now_ms();
+  if (server.life.checking) {
+    // server_check_query passed: good for the next client without another check.
+    server.life.checking = false;
+    server.life.fresh = true;
+  }
+  server.life.idle_since_ms = now;
+  if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
+    // The pool shrank under it (a reload): the extra server goes. Reserve servers stay until
+    // server_idle_timeout, as in PgBouncer, ready for the next burst.
+    server.close("pool is over its size");
+    return;
+  }
+  if (server.timing.close_needed) {
+    server.close("reconnect requested (RECONNECT or a changed database)");
+    return;
+  }
+  if (paused_ && close_on_release_) {
+    // PAUSE is for restarting PostgreSQL: like PgBouncer, let go of every released server.
+    server.close("pause mode");
+    return;
+  }
+  if (removed_ && waiting_.empty()) {
+    server.close("database removed from the configuration");
+    return;
+  }
+  // Between transactions is the one safe moment to retire an old server.
+  const auto lifetime = static_cast<uint64_t>(worker_.config().server_lifetime_for(db_).count());
+  if (past_lifetime(server.life.born_ms, staggered_lifetime_ms(lifetime, server.life.stagger),
+                    now)) {
+    server.close("server_lifetime");
+    return;
+  }
+  if (yield_to_other_pool()) {
+    server.close("max_db_connections/max_user_connections: handed to a pool waiting longer");
+    return;
+  }
+  if (yield_to_other_worker()) {
+    server.close("pool limit: handed to another worker whose clients wait");
+    return;
+  }
+  serve_waiters();
+}
+
+void Pool::on_server_closing() {
+  ++closing_open_;  // until on_server_destroyed(): its backend still counts in PostgreSQL
+  // Replace the server when clients are waiting and nothing else is on its way.
+  launch_for_waiters(/*evict=*/false);
+}
+
+void Pool::check_timeouts(uint64_t now_ms) {
+  auto timeout = static_cast<uint64_t>(worker_.settings().query_wait_timeout.count());
+  if (timeout == 0) return;
+  while (!waiting_.empty() && waiting_.front().wait_started_ms() + timeout <= now_ms) {
+    Client* client = waiting_.pop_front();
+    client->fail(sqlstate::kQueryCanceled, "query_wait_timeout");
+  }
+  publish_wait();
+}
+
+}  // namespace pgsluice
+
+namespace pgsluice {
+
+void Pool::set_paused(bool paused, bool close_servers) {
+  paused_ = paused;
+  close_on_release_ = paused && close_servers;
+  if (paused) {
+    if (close_on_release_) {
+      login_.for_each([](Server& s) { s.close("pause mode"); });
+      idle_.for_each([](Server& s) { s.close("pause mode"); });
+    }
+    return;
+  }
+  // RESUME: serve what queued up, starting servers as request_server() would have.
+  serve_waiters();
+  launch_for_waiters();
+}
+
+void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
+  const bool address_changed = db.host != db_.host || db.port != db_.port ||
+                               db.dbname != db_.dbname || db.password != db_.password;
+  db_ = db;
+  mode_ = mode;
+  removed_ = false;  // a database removed and added back is served again
+  if (address_changed) {
+    address_ = ServerAddress::from(db_);
+    if (!db.password.empty()) credentials_.password = db.password;
+    mark_close_needed();
+  }
+  const int old_size = pool_size_;
+  pool_size_ = pool_size;
+  if (pool_size_ < old_size) {
+    // Extra idle servers go now; busy ones when they are released (on_server_idle).
+    idle_.for_each([this](Server& s) {
+      if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
+        s.close("pool is over its size");
+      }
+    });
+  } else if (!paused_) {
+    launch_for_waiters();
+  }
+}
+
+void Pool::mark_close_needed() {
+  idle_.for_each([](Server& s) { s.close("reconnect requested"); });
+  for (ServerList* list : {&login_, &active_, &resetting_}) {
+    list->for_each([](Server& s) { s.timing.close_needed = true; });
+  }
+}
+
+size_t Pool::close_needed_count() {
+  size_t n = 0;
+  for_each_server([&n](Server& s) { n += s.timing.close_needed ? 1 : 0; });
+  return n;
+}
+
+uint64_t Pool::oldest_wait_start_us() {
+  return waiting_.empty() ? 0 : waiting_.front().wait_started_us;
+}
+
+void Pool::kill(std::string_view reason) {
+  while (Client* client = welcome_waiting_.pop_front()) {
+    client->fail(sqlstate::kAdminShutdown, reason);
+  }
+  while (Client* client = waiting_.pop_front()) client->fail(sqlstate::kAdminShutdown, reason);
+  fail_pooler_waiters();
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {
+    list->for_each([reason](Server& server) { server.close(reason); });
+  }
+}
+
+void Pool::close_all_servers() {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {
+    list->for_each([](Server& server) { server.close("pgsluice is shutting down"); });
+  }
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,214 @@
+// A pool: the server connections of one (database, server user) pair on one worker, and the
+// clients waiting for one of them. It decides who gets which server: an idle server (most recently
+// used first, so that few servers stay warm), a new one while the pool is below its size, or a
+// place in the FIFO queue. It also keeps what new clients are greeted with: the ParameterStatus
+// set of the first server that logged in.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "pgsluice/protocol/scram.h"
+#include "pooler/base/intrusive_list.h"
+#include "pooler/config/config.h"
+#include "pooler/config/server_address.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool_limits.h"
+#include "pooler/core/server.h"
+#include "pooler/core/shared_limits.h"
+#include "pooler/core/stats.h"
+#include "pooler/session_state/params.h"
+
+namespace pgsluice {
+
+class Worker;
+
+class Pool {
+ public:
+  Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, PoolMode mode,
+       int pool_size);
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  ~Pool();
+
+  [[nodiscard]] const DatabaseEntry& database() const { return db_; }
+  [[nodiscard]] const ServerAddress& address() const { return address_; }
+  [[nodiscard]] ServerCredentials& credentials() { return credentials_; }
+  [[nodiscard]] PoolMode mode() const { return mode_; }
+  [[nodiscard]] int pool_size() const { return pool_size_; }
+  [[nodiscard]] Worker& worker() { return worker_; }
+  PoolCounters& counters() { return stats_.totals; }
+  PoolStats& stats() { return stats_; }
+  [[nodiscard]] const PoolStats& stats() const { return stats_; }
+
+  // --- admin console ---
+  // PAUSE / SUSPEND: no server is handed out (clients queue) and no server is started; with
+  // close_servers (PAUSE), servers are closed as soon as they are released.
+  void set_paused(bool paused, bool close_servers);
+  [[nodiscard]] bool paused() const { return paused_; }
+  // A reload changed the database line or the pool size: applied to new work at once, and to
+  // servers with other connection settings at their next release.
+  void apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size);
+  // RECONNECT: idle servers close now, busy ones when they are released.
+  void mark_close_needed();
+  // A reload removed the database: the pool drains. Its clients go on being served (new ones
+  // are refused by the lookup), idle servers close, busy ones when released with nobody waiting.
+  void mark_removed();
+  [[nodiscard]] bool removed() const { return removed_; }
+  // KILL: every server closes now (their clients with them); queued clients are failed.
+  void kill(std::string_view reason);
+  // Servers linked or being cleaned (what PAUSE waits for).
+  [[nodiscard]] size_t busy_count() const { return active_.size() + resetting_.size(); }
+  // Servers still to be closed after RECONNECT / RELOAD (what WAIT_CLOSE waits for).
+  [[nodiscard]] size_t close_needed_count();
+  [[nodiscard]] size_t login_count() const { return login_.size(); }
+  [[nodiscard]] size_t resetting_count() const { return resetting_.size(); }
+  // When the longest-waiting client started waiting (now_us() clock); 0 when none waits.
+  [[nodiscard]] uint64_t oldest_wait_start_us();
+  // Every server, by state list: login, idle, active, resetting.
+  template <class Fn>
+  void for_each_server(Fn&& fn) {
+    login_.for_each(fn);
+    idle_.for_each(fn);
+    active_.for_each(fn);
+    resetting_.for_each(fn);
+  }
+
+  // --- clients ---
+  // A client that passed authentication wants the greeting (ParameterStatus set): it gets it now
+  // or as soon as a server has logged in.
+  void request_welcome(Client& client);
+  // A client with a message to run wants a server: linked now, or queued.
+  void request_server(Client& client);
+  // The pooler's own queries (auth_query lookups, auth_query.h): `ready` gets an idle server for
+  // one Server::run_query, before queued clients, or nullptr when no server can log in.
+  void request_for_pooler(std::function<void(Server*)> ready);
+  // A queued (or greeting-waiting) client left or timed out.
+  void forget_client(Client& client);
+
+  // --- servers ---
+  void on_server_login_ok(Server& server);
+  void on_server_login_failed(Server& server, std::string_view sqlstate, std::string_view message);
+  // A server became idle (clean, unlinked): it serves the next waiter or stays idle.
+  void on_server_idle(Server& server);
+  // A server is closing (already off the lists): replace it if clients wait.
+  void on_server_closing();
+  // A closing server's socket is closed: its PostgreSQL backend no longer counts against
+  // max_db_connections / max_user_connections, so pools waiting on those may start one.
+  void on_server_destroyed();
+  // The one transition function of a server's state: moves it to the list of its new state.
+  void move_server(Server& server, Server::State from, Server::State to);
+
+  // Shutdown: closes every server that is not linked; linked ones close with their clients.
+  void close_all_servers();
+  // Fails clients that waited longer than query_wait_timeout; called by the worker's janitor.
+  void check_timeouts(uint64_t now_ms);
+  // The janitor's round (pool_maintenance.cc): timeouts, servers past server_lifetime or
+  // server_idle_timeout, server_fast_close, the reserve pool, min_pool_size. `clients`: how many
+  // clients are attached to this pool.
+  void maintain(uint64_t now_ms, int clients);
+  // Starts servers for the queue while more clients wait than servers are on their way and the
+  // limits allow; with `evict`, an idle server of another pool of the same database or user may
+  // be closed to make room under max_db_connections / max_user_connections.
+  void launch_for_waiters(bool evict = true);
+  // Servers counted against max_db_connections / max_user_connections: those on the lists and
+  // those closing whose socket is still open.
+  [[nodiscard]] int limit_count() const { return static_cast<int>(server_count()) + closing_open_; }
+  [[nodiscard]] size_t welcome_waiting_count() const { return welcome_waiting_.size(); }
+  // Another worker starves for a slot this pool's servers hold: the oldest idle server closes
+  // when no client of this worker waits for it. False when none closed.
+  bool yield_idle_server_to_other_worker();
+  // Another worker passed this worker a slot (shared_limits.h): a server starts on it, or the
+  // slot is given back when nobody waits here any more. False when it was given back.
+  bool launch_on_handed_slot();
+  [[nodiscard]] const LimitSlots& limit_slots() const { return limit_slots_; }
+
+  [[nodiscard]] const ParameterSet* welcome() const {
+    return has_welcome_ ? &welcome_params_ : nullptr;
+  }
+  [[nodiscard]] size_t server_count() const;
+  [[nodiscard]] size_t idle_count() const { return idle_.size(); }
+  [[nodiscard]] size_t active_count() const { return active_.size(); }
+  [[nodiscard]] size_t waiting_count() const { return waiting_.size(); }
+
+ private:
+  using ServerList = IntrusiveList<Server, &Server::pool_node>;
+  ServerList* list_for(Server::State state);
+  void launch_server();
+  // One more server if the limits allow (pool_limits.h); false when none was started.
+  bool try_launch(bool evict);
+  LaunchInput launch_input();
+  // max_db_connections / max_user_connections: closes the oldest idle server of another pool
+  // of the database (or user) the verdict names; false when there is none.
+  bool evict_idle_server(LaunchVerdict verdict);
+  // At the limit of the database or user, a released server goes to the pool whose client
+  // waited longest rather than back here: closed, so that the other pool can start one.
+  bool yield_to_other_pool();
+  // A released server goes to another worker whose clients starve for its slot when this
+  // worker's clients do not need it, or hold more than their share (pool_size / workers).
+  bool yield_to_other_worker();
+  // Tells the other workers that this one starves (shared_limits.h).
+  void note_starving(LaunchVerdict verdict);
+  // Tells the other workers when this share's longest-waiting client started waiting.
+  void publish_wait();
+  // A server of this pool went: its slots pass to a worker that starves for them (true), or are
+  // free (false; workers starving for the database's or user's slots are told).
+  bool give_back_slot();
+  // Whether max_db_connections or max_user_connections applies to this pool.
+  [[nodiscard]] bool limits_shared() const;
+  // Clients wait here and no server is on its way for them (and the pool may start one).
+  bool wants_server();
+  // When the longest waiting client started waiting; 1 for a pool waiting for its first server.
+  uint64_t queue_key();
+  // Of the pools sharing this one's database or user that want a server and would be allowed
+  // one (with `freed` servers of this pool gone), the one whose client waited longest.
+  Pool* next_in_line(bool exclude_self, int freed);
+  // The most recently used idle server ready to be linked, after running server_check_query on
+  // those that need it (they come back through on_server_idle); null when none is ready now.
+  Server* take_idle_server();
+  [[nodiscard]] size_t checks_in_flight();
+  [[nodiscard]] int reserve_pool() const;
+  void link(Server& server, Client& client);
+  void serve_waiters();
+  bool login_retry_blocked(uint64_t now_ms) const;
+
+  Worker& worker_;
+  DatabaseEntry db_;
+  LimitSlots limit_slots_;
+  ServerAddress address_;
+  ServerCredentials credentials_;
+  PoolMode mode_;
+  int pool_size_;
+  PoolStats stats_;
+  bool paused_ = false;
+  bool close_on_release_ = false;   // PAUSE (not SUSPEND): servers close when released
+  bool removed_ = false;            // the database is gone from the configuration: drain
+  int closing_open_ = 0;            // closing servers whose socket is not closed yet
+  uint64_t published_wait_us_ = 0;  // publish_wait()
+
+  ParameterSet welcome_params_;
+  bool has_welcome_ = false;
+  std::string last_login_error_;
+  std::string last_login_sqlstate_;
+  uint64_t last_login_failure_ms_ = 0;
+
+  // Servers by state (Server::State names the list): connecting or logging in, idle (used as a
+  // stack: the most recently used first), linked to a client, being cleaned before reuse.
+  ServerList login_;
+  ServerList idle_;
+  ServerList active_;
+  ServerList resetting_;
+  // Clients by what they wait for: the greeting (a server's ParameterStatus set), a server.
+  using ClientList = IntrusiveList<Client, &Client::pool_node>;
+  ClientList welcome_waiting_;
+  ClientList waiting_;
+  std::deque<std::function<void(Server*)>> pooler_waiting_;  // request_for_pooler()
+  void fail_pooler_waiters();
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,213 @@
+// The prepared statement registry, the per-server cache and DEALLOCATE recognition.
+#include "pooler/core/prepared_statements.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace pgsluice {
+
+std::string PreparedRegistry::key_of(std::string_view query, const std::vector<uint32_t>& types) {
+  std::string key;
+  key.reserve(query.size() + 1 + types.size() * 4);
+  for (uint32_t t : types) {
+    key.append(reinterpret_cast<const char*>(&t), sizeof(t));
+  }
+  key.push_back('\0');
+  key.append(query);
+  return key;
+}
+
+PreparedStatementRef PreparedRegistry::get_or_create(std::string_view query,
+                                                     const std::vector<uint32_t>& types) {
+  std::string key = key_of(query, types);
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    if (auto live = it->second.lock()) return live;
+  }
+  auto stmt = std::make_shared<PreparedStatement>();
+  stmt->id = ++next_id_;
+  stmt->server_name = fmt::format("PGSLUICE_{}", stmt->id);
+  stmt->query = std::string(query);
+  stmt->parameter_types = types;
+  index_[std::move(key)] = stmt;
+  return stmt;
+}
+
+size_t PreparedRegistry::size() {
+  for (auto it = index_.begin(); it != index_.end();) {
+    it = it->second.expired() ? index_.erase(it) : std::next(it);
+  }
+  return index_.size();
+}
+
+std::vector<PreparedStatementRef> PreparedRegistry::entries() {
+  std::vector<PreparedStatementRef> out;
+  for (auto& [key, weak] : index_) {
+    if (auto live = weak.lock()) out.push_back(std::move(live));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
+  return out;
+}
+
+void ServerStatementCache::touch(uint64_t id) {
+  auto it = index_.find(id);
+  if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second);
+}
+
+size_t ServerStatementCache::add(uint64_t id, const std::string& server_name, uint64_t generation,
+                                 std::vector<std::string>& to_close,
+                                 std::shared_ptr<PreparedStatementStats> stats) {
+  for (std::string& name : to_close_) to_close.push_back(std::move(name));
+  to_close_.clear();
+  auto it = index_.find(id);
+  if (it != index_.end()) {
+    if (it->second->generation != generation) {
+      // The server has a stale plan under this name: it goes before the new Parse.
+      to_close.push_back(it->second->server_name);
+      it->second->generation = generation;
+    }
+    touch(id);
+    return 0;
+  }
+  if (stats) ++stats->servers;
+  lru_.push_front(Entry{id, generation, server_name, std::move(stats)});
+  index_[id] = lru_.begin();
+  size_t evicted = 0;
+  while (index_.size() > capacity_ && !lru_.empty()) {
+    Entry& victim = lru_.back();
+    to_close.push_back(victim.server_name);
+    count_out(victim);
+    index_.erase(victim.id);
+    lru_.pop_back();
+    ++evicted;
+  }
+  return evicted;
+}
+
+void ServerStatementCache::remove(uint64_t id) {
+  auto it = index_.find(id);
+  if (it == index_.end()) return;
+  count_out(*it->second);
+  lru_.erase(it->second);
+  index_.erase(it);
+}
+
+void ServerStatementCache::clear() {
+  for (Entry& e : lru_) count_out(e);
+  lru_.clear();
+  index_.clear();
+  to_close_.clear();
+}
+
+void ServerStatementCache::close_all_later() {
+  for (Entry& e : lru_) {
+    count_out(e);
+    to_close_.push_back(std::move(e.server_name));
+  }
+  lru_.clear();
+  index_.clear();
+}
+
+namespace {
+// Splits SQL into lower-cased words, stopping at the first ';' (a trailing one is allowed) and
+// giving up on anything but simple words and quoted identifiers.
+bool simple_words(std::string_view sql, std::vector<std::string>& words) {
+  size_t i = 0;
+  while (i < sql.size()) {
+    char c = sql[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (c == ';') {
+      for (++i; i < sql.size(); ++i) {
+        if (!std::isspace(static_cast<unsigned char>(sql[i]))) return false;
+      }
+    } else if (c == '"') {
+      std::string word;
+      for (++i; i < sql.size(); ++i) {
+        if (sql[i] == '"') {
+          if (i + 1 < sql.size() && sql[i + 1] == '"') {
+            word.push_back('"');
+            ++i;
+          } else {
+            break;
+          }
+        } else {
+          word.push_back(sql[i]);
+        }
+      }
+      if (i >= sql.size()) return false;
+      ++i;
+      words.push_back("\"" + word);  // marks a quoted (case-kept) name
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      std::string word;
+      while (i < sql.size() &&
+             (std::isalnum(static_cast<unsigned char>(sql[i])) || sql[i] == '_' || sql[i] == '$')) {
+        word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(sql[i]))));
+        ++i;
+      }
+      words.push_back(std::move(word));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+std::string abbreviate_query(std::string_view query, size_t max_bytes) {
+  std::string out;
+  bool space = false;
+  for (char c : query) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out.push_back(' ');
+    space = false;
+    out.push_back(c);
+  }
+  if (out.size() <= max_bytes) return out;
+  size_t cut = max_bytes;
+  // Not inside a multi-byte character: continuation bytes are 10xxxxxx.
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+  out.resize(cut);
+  out += "...";
+  return out;
+}
+
+DeallocateCommand parse_deallocate_command(std::string_view sql) {
+  DeallocateCommand out;
+  // Every simple Query passes here in transaction mode: look at the first word without
+  // allocating, and tokenize only a DEALLOCATE or a DISCARD.
+  size_t start = 0;
+  while (start < sql.size() && std::isspace(static_cast<unsigned char>(sql[start]))) ++start;
+  auto starts_with_word = [&](std::string_view word) {
+    if (sql.size() - start < word.size()) return false;
+    for (size_t i = 0; i < word.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(sql[start + i])) != word[i]) return false;
+    }
+    return true;
+  };
+  if (!starts_with_word("deallocate") && !starts_with_word("discard")) return out;
+  std::vector<std::string> words;
+  if (!simple_words(sql, words) || words.empty()) return out;
+  if (words.size() == 2 && words[0] == "discard" && words[1] == "all") {
+    out.kind = DeallocateCommand::Kind::discard_all;
+    return out;
+  }
+  if (words[0] != "deallocate") return out;
+  size_t n = 1;
+  if (n < words.size() && words[n] == "prepare") ++n;
+  if (n + 1 != words.size()) return out;
+  if (words[n] == "all") {
+    out.kind = DeallocateCommand::Kind::deallocate_all;
+  } else {
+    out.kind = DeallocateCommand::Kind::deallocate_name;
+    out.name = words[n][0] == '"' ? words[n].substr(1) : words[n];
+  }
+  return out;
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,283 @@
+// One connection from the pooler to PostgreSQL: connect, log in (cleartext, MD5 or SCRAM, with a
+// password or with SCRAM keys passed through from a client), then serve clients one transaction
+// (transaction mode) or one session (session mode) at a time.
+//
+// While linked to a client, the server's replies are forwarded to that client; the server keeps
+// the accounting that decides when it may go back to the pool: how many ReadyForQuery the client
+// is still owed (one per Query, Sync and FunctionCall), whether an extended-protocol batch is open
+// without its Sync, and whether a COPY is in progress. Queries the pooler sends itself (parameter
+// sync, reset, rollback) are answered first, and their replies are swallowed.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "pgsluice/protocol/frame.h"
+#include "pgsluice/protocol/scram.h"
+#include "pgsluice/protocol/session_state.h"
+#include "pooler/base/intrusive_list.h"
+#include "pooler/core/pending_replies.h"
+#include "pooler/core/prepared_statements.h"
+#include "pooler/core/server_lifecycle.h"
+#include "pooler/core/server_query.h"
+#include "pooler/core/stats.h"
+#include "pooler/net/channel.h"
+#include "pooler/session_state/dirty_state.h"
+#include "pooler/session_state/params.h"
+#include "pooler/session_state/verify.h"
+
+namespace pgsluice {
+
+class Client;
+class Pool;
+class Worker;
+
+struct ServerCredentials {
+  std::string user;
+  std::string password;  // plain, "md5…", "SCRAM-SHA-256$…" or empty
+  // SCRAM pass-through: the keys a client of this user proved (when the secret is a verifier).
+  std::optional<protocol::ScramKey> scram_client_key;
+  std::optional<protocol::ScramKey> scram_server_key;
+};
+
+class Server final : public ChannelOwner {
+ public:
+  enum class State { connecting, login, idle, active, resetting, closing };
+
+  Server(Pool& pool, uint64_t id);
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  ~Server() override;
+
+  void connect();
+
+  // Links an idle server to a client: the client's parameters are applied first when they
+  // differ from the server's.
+  void link(Client& client);
+  // The client is going away: the server is cleaned (rolled back, reset) and returned to the
+  // pool, or closed when it is in the middle of something it cannot safely finish.
+  void detach_client();
+
+  // Session-state checks: what the linked client left on this server under `reset`/`pin`,
+  // cleaned when the server is released; a pinned server stays with its client.
+  void mark_dirty(const protocol::SessionStateFinding& finding);
+  void mark_dirty_unknown();
+  // A finding the linked client's SQL left here (any action that forwards it): state that
+  // session_state_verify may find without calling it hidden.
+  void note_session_state(const protocol::SessionStateFinding& finding) {
+    verifier_.track().note(finding);
+  }
+  SessionVerifier& verifier() { return verifier_; }
+  void pin() { pinned_ = true; }
+  [[nodiscard]] bool pinned() const { return pinned_; }
+  [[nodiscard]] bool dirty() const { return dirty_.any(); }
+
+  // Called by the linked client for every message it forwards here. With prepared statement
+  // rewriting on, it also queues the reply the message expects (unless `queue_reply` is false:
+  // the client queued a special one itself).
+  // `wire` is the message as sent (kept while a batch may have to be sent again).
+  void note_client_message(char type, bool queue_reply = true, std::string_view wire = {});
+
+  // --- protocol-level prepared statements (transaction mode, max_prepared_statements > 0) ---
+  [[nodiscard]] bool rewrites_statements() const { return statements_ != nullptr; }
+  void expect(PendingReply reply);
+  // A Bind or Describe 'S' of `stmt`, rewritten as `wire` (server_retry.cc): from here to the
+  // end of the batch the requests are kept, for a retry after a stale plan (0A000).
+  void expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt, std::string_view wire);
+  // Queues `reply` for the request written to `out` from `mark` on.
+  void expect_sent(PendingReply reply, const std::string& out, size_t mark);
+  [[nodiscard]] bool has_statement(const PreparedStatement& stmt) const {
+    return statements_->has(stmt.id, stmt.generation);
+  }
+  void touch_statement(uint64_t id) { statements_->touch(id); }
+  // Writes the Parse of `stmt` under its server name (after Close messages for statements the
+  // cache evicts) and queues its reply: the client's own (`hidden` false) or swallowed.
+  void prepare_statement(const PreparedStatement& stmt, bool hidden, std::string client_name,
+                         std::string& out);
+  // DEALLOCATE ALL or DISCARD ALL ran on this server: it has no statement left.
+  void forget_statements();
+  // A client sent DEALLOCATE ALL or DISCARD ALL, which the server may skip after an error.
+  void statements_may_be_gone() { statements_->close_all_later(); }
+  // A client's Bind of a statement whose result type changed since the client last saw it
+  // (server_retry.cc): refused with PostgreSQL's 0A000, as a Bind the server itself refuses so
+  // that the transaction fails as it would have; not when the server's transaction state is
+  // unknown (an earlier batch still owed) or failed (PostgreSQL would answer 25P02).
+  [[nodiscard]] bool may_refuse_stale_bind() const;
+  void refuse_stale_bind(const PreparedStatementRef& stmt, std::string& out);
+  // After the client handled messages itself (a DEALLOCATE answered by the pooler): when the
+  // server owes nothing, the link ends as at a ReadyForQuery.
+  void release_if_nothing_owed();
+
+  // Sends the cancel request for whatever this server runs now.
+  void cancel_running_query();
+
+  // Closes the connection; `reason` is logged.
+  void close(std::string_view reason);
+
+  [[nodiscard]] State state() const { return state_; }
+  [[nodiscard]] uint64_t id() const { return id_; }
+  [[nodiscard]] Client* client() const { return client_; }
+  [[nodiscard]] Pool& pool() const { return pool_; }
+  Channel& channel() { return channel_; }
+  [[nodiscard]] const ParameterSet& parameters() const { return tracked_; }
+  [[nodiscard]] char transaction_status() const { return tx_status_; }
+  // Nothing owed to the client and no transaction open: the link may end here.
+  [[nodiscard]] bool at_transaction_boundary() const;
+  [[nodiscard]] std::string log_id() const;
+
+  // ChannelOwner
+  void on_channel_readable(Channel& channel) override;
+  void on_channel_error(Channel& channel, int status) override;
+  void on_channel_drained(Channel& channel) override;
+  void on_channel_closed(Channel& channel) override;
+  void on_channel_tls_ready(Channel& channel) override;
+
+  ListNode pool_node;    // on the pool's list of its state
+  ServerTiming timing;   // stats and admin state (stats.h): query/xact timing, close_needed
+  ServerLifecycle life;  // age and health checks (server_lifecycle.h)
+  // server_check_query on an idle server (server_lifecycle.cc): it is `resetting` until the
+  // answer; then idle again, or closed when the query failed.
+  void run_check(const std::string& query);
+  // The pooler's own query (server_query.h) on an idle server no client is linked to: writes
+  // `messages` (ending with a Sync) and sends the replies to `sink`. False when not idle.
+  bool run_query(std::string_view messages, ServerQuerySink& sink);
+
+  // For SHOW SERVERS.
+  [[nodiscard]] int32_t backend_pid() const { return backend_pid_; }
+  [[nodiscard]] uint64_t linked_at_ms() const { return linked_at_ms_; }
+  // Client timeouts (client_timeouts.h): a reply still owed to the client (a query runs), and
+  // when the last ReadyForQuery for the client came (idle in transaction since then).
+  [[nodiscard]] bool awaiting_reply() const { return client_ready_owed_ > 0; }
+  [[nodiscard]] uint64_t ready_ms() const { return ready_ms_; }
+
+ private:
+  void set_state(State state);
+  void start_connect(const sockaddr* addr);
+  static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res);
+  static void on_connected(uv_connect_t* req, int status);
+  static void on_connect_timeout(uv_timer_t* timer);
+  static void on_linger_timeout(uv_timer_t* timer);
+  // How long a closing server waits for PostgreSQL to close the connection after Terminate.
+  static constexpr uint64_t kLingerMs = 2000;
+
+  enum class Reply { forward, swallow, forward_and_release };
+  enum class Match {
+    forward,
+    swallow,
+    out_of_step,
+    held_error_first,    // the held error goes to the client, then this reply
+    held_error_instead,  // the held error goes to the client in place of this reply
+  };
+
+  void process_login_input();
+  bool handle_login_message(const protocol::Message& message);
+  bool handle_authentication(const protocol::Message& message);
+  // Replies after login: forwarded to the linked client, or handled by the pooler.
+  void process_session_input();
+  // One reply the client gets (or, for ParameterStatus, may get).
+  Reply inspect_reply(const protocol::Message& message);
+  // One reply to the pooler's own query, or an unsolicited message on an idle server; false
+  // when the server was closed or changed hands.
+  bool handle_internal_reply(const protocol::Message& message);
+  // Walks the pending replies for one server reply.
+  Match match_pending(const protocol::Message& message);
+  // After an error in an extended-protocol batch, PostgreSQL skips to the Sync: so do the
+  // pending replies (a Parse skipped there never created its statement).
+  void skip_pending_to_sync();
+  // Sends the made-up replies at the front of the queue to the client.
+  void send_made_up_replies();
+  // A stale plan (0A000) at a rewritten Bind (server_retry.cc): the error is held back and the
+  // batch sent again after the statement is prepared again when nothing of the batch reached
+  // the client and no transaction block is open; otherwise the error goes through and the
+  // statement is prepared again at its next use. True when the error is held.
+  bool hold_for_retry(const protocol::Message& error);
+  // The ReadyForQuery that ends a batch whose error is held: the batch is sent again, or, when
+  // that is no longer safe, the held error goes to the client first.
+  Match on_ready_after_held_error(const protocol::Message& ready);
+  void send_held_error();
+  // A 42P05 from a client's Parse of a name it already uses is held, to go to the client
+  // under the client's name.
+  void hold_duplicate_error(const protocol::Message& error, const std::string& client_name);
+  // The request written to `out` from `mark` on is kept with the last queued reply.
+  void keep_request(const std::string& out, size_t mark);
+  void reset_retry_state();
+  void send_internal_query(const std::string& sql);
+  void release_to_pool();
+  void note_orphan_notification(const protocol::Message& message);
+  // Rolls back, resets (session end in session mode) and cleans what the client left, then
+  // goes idle; closes instead when the state cannot be undone.
+  void clean_and_release(bool session_ended);
+  // session_state_verify's answer came (the last internal reply while resetting): true when
+  // the server goes on resetting (a DISCARD ALL for what was hidden), false to go idle.
+  bool finish_verify();
+  void login_failed(std::string_view sqlstate, std::string_view message);
+  // TLS towards the server (tls_server.cc): the SSLRequest sent before the StartupMessage under
+  // server_tls_sslmode != disable, its one-byte answer, and SCRAM channel binding.
+  bool request_tls();
+  void handle_ssl_answer();
+  void send_startup_message();
+  std::string_view choose_scram_mechanism(bool offers_plus);
+  static void on_timer_closed(uv_handle_t* handle);
+  void maybe_destroy();
+
+  Pool& pool_;
+  Worker& worker_;
+  uint64_t id_;
+  State state_ = State::connecting;
+  Channel channel_;
+  uv_connect_t connect_req_{};
+  uv_getaddrinfo_t resolve_req_{};
+  uv_timer_t connect_timer_{};
+  // libuv handles and requests that still point here; the object is deleted when all are done.
+  bool timer_open_ = false;
+  bool channel_open_ = false;
+  bool resolving_ = false;
+  bool connecting_ = false;
+  Client* client_ = nullptr;
+
+  // Login.
+  std::optional<protocol::ScramClient> scram_;
+  int32_t backend_pid_ = 0;
+  bool connect_query_sent_ = false;
+  bool awaiting_ssl_answer_ = false;  // SSLRequest sent; the next byte is 'S' or 'N'
+  std::string backend_key_;
+
+  // What is owed and open; see the comment at the top.
+  uint32_t client_ready_owed_ = 0;
+  uint32_t internal_ready_owed_ = 0;
+  bool extended_open_ = false;
+  bool copy_in_ = false;
+  bool copy_out_ = false;
+  bool internal_failed_ = false;
+  char tx_status_ = 'I';
+  // Forwarding a message that is larger than what has arrived: bytes still to pass through.
+  size_t passthrough_remaining_ = 0;
+
+  std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
+  PendingReplies pending_;
+  bool skipping_to_sync_ = false;  // an extended-protocol error: the server skips to the Sync
+  // Stale plan retries (server_retry.cc).
+  bool keep_wire_ = false;             // requests keep their bytes (a rewritten Bind was sent)
+  bool batch_reached_client_ = false;  // a reply other than ParseComplete since ReadyForQuery
+  bool holding_error_ = false;         // an 0A000 held back until the batch's ReadyForQuery
+  std::string held_error_;
+  PendingReplies held_batch_;  // the requests from the failed Bind to the Sync
+  DirtyState dirty_;
+  // run_query's sink until the ReadyForQuery (server_query.cc).
+  ServerQuerySink* query_sink_ = nullptr;
+  bool deliver_query_reply(const protocol::Message& message);
+  void finish_query();
+  void abandon_query(std::string_view reason);
+  SessionVerifier verifier_;  // session_state_verify and long_hold (session_verify.h)
+  bool pinned_ = false;
+  ParameterSet tracked_;  // as reported by ParameterStatus
+  ParameterSet extras_;   // startup extras the pooler applied on this server
+  uint64_t linked_at_ms_ = 0;
+  uint64_t ready_ms_ = 0;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,226 @@
+// Stale plans of rewritten prepared statements, and a client's duplicate statement name.
+//
+// After a schema change (ALTER TABLE t ADD COLUMN), PostgreSQL refuses to run a prepared
+// `SELECT * FROM t` whose result type changed: "cached plan must not change result type"
+// (0A000, raised by RevalidateCachedQuery at Bind). A driver connected to PostgreSQL fixes that
+// by preparing again; through a pooler the statement lives on every server under the pooler's
+// name, so PgBouncer's users keep failing until RECONNECT. Here the statement's generation is
+// bumped (every server prepares it again at its next use) and, when nothing of the batch has
+// reached the client and no transaction block was open, the batch is sent again on the same
+// server after a hidden Close + Parse, so the client sees the result it asked for. The requests
+// of a batch are kept (PendingReply::wire) from a rewritten Bind on until the queue empties.
+#include <spdlog/spdlog.h>
+
+#include "pgsluice/protocol/backend.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace be = pgsluice::protocol::backend;
+
+void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt,
+                              std::string_view wire) {
+  keep_wire_ = true;
+  PendingReply reply{kind, stmt->id, {}, {}, {}};
+  reply.statement = stmt;
+  reply.wire.assign(wire);
+  reply.replayable = true;
+  pending_.push_back(std::move(reply));
+}
+
+void Server::expect_sent(PendingReply reply, const std::string& out, size_t mark) {
+  pending_.push_back(std::move(reply));
+  keep_request(out, mark);
+}
+
+void Server::keep_request(const std::string& out, size_t mark) {
+  if (!keep_wire_ || pending_.empty()) return;
+  pending_.back().wire.assign(out, mark, std::string::npos);
+  pending_.back().replayable = true;
+}
+
+void Server::reset_retry_state() {
+  keep_wire_ = false;
+  batch_reached_client_ = false;
+  holding_error_ = false;
+  held_error_.clear();
+  held_batch_.clear();
+}
+
+bool Server::hold_for_retry(const pp::Message& message) {
+  PendingReply& front = pending_.front();
+  auto error = pp::parse_error_fields(message.body);
+  if (!error || error.value.code != "0A000") return false;
+  // The routine names the stale-plan check whatever lc_messages says; a server that does not
+  // send it is trusted on the SQLSTATE alone (a second 0A000 after the retry goes through).
+  std::string_view routine = error.value.field('R');
+  if (!routine.empty() && routine != "RevalidateCachedQuery") return false;
+  const PreparedStatement& stmt = *front.statement;
+  if (statements_->has(stmt.id, stmt.generation)) {
+    // Stale for this generation: every server prepares it again at its next use. (A server
+    // that already has a newer generation does not bump it again.)
+    ++stmt.generation;
+  }
+  // Kept for the clients that still hold the old row description (they get it at their next
+  // Bind); the client that gets this error (or the retry's new description) knows it now.
+  stmt.stale_error.assign(message.wire);
+  if (client_ != nullptr) client_->note_stale_plan_seen(stmt);
+  spdlog::info("{} statement {} has a stale plan (schema change): prepared again at its next use",
+               log_id(), stmt.server_name);
+
+  // Sending the batch again is what the client would have seen had the statement been
+  // prepared now, only when: nothing of the batch reached the client, no transaction block
+  // was open before it (the error rolled back an implicit transaction only), and the whole
+  // batch up to its Sync is at the server and kept, with nothing after it.
+  if (front.retried || front.kind != PendingKind::bind || tx_status_ != 'I' ||
+      batch_reached_client_ || client_ == nullptr || pending_.back().kind != PendingKind::sync) {
+    return false;
+  }
+  // The retry's rows have the new shape: only a client that asked for the row description in
+  // this batch (libpq, psycopg, pgbench: Bind, Describe portal, Execute) learns it. One that
+  // relies on a description it cached (asyncpg, pgjdbc) gets the error, as from PostgreSQL,
+  // and prepares again itself.
+  bool described = false;
+  for (size_t i = 1; i < pending_.size() && pending_[i].kind != PendingKind::execute; ++i) {
+    if (pending_[i].kind == PendingKind::describe && pending_[i].statement == nullptr) {
+      described = true;
+    }
+  }
+  if (!described) return false;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const PendingReply& r = pending_[i];
+    if ((r.kind == PendingKind::sync || r.kind == PendingKind::query) && i + 1 != pending_.size()) {
+      return false;  // a later batch is already queued
+    }
+    if (!is_made_up(r.kind) && !r.replayable) return false;
+    // The batch itself closes the statement (evicted by a later Parse): not worth the care.
+    if (r.kind == PendingKind::close_hidden && r.text == stmt.server_name) return false;
+  }
+  held_error_.assign(message.wire);
+  holding_error_ = true;
+  held_batch_ = std::move(pending_);
+  pending_.clear();
+  return true;
+}
+
+Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
+  if (message.type != be::kReadyForQuery) return Match::out_of_step;
+  holding_error_ = false;
+  auto ready = pp::parse_ready_for_query(message.body);
+  char status = ready ? ready.value.status : 'E';
+  if (status == 'I' && pending_.empty() && client_ != nullptr) {
+    held_error_.clear();
+    PreparedStatementRef stmt = held_batch_.front().statement;
+    std::string& out = channel_.output();
+    // The cache already describes the server as it will be after the batch; only the stale
+    // statement itself changes, prepared again under the same name.
+    pp::write_close(out, 'S', stmt->server_name);
+    pending_.push_back(PendingReply{PendingKind::close_hidden, 0, stmt->server_name, {}, {}});
+    pp::write_parse(out, stmt->server_name, stmt->query, stmt->parameter_types);
+    pending_.push_back(PendingReply{PendingKind::parse_hidden, stmt->id, {}, {}, {}});
+    statements_->set_generation(stmt->id, stmt->generation);
+    ++pool_.counters().server_parse_count;
+    ++pool_.counters().prepared_retries;
+    ++stmt->stats->server_parses;
+    ++stmt->stats->retries;
+    keep_wire_ = true;
+    for (PendingReply& r : held_batch_) {
+      if (r.replayable) out.append(r.wire);
+      r.retried = true;  // once per batch
+      pending_.push_back(std::move(r));
+    }
+    held_batch_.clear();
+    batch_reached_client_ = false;
+    channel_.flush();
+    return Match::swallow;
+  }
+  // No longer safe (the client sent more meanwhile): the error goes through as it came, and
+  // the batch is skipped to its Sync as PostgreSQL did.
+  for (auto it = held_batch_.rbegin(); it != held_batch_.rend(); ++it) {
+    pending_.push_front(std::move(*it));
+  }
+  held_batch_.clear();
+  skipping_to_sync_ = true;
+  Match match = match_pending(message);
+  return match == Match::forward ? Match::held_error_first : match;
+}
+
+bool Server::may_refuse_stale_bind() const {
+  if (tx_status_ == 'E' || holding_error_ || skipping_to_sync_) return false;
+  for (const PendingReply& r : pending_) {
+    if (r.kind == PendingKind::sync || r.kind == PendingKind::query) return false;
+  }
+  return true;
+}
+
+// The pooler's statement names are PGSLUICE_<id>: this one never exists on a server.
+static constexpr std::string_view kNoSuchStatement = "PGSLUICE_STALE_PLAN";
+
+void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& out) {
+  // PostgreSQL's error at that Bind would fail the transaction block, or roll back the implicit
+  // transaction with what ran earlier in the batch: a Bind of a statement that does not exist
+  // does the same on the server (26000, before any portal is touched), and its error is
+  // replaced by the stale-plan error a server gave for this statement.
+  PendingReply reply{PendingKind::bind_refused, stmt->id, stmt->stale_error, {}, {}};
+  reply.statement = stmt;
+  if (reply.text.empty()) {
+    // PostgreSQL's fields (asyncpg recognizes the error by its routine).
+    std::string body;
+    for (auto [type, value] : {std::pair<char, std::string_view>{'S', "ERROR"},
+                               {'V', "ERROR"},
+                               {'C', "0A000"},
+                               {'M', "cached plan must not change result type"},
+                               {'F', "plancache.c"},
+                               {'R', "RevalidateCachedQuery"}}) {
+      body.push_back(type);
+      body.append(value);
+      body.push_back('\0');
+    }
+    body.push_back('\0');
+    reply.text.push_back(be::kErrorResponse);
+    uint32_t length = static_cast<uint32_t>(body.size() + 4);
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      reply.text.push_back(static_cast<char>((length >> shift) & 0xff));
+    }
+    reply.text.append(body);
+  }
+  // No formats, no parameters, no result formats.
+  pp::write_bind_renamed(out, "", kNoSuchStatement, std::string_view("\0\0\0\0\0\0", 6));
+  pending_.push_back(std::move(reply));
+}
+
+void Server::send_held_error() {
+  if (client_ != nullptr) client_->channel().output().append(held_error_);
+  held_error_.clear();
+}
+
+void Server::hold_duplicate_error(const pp::Message& message, const std::string& client_name) {
+  auto error = pp::parse_error_fields(message.body);
+  // Another error came first (a syntax error, an aborted transaction): it is PostgreSQL's
+  // answer for the client's Parse too, and goes through unchanged.
+  if (!error || error.value.code != "42P05") return;
+  std::string text = fmt::format("prepared statement \"{}\" already exists", client_name);
+  // PostgreSQL's fields, with the client's name in the message.
+  std::string body;
+  for (const auto& [type, value] : error.value.fields) {
+    body.push_back(type);
+    body.append(type == 'M' ? std::string_view(text) : value);
+    body.push_back('\0');
+  }
+  body.push_back('\0');
+  held_error_.clear();
+  held_error_.push_back(be::kErrorResponse);
+  uint32_t length = static_cast<uint32_t>(body.size() + 4);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    held_error_.push_back(static_cast<char>((length >> shift) & 0xff));
+  }
+  held_error_.append(body);
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,189 @@
+// A worker: one thread with one libuv loop that owns its clients, its servers and its share of
+// every pool (worker_group.h). Nothing a worker owns is touched by another thread while the worker
+// runs, so none of it is locked: the other threads either post it a task (a handed-over
+// connection, a cancel request, a freed pool slot) or stop the world (world.h) and act while it
+// is parked. The primary (worker 0) also owns the listening sockets, the signals, the janitor and
+// the metrics endpoint.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "pgsluice/protocol/session_state.h"
+#include "pooler/admin/control.h"
+#include "pooler/auth/sources.h"
+#include "pooler/base/intrusive_list.h"
+#include "pooler/config/config.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/prepared_statements.h"
+#include "pooler/core/worker_group.h"
+#include "pooler/net/tls_context.h"
+#include "pooler/ops/shutdown.h"
+#include "pooler/session_state/findings.h"
+
+namespace pgsluice {
+
+class AuthQuery;
+class MetricsServer;
+
+class Worker {
+ public:
+  Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> config,
+         std::shared_ptr<const AuthSecrets> secrets);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker();
+
+  // Opens the listening sockets; false (with the reason logged) when none could be opened.
+  bool listen();
+  [[nodiscard]] int index() const { return index_; }
+  [[nodiscard]] bool primary() const { return index_ == 0; }
+  WorkerGroup& group() { return group_; }
+  // Runs `task` on this worker's thread soon; false (task dropped) once the worker stopped.
+  bool post(std::function<void()> task);
+  // Wakes the loop so that it parks (world.h); false once the worker stopped.
+  bool wake();
+  // Stops the world for the lifetime of the returned object (world.h).
+  [[nodiscard]] WorldPause pause_world() { return WorldPause(group_.world(), index_); }
+  // A connection the primary accepted and handed to this worker.
+  void adopt_client(int fd, bool tcp);
+  // Another worker freed a slot this worker starved for: its pools of those keys try again.
+  void retry_starving(const LimitSlots& slots);
+  // Another worker's server went and its slots passed to this worker's share of the pool.
+  void take_handed_slot(const LimitSlots& slots);
+  // Another worker starves for a slot: idle servers of these keys that no client here waits
+  // for close, one per call.
+  void yield_idle_server(const LimitSlots& slots);
+  // Runs the loop until stop() (SIGQUIT, SHUTDOWN, or the end of a graceful shutdown).
+  void run();
+  void stop();
+  // SIGINT / SIGTERM and the console's SHUTDOWN modes (shutdown.h): the primary's, for all.
+  Shutdown& shutdown() { return group_.primary().shutdown_; }
+
+  uv_loop_t* loop() { return &loop_; }
+  [[nodiscard]] const Config& config() const { return *config_; }
+  [[nodiscard]] const Settings& settings() const { return config_->settings; }
+  // TLS towards clients and towards servers (built by main from the settings; null when off).
+  [[nodiscard]] const TlsContexts& tls() const { return tls_; }
+  void set_tls(TlsContexts tls) { tls_ = std::move(tls); }
+  [[nodiscard]] std::optional<std::string> secret_for(const std::string& user) const;
+  // The SCRAM verifier of a plain auth_file password, derived once per user and kept.
+  const protocol::ScramVerifier* plain_scram_verifier(const std::string& user,
+                                                      const std::string& secret);
+  [[nodiscard]] uint64_t now_ms() { return uv_now(&loop_); }
+  [[nodiscard]] bool stopping() const { return stopping_; }
+
+  // The pool for a client of `user` on `db` (created on first use).
+  Pool& pool_for(const DatabaseEntry& db, const std::string& user);
+
+  // Session-state checks: the verdict cache of this thread and the findings table.
+  protocol::SessionStateClassifier& classifier() { return classifier_; }
+  SharedFindings& findings() { return group_.findings(); }
+  PreparedRegistry& prepared_registry() { return prepared_registry_; }
+
+  uint64_t next_client_id() { return group_.next_client_id(); }
+  uint64_t next_server_id() { return group_.next_server_id(); }
+  [[nodiscard]] size_t client_count() const { return clients_.size(); }
+  void on_client_closed(Client& client);
+
+  // Virtual cancel keys: the (pid, key) a client was given, mapped back to the client.
+  // False when the CSPRNG failed: the client must not be let in without a key.
+  [[nodiscard]] bool register_cancel_key(Client& client);
+  void unregister_cancel_key(Client& client);
+  Client* find_cancel_target(int32_t pid, std::string_view key);
+  // A CancelRequest, delivered by the worker that holds the client (the virtual pid says which).
+  void route_cancel(int32_t pid, std::string key, std::string from);
+  // Sends a CancelRequest to a server on a connection of its own.
+  void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key);
+
+  // --- the admin console and metrics (worker_admin.cc) ---
+  AdminControl& admin_control() { return group_.primary().admin_control_; }
+  // auth_query lookups and their cache (auth_query.h), made on first use.
+  AuthQuery& auth_query();
+  // Every pool and client of every worker: only with the world stopped (or one worker).
+  template <class Fn>
+  void for_each_pool(Fn&& fn) {
+    group_.for_each_worker([&](Worker& w) { w.for_each_own_pool(fn); });
+  }
+  template <class Fn>
+  void for_each_client(Fn&& fn) {
+    group_.for_each_worker([&](Worker& w) { w.clients_.for_each(fn); });
+  }
+  // This worker's own pools and clients.
+  template <class Fn>
+  void for_each_own_pool(Fn&& fn) {
+    for (auto& [key, pool] : pools_) fn(*pool);
+  }
+  [[nodiscard]] size_t pool_count() const { return pools_.size(); }
+  [[nodiscard]] const AuthSecrets& secrets() const { return *secrets_; }
+  [[nodiscard]] uint64_t started_ms() const { return started_ms_; }
+  // SUSPEND / RESUME and SHUTDOWN WAIT_FOR_CLIENTS stop and restart accepting.
+  bool open_listeners();
+  void close_listeners();
+  // Accepts the connections already queued on the listening sockets, so that closing them
+  // (SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS) resets none of them: behind so_reuseport the other
+  // processes take the next ones.
+  void drain_listeners();
+  // RELOAD: re-reads the configuration file and the auth_file and applies them to every worker
+  // (with the world stopped); on an error nothing changes and the error is returned.
+  std::string reload();
+  // SET key = value (a changeable setting); returns an error, empty on success.
+  std::string set_setting(std::string_view key, std::string_view value);
+
+ private:
+  bool listen_tcp(const std::string& host, int port);
+  bool listen_unix(const std::string& dir, int port);
+  static void on_connection(uv_stream_t* listener, int status);
+  static void on_sighup(uv_signal_t* handle, int signum);
+  static void on_janitor(uv_timer_t* timer);
+  static void on_wake(uv_async_t* handle);
+  void janitor_round();
+  void deliver_cancel(int32_t pid, const std::string& key, const std::string& from);
+  bool start_metrics();
+  void stop_metrics();
+  // A new configuration snapshot: pool sizes, modes and database lines applied to the pools.
+  void apply_config(std::shared_ptr<const Config> config);
+  void accept_client(uv_stream_t* listener);
+  void hand_off(uv_stream_t* listener, Worker& target);
+
+  WorkerGroup& group_;
+  const int index_;
+  std::shared_ptr<const Config> config_;
+  std::shared_ptr<const AuthSecrets> secrets_;
+  uv_loop_t loop_{};
+  std::vector<std::unique_ptr<uv_stream_t, void (*)(uv_stream_t*)>> listeners_;
+  uv_signal_t sighup_{};
+  uv_timer_t janitor_{};
+  uv_async_t wake_{};
+  std::mutex tasks_mutex_;
+  std::vector<std::function<void()>> tasks_;
+  bool wake_open_ = true;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
+  IntrusiveList<Client, &Client::worker_node> clients_;
+  std::unordered_map<int32_t, Client*> cancel_index_;
+  std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
+  protocol::SessionStateClassifier classifier_;
+  TlsContexts tls_;
+  PreparedRegistry prepared_registry_;
+  AdminControl admin_control_{*this};
+  Shutdown shutdown_{*this};
+  std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<AuthQuery> auth_query_;
+  // The snapshot a RELOAD replaced, kept one more reload: code running when it is swapped may
+  // still hold references into it.
+  std::shared_ptr<const Config> previous_config_;
+  uint64_t started_ms_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,87 @@
+// See worker_group.h.
+#include "pooler/core/worker_group.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "pooler/core/worker.h"
+#include "pooler/net/tls_context.h"
+
+namespace pgsluice {
+
+std::optional<std::string> SharedFindings::record(const FindingEvent& event, int64_t now) {
+  std::lock_guard lock(mutex_);
+  bool created = false;
+  const FindingRow* row = findings_.record(event, now, created);
+  if (!created || row == nullptr) return std::nullopt;
+  return row->sample;
+}
+
+std::vector<FindingRow> SharedFindings::rows() {
+  std::lock_guard lock(mutex_);
+  return findings_.rows();
+}
+
+uint64_t SharedFindings::dropped() {
+  std::lock_guard lock(mutex_);
+  return findings_.dropped();
+}
+
+uint64_t SharedFindings::total() {
+  std::lock_guard lock(mutex_);
+  return findings_.total();
+}
+
+void SharedWelcomes::publish(const std::string& db, const std::string& user,
+                             const ParameterSet& params) {
+  std::lock_guard lock(mutex_);
+  welcomes_.try_emplace({db, user}, params);
+}
+
+std::optional<ParameterSet> SharedWelcomes::find(const std::string& db, const std::string& user) {
+  std::lock_guard lock(mutex_);
+  auto it = welcomes_.find({db, user});
+  if (it == welcomes_.end()) return std::nullopt;
+  return it->second;
+}
+
+WorkerGroup::WorkerGroup(const std::shared_ptr<const Config>& config,
+                         const std::shared_ptr<const AuthSecrets>& secrets, int workers) {
+  world_ = std::make_unique<World>(workers, [this](int i) { return worker(i).wake(); });
+  for (int i = 0; i < workers; ++i) {
+    workers_.push_back(std::make_unique<Worker>(*this, i, config, secrets));
+  }
+}
+
+WorkerGroup::~WorkerGroup() = default;
+
+Worker& WorkerGroup::next_for_client() {
+  Worker& w = *workers_[next_worker_];
+  next_worker_ = (next_worker_ + 1) % workers_.size();
+  return w;
+}
+
+void WorkerGroup::set_tls(const TlsContexts& tls) {
+  for (auto& w : workers_) w->set_tls(tls);
+}
+
+bool WorkerGroup::listen() {
+  return primary().listen();
+}
+
+void WorkerGroup::run() {
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    threads.emplace_back([w = workers_[i].get()] { w->run(); });
+  }
+  if (workers_.size() > 1) spdlog::info("{} workers running", workers_.size());
+  primary().run();
+  for (auto& t : threads) t.join();
+}
+
+void WorkerGroup::stop_all() {
+  for (auto& w : workers_) w->stop();
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,107 @@
+// The workers of one pgsluice process and what they share: the World they stop to act on each
+// other (world.h), the global server counts of the pool limits (shared_limits.h), the findings
+// table, client and server ids. Worker 0, the primary, listens, takes the signals, runs the
+// janitor and the metrics endpoint; it accepts every connection and hands it to the next worker
+// in turn (itself included), which owns the client from then on.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pooler/auth/sources.h"
+#include "pooler/config/config.h"
+#include "pooler/core/shared_limits.h"
+#include "pooler/core/world.h"
+#include "pooler/session_state/findings.h"
+#include "pooler/session_state/params.h"
+
+namespace pgsluice {
+
+class Worker;
+struct TlsContexts;
+
+// The findings table of every worker, behind a lock: a finding is recorded at most once per
+// statement, never on the forwarding path of ordinary traffic.
+class SharedFindings {
+ public:
+  // The new row's normalized sample when the event created a row.
+  std::optional<std::string> record(const FindingEvent& event, int64_t now);
+  [[nodiscard]] std::vector<FindingRow> rows();
+  [[nodiscard]] uint64_t dropped();
+  [[nodiscard]] uint64_t total();
+
+ private:
+  std::mutex mutex_;
+  SessionFindings findings_;
+};
+
+// The ParameterStatus set a pool greets new clients with, for every worker's share of the pool:
+// a client that lands on a worker whose share has no server yet is greeted at once (and is not
+// held up by a paused pool, which starts no server).
+class SharedWelcomes {
+ public:
+  void publish(const std::string& db, const std::string& user, const ParameterSet& params);
+  [[nodiscard]] std::optional<ParameterSet> find(const std::string& db, const std::string& user);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, ParameterSet> welcomes_;
+};
+
+class WorkerGroup {
+ public:
+  WorkerGroup(const std::shared_ptr<const Config>& config,
+              const std::shared_ptr<const AuthSecrets>& secrets, int workers);
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+  ~WorkerGroup();
+
+  [[nodiscard]] int size() const { return static_cast<int>(workers_.size()); }
+  Worker& primary() { return *workers_.front(); }
+  Worker& worker(int index) { return *workers_[static_cast<size_t>(index)]; }
+  template <class Fn>
+  void for_each_worker(Fn&& fn) {
+    for (auto& w : workers_) fn(*w);
+  }
+  World& world() { return *world_; }
+  SharedLimits& limits() { return limits_; }
+  SharedFindings& findings() { return findings_; }
+  SharedWelcomes& welcomes() { return welcomes_; }
+  // Clients of every worker (max_client_conn is one number for the process).
+  std::atomic<size_t>& client_count() { return clients_; }
+  // Connections accepted by the primary and not yet adopted by their worker.
+  std::atomic<size_t>& handoffs_in_flight() { return handoffs_; }
+
+  uint64_t next_client_id() { return last_client_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  uint64_t next_server_id() { return last_server_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // The worker that takes the next accepted connection (round robin; called by the primary).
+  Worker& next_for_client();
+
+  void set_tls(const TlsContexts& tls);
+  // Opens the primary's listening sockets and signal handlers.
+  bool listen();
+  // Runs every worker (the primary on the calling thread) until all have stopped.
+  void run();
+  // Every worker stops (called with the world stopped, or with one worker).
+  void stop_all();
+
+ private:
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<World> world_;
+  SharedLimits limits_;
+  SharedFindings findings_;
+  SharedWelcomes welcomes_;
+  std::atomic<size_t> clients_{0};
+  std::atomic<size_t> handoffs_{0};
+  std::atomic<uint64_t> last_client_id_{0};
+  std::atomic<uint64_t> last_server_id_{0};
+  size_t next_worker_ = 0;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,120 @@
+// The worker's side of the admin console and metrics: RELOAD, SET, stopping and restarting the
+// listeners, and the /metrics endpoint's lifetime. Kept apart from worker.cc, the event loop.
+#include <spdlog/spdlog.h>
+
+#include "pooler/admin/metrics_server.h"
+#include "pooler/config/settings_table.h"
+#include "pooler/core/auth_query.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+void Worker::close_listeners() {
+  listeners_.clear();
+}
+
+bool Worker::start_metrics() {
+  const Settings& s = settings();
+  if (s.metrics_port == 0) return true;
+  metrics_ = std::make_unique<MetricsServer>(*this);
+  std::string error = metrics_->listen(s.metrics_addr, s.metrics_port);
+  if (!error.empty()) {
+    spdlog::error("metrics endpoint {}:{}: {}", s.metrics_addr, s.metrics_port, error);
+    metrics_.reset();
+    return false;
+  }
+  spdlog::info("metrics on http://{}:{}/metrics", s.metrics_addr, s.metrics_port);
+  return true;
+}
+
+void Worker::stop_metrics() {
+  if (metrics_) metrics_->close();
+}
+
+void Worker::apply_config(std::shared_ptr<const Config> config) {
+  previous_config_ = std::move(config_);
+  config_ = std::move(config);
+  const Config& c = *config_;
+  if (c.settings.verbose_level != previous_config_->settings.verbose_level) {
+    spdlog::set_level(spdlog::level::from_str(c.settings.verbose_level));
+  }
+  for (auto& [key, pool] : pools_) {
+    // A database removed from the file drains (Pool::mark_removed): its clients finish, new
+    // ones are refused; a changed line applies to new work, and to servers at their next release.
+    std::optional<DatabaseEntry> db = c.find_database(pool->database().name);
+    if (!db) {
+      pool->mark_removed();
+      continue;
+    }
+    const std::string& user = pool->credentials().user;
+    if (db->password.empty()) {
+      if (auto secret = secret_for(user)) pool->credentials().password = *secret;
+    }
+    pool->apply_config(*db, c.pool_mode_for(*db, user), c.pool_size_for(*db));
+  }
+  // Cached auth_query results may be stale under new settings or passwords.
+  if (auth_query_) auth_query_->on_config_changed();
+}
+
+std::string Worker::reload() {
+  ConfigLoadResult loaded = load_config_file(config_->path);
+  if (!loaded.errors.empty()) {
+    std::string text;
+    for (const auto& e : loaded.errors) text += (text.empty() ? "" : "; ") + e.to_string();
+    spdlog::error("RELOAD failed, the old configuration stays: {}", text);
+    return text;
+  }
+  for (const auto& w : loaded.config->warnings) spdlog::warn("{}", w);
+  const Settings& s = loaded.config->settings;
+  if (s.listen_addr != settings().listen_addr || s.listen_port != settings().listen_port ||
+      s.unix_socket_dir != settings().unix_socket_dir ||
+      s.metrics_port != settings().metrics_port) {
+    spdlog::warn(
+        "RELOAD: listen_addr, listen_port, unix_socket_dir and metrics_port take effect "
+        "at the next start");
+  }
+  // The auth_file and the auth_hba_file: a broken one keeps the old configuration whole.
+  AuthSourcesResult auth = load_auth_sources(s);
+  if (!auth.errors.empty()) {
+    std::string text;
+    for (size_t i = 0; i < auth.errors.size(); ++i) text += (i ? "; " : "") + auth.errors[i];
+    spdlog::error("RELOAD failed, the old configuration stays: {}", text);
+    return text;
+  }
+  for (const auto& w : auth.warnings) spdlog::warn("{}", w);
+  // Certificate and key files are read again (a renewed certificate under the same name): new
+  // connections use the new contexts, open ones keep theirs. A bad file keeps the contexts in
+  // use rather than stop TLS, as PgBouncer does.
+  TlsContexts tls;
+  std::string tls_error;
+  const bool tls_built = TlsContexts::build(s, tls, tls_error);
+  if (!tls_built) {
+    spdlog::error("RELOAD: {}; TLS keeps the certificates and settings it had", tls_error);
+  }
+  // Every worker, while they are parked (the caller stopped the world).
+  std::shared_ptr<const AuthSecrets> secrets = std::move(auth.secrets);
+  std::shared_ptr<const Config> config = std::move(loaded.config);
+  group_.for_each_worker([&](Worker& w) {
+    if (tls_built) w.tls_ = tls;
+    w.secrets_ = secrets;
+    w.apply_config(config);
+  });
+  spdlog::info("RELOAD: configuration {} applied", config_->path);
+  return {};
+}
+
+std::string Worker::set_setting(std::string_view key, std::string_view value) {
+  if (!is_changeable_setting(key)) {
+    return fmt::format("SET {}: not a setting that can be changed online", key);
+  }
+  auto next = std::make_shared<Config>(*config_);
+  if (std::string err = apply_setting(next->settings, key, value); !err.empty()) {
+    return fmt::format("SET {}: {}", key, err);
+  }
+  spdlog::info("SET {} = {}", key, value);
+  std::shared_ptr<const Config> config = std::move(next);
+  group_.for_each_worker([&](Worker& w) { w.apply_config(config); });
+  return {};
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,308 @@
+// Socket IO of one connection: reading into the frame reader, batched writes, TLS, close.
+#include "pooler/net/channel.h"
+
+#include <cstring>
+
+#include "pooler/net/tls_session.h"
+
+namespace pgsluice {
+
+namespace {
+// The read size asked of the kernel; the buffer grows only when one message needs more.
+constexpr size_t kReadChunk = 16 * 1024;  // the most one read asks for
+// An emptied input buffer above this capacity is released, so an idle client costs little.
+constexpr size_t kIdleInputCapacity = 64 * 1024;
+}  // namespace
+
+Channel::Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phase,
+                 uint32_t max_length)
+    : loop_(loop), owner_(owner), input_(phase, max_length) {
+  std::memset(&handle_, 0, sizeof(handle_));
+  std::memset(&write_req_, 0, sizeof(write_req_));
+}
+
+Channel::~Channel() = default;
+
+int Channel::init_tcp() {
+  is_tcp_ = true;
+  int rc = uv_tcp_init(loop_, &handle_.tcp);
+  if (rc == 0) {
+    initialized_ = true;
+    handle_.tcp.data = this;
+  }
+  return rc;
+}
+
+int Channel::init_pipe() {
+  is_tcp_ = false;
+  int rc = uv_pipe_init(loop_, &handle_.pipe, 0);
+  if (rc == 0) {
+    initialized_ = true;
+    handle_.pipe.data = this;
+  }
+  return rc;
+}
+
+void Channel::start_reading() {
+  if (reading_ || closing_) return;
+  if (uv_read_start(stream(), on_alloc, on_read) == 0) reading_ = true;
+}
+
+void Channel::stop_reading() {
+  if (!reading_ || closing_) return;
+  uv_read_stop(stream());
+  reading_ = false;
+}
+
+void Channel::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+  auto* self = static_cast<Channel*>(handle->data);
+  if (self->tls_ != nullptr) {
+    *buf = uv_buf_init(self->cipher_in_.data(), static_cast<unsigned>(self->cipher_in_.size()));
+    return;
+  }
+  char* p = self->input_.writable(self->read_size_);
+  *buf = uv_buf_init(p, static_cast<unsigned>(self->input_.writable_size()));
+}
+
+void Channel::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
+  auto* self = static_cast<Channel*>(stream->data);
+  if (self->awaiting_peer_close_) {
+    if (nread > 0) {
+      self->input_.commit(static_cast<size_t>(nread));
+      self->input_.skip(self->input_.unread_size());
+    } else if (nread < 0) {
+      self->close();  // EOF (or an error): the peer is gone
+    }
+    return;
+  }
+  if (nread > 0 && self->tls_ != nullptr) {
+    self->on_tls_read(static_cast<size_t>(nread));
+  } else if (nread > 0) {
+    // A read that filled what was asked for: ask for more next time. Connections start small
+    // (most clients send short queries), which keeps an idle client's memory low.
+    if (static_cast<size_t>(nread) >= self->read_size_ && self->read_size_ < kReadChunk) {
+      self->read_size_ *= 2;
+    }
+    self->input_.commit(static_cast<size_t>(nread));
+    self->bytes_received_ += static_cast<uint64_t>(nread);
+    self->owner_.on_channel_readable(*self);
+    if (!self->closing_ && self->input_.unread_size() == 0) {
+      self->input_.shrink_if_idle(kIdleInputCapacity);
+    }
+  } else if (nread < 0) {
+    self->stop_reading();
+    self->owner_.on_channel_error(*self, static_cast<int>(nread));
+  }
+}
+
+void Channel::flush() {
+  if (tls_ != nullptr) {
+    flush_tls();
+    return;
+  }
+  send(output_);
+}
+
+void Channel::send(std::string& pending) {
+  if (writing_ || closing_ || pending.empty()) return;
+  uv_buf_t buf = uv_buf_init(pending.data(), static_cast<unsigned>(pending.size()));
+  int written = uv_try_write(stream(), &buf, 1);
+  if (written > 0) {
+    bytes_sent_ += static_cast<uint64_t>(written);
+    if (static_cast<size_t>(written) == pending.size()) {
+      pending.clear();
+      return;
+    }
+    pending.erase(0, static_cast<size_t>(written));
+  } else if (written != UV_EAGAIN && written != UV_ENOSYS) {
+    // The error surfaces through the read side as well; drop what cannot be sent.
+    pending.clear();
+    write_failed(written);
+    return;
+  }
+  in_flight_.swap(pending);
+  pending.clear();
+  buf = uv_buf_init(in_flight_.data(), static_cast<unsigned>(in_flight_.size()));
+  write_req_.data = this;
+  if (uv_write(&write_req_, stream(), &buf, 1, on_write) == 0) {
+    writing_ = true;
+  } else {
+    in_flight_.clear();
+  }
+}
+
+void Channel::on_write(uv_write_t* req, int status) {
+  auto* self = static_cast<Channel*>(req->data);
+  self->writing_ = false;
+  if (status == 0) self->bytes_sent_ += self->in_flight_.size();
+  self->in_flight_.clear();
+  if (self->closing_) return;
+  if (status < 0) {
+    self->write_failed(status);
+    return;
+  }
+  bool was_high = self->output_.size() + self->cipher_out_.size() > kLowWaterMark;
+  self->flush();
+  if (self->close_after_flush_ && !self->writing_) {
+    if (self->awaiting_peer_close_) {
+      self->start_reading();
+    } else {
+      self->close();
+    }
+    return;
+  }
+  if (!was_high || self->queued_output() <= kLowWaterMark) self->owner_.on_channel_drained(*self);
+}
+
+// --- TLS ---
+
+void Channel::start_tls(std::unique_ptr<TlsSession> session) {
+  tls_ = std::move(session);
+  cipher_in_.resize(kReadChunk);
+  // Queued plaintext (the 'S' of an SSLRequest's answer) precedes the first TLS record as is.
+  cipher_out_.append(output_);
+  output_.clear();
+  // A connecting session produces its ClientHello here; an accepting one waits for it.
+  if (tls_->handshake() == TlsSession::Status::error) {
+    tls_failed(tls_->error());
+    return;
+  }
+  flush_tls();
+}
+
+void Channel::flush_tls() {
+  if (writing_ || closing_) return;  // on_write flushes again
+  // Until the handshake is done, output() is held back: nothing may leave unencrypted once TLS
+  // was agreed (an error queued then is dropped with the connection).
+  if (tls_ready_ && !output_.empty()) {
+    TlsSession::Status status = tls_->write(output_);
+    output_.clear();
+    if (status != TlsSession::Status::ok) {
+      tls_error_ = tls_->error();
+      owner_.on_channel_error(*this, UV_EPROTO);
+      return;
+    }
+  }
+  if (close_after_flush_ && tls_ready_ && !tls_shutdown_sent_) {
+    tls_shutdown_sent_ = true;
+    tls_->shutdown();  // close_notify after the last data: the peer sees a clean end
+  }
+  tls_->drain(cipher_out_);
+  send(cipher_out_);
+}
+
+void Channel::tls_failed(std::string message) {
+  tls_error_ = std::move(message);
+  // The alert describing the failure goes out if the socket takes it now; the owner closes.
+  tls_->drain(cipher_out_);
+  send(cipher_out_);
+  stop_reading();
+  owner_.on_channel_error(*this, UV_EPROTO);
+}
+
+void Channel::on_tls_read(size_t nread) {
+  bytes_received_ += nread;
+  tls_->feed(cipher_in_.data(), nread);
+  if (!tls_ready_) {
+    TlsSession::Status status = tls_->handshake();
+    if (status == TlsSession::Status::error) {
+      tls_failed(tls_->error());
+      return;
+    }
+    flush_tls();  // the handshake's next flight
+    if (status != TlsSession::Status::ok || closing_) return;
+    tls_ready_ = true;
+    owner_.on_channel_tls_ready(*this);
+    if (closing_ || tls_ == nullptr) return;
+    // Application data may have come in the same read as the handshake's last flight.
+  }
+  bool got_data = false;
+  TlsSession::Status status = TlsSession::Status::ok;
+  while (status == TlsSession::Status::ok) {
+    char* p = input_.writable(kReadChunk);
+    size_t got = 0;
+    status = tls_->read(p, input_.writable_size(), got);
+    if (status == TlsSession::Status::ok) {
+      input_.commit(got);
+      got_data = true;
+    }
+  }
+  // Reading may have produced records to send (a TLS 1.3 KeyUpdate answer, an alert).
+  if (tls_->pending_output() > 0) flush_tls();
+  if (got_data) {
+    owner_.on_channel_readable(*this);
+    if (closing_) return;
+    if (input_.unread_size() == 0) input_.shrink_if_idle(kIdleInputCapacity);
+  }
+  if (status == TlsSession::Status::closed) {
+    stop_reading();
+    owner_.on_channel_error(*this, UV_EOF);
+  } else if (status == TlsSession::Status::error) {
+    tls_failed(tls_->error());
+  }
+}
+
+void Channel::write_failed(int status) {
+  // A channel already closing after its last write (close_when_flushed) has an owner that
+  // considers itself gone: the flush it waits for can never come, so close now.
+  if (close_after_flush_) {
+    close();
+    return;
+  }
+  owner_.on_channel_error(*this, status);
+}
+
+size_t Channel::release_idle_buffers() {
+  if (closing_) return 0;
+  size_t freed = input_.capacity();
+  input_.shrink_if_idle(0);
+  freed -= input_.capacity();
+  if (output_.empty() && output_.capacity() > 15) {
+    freed += output_.capacity();
+    std::string().swap(output_);
+  }
+  if (!writing_ && in_flight_.empty() && in_flight_.capacity() > 15) {
+    freed += in_flight_.capacity();
+    std::string().swap(in_flight_);
+  }
+  return freed;
+}
+
+void Channel::close_when_flushed() {
+  if (closing_) return;
+  stop_reading();
+  close_after_flush_ = true;
+  flush();
+  if (!writing_) close();
+}
+
+void Channel::close_when_peer_closes() {
+  if (closing_) return;
+  if (tls_ != nullptr) {
+    close_when_flushed();
+    return;
+  }
+  stop_reading();
+  awaiting_peer_close_ = true;
+  close_after_flush_ = true;
+  flush();
+  if (!writing_) start_reading();
+}
+
+void Channel::close() {
+  if (closing_) return;
+  closing_ = true;
+  reading_ = false;
+  if (!initialized_) {
+    owner_.on_channel_closed(*this);
+    return;
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
+}
+
+void Channel::on_close(uv_handle_t* handle) {
+  auto* self = static_cast<Channel*>(handle->data);
+  self->owner_.on_channel_closed(*self);
+}
+
+}  // namespace pgsluice

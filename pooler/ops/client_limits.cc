@@ -1,0 +1,54 @@
+// See client_limits.h.
+#include "pooler/ops/client_limits.h"
+
+#include <spdlog/spdlog.h>
+
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/client.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+const char* exceeded_client_limit(size_t same_db, size_t same_user, int max_db, int max_user) {
+  if (max_db > 0 && same_db >= static_cast<size_t>(max_db)) {
+    return "client connections exceeded (max_db_client_connections)";
+  }
+  if (max_user > 0 && same_user >= static_cast<size_t>(max_user)) {
+    return "client connections exceeded (max_user_client_connections)";
+  }
+  return nullptr;
+}
+
+bool client_limits_admit(Worker& worker, Client& client) {
+  const Config& config = worker.config();
+  int max_db = config.settings.max_db_client_connections;
+  int max_user = config.settings.max_user_client_connections;
+  // A [databases] or [users] value replaces the main section's (PgBouncer's precedence).
+  if (auto db = config.find_database(client.database()); db && db->max_db_client_connections) {
+    max_db = *db->max_db_client_connections;
+  }
+  if (auto u = config.users.find(client.user());
+      u != config.users.end() && u->second.max_user_client_connections) {
+    max_user = *u->second.max_user_client_connections;
+  }
+  if (max_db <= 0 && max_user <= 0) return true;
+  size_t same_db = 0;
+  size_t same_user = 0;
+  // The limit counts every worker's clients: the others are parked while they are counted.
+  WorldPause pause = worker.pause_world();
+  worker.for_each_client([&](Client& c) {
+    // Clients still in their startup packet have not been admitted (this one among them).
+    if (&c == &client || c.is_admin_console() || c.state() == Client::State::startup ||
+        c.state() == Client::State::closing) {
+      return;
+    }
+    if (c.database() == client.database()) ++same_db;
+    if (c.user() == client.user()) ++same_user;
+  });
+  const char* limit = exceeded_client_limit(same_db, same_user, max_db, max_user);
+  if (limit == nullptr) return true;
+  client.fail(sqlstate::kTooManyConnections, limit);
+  return false;
+}
+
+}  // namespace pgsluice

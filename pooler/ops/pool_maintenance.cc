@@ -1,0 +1,367 @@
+// Pool limits and server lifecycle (pool.h, pool_limits.h): when a pool may start a server
+// under pool_size, reserve_pool_size, max_db_connections and max_user_connections, and what the
+// janitor does each round. Kept apart from pool.cc, which hands servers to clients.
+#include "pooler/ops/pool_maintenance.h"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_map>
+
+#include "pooler/core/pool.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace {
+constexpr uint64_t kHandoverMinWaitUs = 100'000;  // see Pool::yield_to_other_pool()
+// An idle server unused this long, with nobody waiting for it, is spare: another worker whose
+// clients starve may have its slot (Pool::yield_idle_server_to_other_worker()).
+constexpr uint64_t kSpareIdleMs = 100;
+}  // namespace
+
+int Pool::reserve_pool() const {
+  return worker_.config().reserve_pool_for(db_);
+}
+
+LaunchInput Pool::launch_input() {
+  const Config& config = worker_.config();
+  LaunchInput in;
+  in.pool_size = pool_size_;
+  in.reserve_pool = config.reserve_pool_for(db_);
+  const auto reserve_timeout_us =
+      static_cast<uint64_t>(config.settings.reserve_pool_timeout.count()) * 1000;
+  const uint64_t oldest = oldest_wait_start_us();
+  const uint64_t now = now_us();
+  in.reserve_due =
+      reserve_timeout_us > 0 && oldest != 0 && now >= oldest && now - oldest >= reserve_timeout_us;
+  in.max_db_connections = config.max_db_connections_for(db_);
+  in.max_user_connections = config.max_user_connections_for(credentials_.user);
+  // Every worker's servers count (shared_limits.h).
+  SharedLimits::totals(limit_slots_, in);
+  return in;
+}
+
+void Pool::note_starving(LaunchVerdict verdict) {
+  WorkerGroup& group = worker_.group();
+  if (group.size() == 1) return;
+  if (!SharedLimits::note_starving(limit_slots_, verdict, worker_.index())) return;
+  // Once per starving spell: each other worker closes an idle server it does not need, if any.
+  const LimitSlots slots = limit_slots_;
+  group.for_each_worker([&](Worker& w) {
+    if (&w != &worker_) w.post([&w, slots] { w.yield_idle_server(slots); });
+  });
+}
+
+bool Pool::yield_to_other_worker() {
+  WorkerGroup& group = worker_.group();
+  if (group.size() == 1 || !SharedLimits::other_starving(limit_slots_, worker_.index())) {
+    return false;
+  }
+  // Only towards balance (shared_limits.h): a worker whose clients are between two queries has
+  // nobody waiting and nothing running for a moment, and giving its server away then would
+  // trade servers (a login each) at every transaction. Servers idle for longer go from the
+  // janitor (yield_idle_server_to_other_worker).
+  return SharedLimits::should_yield(limit_slots_, worker_.index(), now_us(),
+                                    waiting_.empty() ? 0 : oldest_wait_start_us());
+}
+
+bool Pool::give_back_slot() {
+  WorkerGroup& group = worker_.group();
+  const SharedLimits::Release release = SharedLimits::release(limit_slots_, worker_.index());
+  const LimitSlots slots = limit_slots_;
+  if (release.handed_to >= 0) {
+    Worker& to = group.worker(release.handed_to);
+    if (!to.post([&to, slots] { to.take_handed_slot(slots); })) {
+      // That worker has stopped: the slot comes back here, and is released for good.
+      SharedLimits::release(slots, release.handed_to);
+    }
+    return true;
+  }
+  if (release.wake != 0) {
+    group.for_each_worker([&](Worker& w) {
+      if ((release.wake >> static_cast<unsigned>(w.index())) & 1U) {
+        w.post([&w, slots] { w.retry_starving(slots); });
+      }
+    });
+  }
+  return false;
+}
+
+bool Pool::launch_on_handed_slot() {
+  if (!paused_ && !worker_.stopping() && wants_server()) {
+    launch_server();
+    return true;
+  }
+  give_back_slot();
+  return false;
+}
+
+void Pool::publish_wait() {
+  if (worker_.group().size() == 1) return;
+  const uint64_t oldest = waiting_.empty() ? 0 : waiting_.front().wait_started_us;
+  if (oldest == published_wait_us_) return;
+  published_wait_us_ = oldest;
+  limit_slots_.pool->waiting_since_us[static_cast<size_t>(worker_.index())].store(
+      oldest, std::memory_order_relaxed);
+}
+
+bool Pool::yield_idle_server_to_other_worker() {
+  if (idle_.empty() || !waiting_.empty() || !pooler_waiting_.empty()) return false;
+  if (!SharedLimits::other_starving(limit_slots_, worker_.index())) return false;
+  Server* oldest = nullptr;
+  idle_.for_each([&](Server& s) {
+    if (oldest == nullptr || s.life.idle_since_ms < oldest->life.idle_since_ms) oldest = &s;
+  });
+  // A server idle for a while with nobody waiting here is spare; one that is idle only between
+  // two transactions of a busy worker goes only towards balance (shared_limits.h).
+  const uint64_t now = worker_.now_ms();
+  const bool spare = active_.empty() || now >= oldest->life.idle_since_ms + kSpareIdleMs;
+  if (!spare && !SharedLimits::should_yield(limit_slots_, worker_.index(), now_us(), 0)) {
+    return false;
+  }
+  oldest->close("pool limit: handed to another worker whose clients wait");
+  return true;
+}
+
+bool Pool::try_launch(bool evict) {
+  if (paused_ || worker_.stopping() || login_retry_blocked(worker_.now_ms())) return false;
+  const LaunchVerdict verdict = launch_verdict(launch_input());
+  if (launch_allowed(verdict) && limits_shared()) {
+    // Under max_db_connections / max_user_connections a free slot goes to the pool whose
+    // client waited longest, not to whichever pool asks first (that pool could take every slot
+    // back as soon as it frees one, and the other would wait forever).
+    Pool* best = next_in_line(/*exclude_self=*/false, /*freed=*/0);
+    if (best != nullptr && best != this) {
+      best->try_launch(/*evict=*/false);
+      return false;
+    }
+  }
+  if (!launch_allowed(verdict)) {
+    // The idle server closes; its socket closing (on_server_destroyed) lets this pool start one.
+    if (evict && (verdict == LaunchVerdict::db_full || verdict == LaunchVerdict::user_full)) {
+      if (evict_idle_server(verdict)) return false;
+    }
+    note_starving(verdict);
+    return false;
+  }
+  // The same verdict again, taken with the slot under the lock of the shared counts: another
+  // worker may have taken the last slot since.
+  const LaunchVerdict taken =
+      worker_.group().limits().reserve(limit_slots_, launch_input(), worker_.index());
+  if (!launch_allowed(taken)) {
+    note_starving(taken);
+    return false;
+  }
+  if (verdict == LaunchVerdict::allowed_reserve) {
+    spdlog::warn(
+        "{}@{}: a client waited reserve_pool_timeout, taking a server from the reserve "
+        "pool ({} + {} of {} reserve)",
+        credentials_.user, db_.name, pool_size_, server_count() + 1 - pool_size_, reserve_pool());
+  }
+  launch_server();
+  return true;
+}
+
+void Pool::launch_for_waiters(bool evict) {
+  if (paused_ || worker_.stopping()) return;
+  if (!has_welcome_ && !welcome_waiting_.empty() && login_.empty()) {
+    if (!try_launch(evict)) return;
+  }
+  // A server that is logging in, or being checked, will serve the queue when it is ready.
+  while (waiting_.size() + pooler_waiting_.size() > login_.size() + checks_in_flight()) {
+    if (!try_launch(evict)) return;
+  }
+}
+
+bool Pool::evict_idle_server(LaunchVerdict verdict) {
+  const bool by_db = verdict == LaunchVerdict::db_full;
+  // One eviction at a time: while an evicted server's socket is still closing, its slot is on
+  // its way to this pool.
+  bool pending = false;
+  Server* oldest = nullptr;
+  worker_.for_each_own_pool([&](Pool& p) {
+    const bool shares =
+        by_db ? p.database().name == db_.name : p.credentials_.user == credentials_.user;
+    if (!shares) return;
+    if (p.closing_open_ > 0) pending = true;
+    if (&p == this) return;
+    p.idle_.for_each([&](Server& s) {
+      if (oldest == nullptr || s.timing.connect_ms < oldest->timing.connect_ms) oldest = &s;
+    });
+  });
+  if (pending || oldest == nullptr) return false;
+  oldest->close(by_db ? "evicted: max_db_connections reached and another pool needs a server"
+                      : "evicted: max_user_connections reached and another pool needs a server");
+  return true;
+}
+
+bool Pool::limits_shared() const {
+  const Config& config = worker_.config();
+  return config.max_db_connections_for(db_) > 0 ||
+         config.max_user_connections_for(credentials_.user) > 0;
+}
+
+bool Pool::wants_server() {
+  if (paused_ || login_retry_blocked(worker_.now_ms())) return false;
+  const bool greeting = !has_welcome_ && !welcome_waiting_.empty() && login_.empty();
+  return greeting || waiting_.size() + pooler_waiting_.size() > login_.size() + checks_in_flight();
+}
+
+uint64_t Pool::queue_key() {
+  // Waiting for the greeting counts as the longest wait: that pool has no server at all.
+  if (!has_welcome_ && !welcome_waiting_.empty()) return 1;
+  return oldest_wait_start_us();
+}
+
+Pool* Pool::next_in_line(bool exclude_self, int freed) {
+  Pool* best = nullptr;
+  uint64_t best_key = 0;
+  worker_.for_each_own_pool([&](Pool& p) {
+    if (exclude_self && &p == this) return;
+    const bool same_db = p.database().name == db_.name;
+    const bool same_user = p.credentials_.user == credentials_.user;
+    if (!same_db && !same_user) return;
+    if (!p.wants_server()) return;
+    LaunchInput in = p.launch_input();
+    if (same_db) in.db_servers -= freed;
+    if (same_user) in.user_servers -= freed;
+    if (!launch_allowed(launch_verdict(in))) return;
+    const uint64_t key = p.queue_key();
+    if (best == nullptr || key < best_key) {
+      best = &p;
+      best_key = key;
+    }
+  });
+  return best;
+}
+
+bool Pool::yield_to_other_pool() {
+  if (!limits_shared()) return false;
+  const LaunchInput mine = launch_input();
+  const bool db_at_limit =
+      mine.max_db_connections > 0 && mine.db_servers >= mine.max_db_connections;
+  const bool user_at_limit =
+      mine.max_user_connections > 0 && mine.user_servers >= mine.max_user_connections;
+  if (!db_at_limit && !user_at_limit) return false;
+  Pool* other = next_in_line(/*exclude_self=*/true, /*freed=*/1);
+  if (other == nullptr) return false;
+  const uint64_t my_oldest = waiting_.empty() ? 0 : oldest_wait_start_us();
+  const uint64_t theirs = other->queue_key();
+  if (my_oldest != 0 && theirs >= my_oldest) return false;
+  // A hand-over costs a server login: not for a client that has hardly waited, or two busy
+  // pools would trade the slot at every transaction.
+  return now_us() - theirs >= kHandoverMinWaitUs;
+}
+
+Server* Pool::take_idle_server() {
+  const Settings& s = worker_.settings();
+  const auto delay = static_cast<uint64_t>(s.server_check_delay.count());
+  const uint64_t now = worker_.now_ms();
+  while (!idle_.empty()) {
+    Server& server = idle_.front();
+    if (!check_due(!s.server_check_query.empty(), server.life.fresh, server.life.idle_since_ms,
+                   delay, now)) {
+      return &server;
+    }
+    server.run_check(s.server_check_query);  // off the idle list until it answers
+    if (server.state() == Server::State::idle) return &server;  // could not start: use as is
+  }
+  return nullptr;
+}
+
+size_t Pool::checks_in_flight() {
+  size_t n = 0;
+  resetting_.for_each([&n](Server& s) { n += s.life.checking ? 1 : 0; });
+  return n;
+}
+
+void Pool::mark_removed() {
+  if (removed_) return;
+  removed_ = true;
+  spdlog::info("{}@{}: database removed from the configuration, draining ({} clients waiting)",
+               credentials_.user, db_.name, waiting_.size());
+  idle_.for_each([](Server& s) { s.close("database removed from the configuration"); });
+}
+
+void Pool::on_server_destroyed() {
+  if (closing_open_ > 0) --closing_open_;
+  // Its slots go to a worker starving for them, or are free only now (the backend is gone).
+  if (give_back_slot() || worker_.stopping()) return;
+  launch_for_waiters(/*evict=*/false);
+  const Config& config = worker_.config();
+  if (config.max_db_connections_for(db_) <= 0 &&
+      config.max_user_connections_for(credentials_.user) <= 0) {
+    return;
+  }
+  // No eviction from here: this runs inside a server's close, possibly while another pool
+  // walks its lists.
+  worker_.for_each_own_pool([&](Pool& p) {
+    if (p.database().name == db_.name || p.credentials_.user == credentials_.user) {
+      p.launch_for_waiters(/*evict=*/false);
+    }
+  });
+}
+
+void Pool::maintain(uint64_t now_ms, int clients) {
+  check_timeouts(now_ms);
+  const Config& config = worker_.config();
+  const Settings& s = config.settings;
+  const auto lifetime = static_cast<uint64_t>(config.server_lifetime_for(db_).count());
+  const auto idle_timeout = static_cast<uint64_t>(s.server_idle_timeout.count());
+  const int min_size = removed_ ? 0 : config.min_pool_size_for(db_);
+  idle_.for_each([&](Server& server) {
+    if (removed_) {
+      server.close("database removed from the configuration");
+    } else if (past_lifetime(server.life.born_ms,
+                             staggered_lifetime_ms(lifetime, server.life.stagger), now_ms)) {
+      server.close("server_lifetime");
+    } else if (past_idle_timeout(server.life.idle_since_ms, idle_timeout, now_ms) &&
+               static_cast<int>(server_count()) > min_size) {
+      server.close("server_idle_timeout");
+    }
+  });
+  if (mode_ == PoolMode::session && s.server_fast_close) {
+    // RECONNECT or a changed database line: in session mode the server would otherwise serve
+    // its client until the session ends. Closed between transactions, with its client, so that
+    // the client notices that its session was cut.
+    active_.for_each([](Server& server) {
+      if (server.timing.close_needed && server.at_transaction_boundary()) {
+        server.close("server_fast_close: the server's settings changed (RECONNECT or RELOAD)");
+      }
+    });
+  }
+  // The queue again: a server of another pool may have gone, a client may now be owed the
+  // reserve pool.
+  launch_for_waiters();
+  // Another worker may starve for a slot an idle server of this one holds.
+  yield_idle_server_to_other_worker();
+  // min_pool_size, as PgBouncer enforces it: for pools with a forced user or with a client.
+  const bool enforced = !removed_ && !paused_ && !worker_.stopping() &&
+                        (!db_.user.empty() || clients > 0) && !login_retry_blocked(now_ms);
+  // Counted over every worker: min_pool_size is one number for the pool, not per worker.
+  int deficit = min_pool_deficit(min_size, pool_size_, launch_input().pool_servers, enforced);
+  while (deficit-- > 0) {
+    if (!try_launch(/*evict=*/false)) break;
+  }
+}
+
+void maintain_pools(Worker& worker, uint64_t now_ms) {
+  // Client counts only matter to min_pool_size: not walked when no pool has one.
+  const Config& config = worker.config();
+  bool any_min =
+      config.settings.min_pool_size > 0 ||
+      (config.fallback_database && config.fallback_database->min_pool_size.value_or(0) > 0);
+  for (const auto& [name, db] : config.databases) any_min |= db.min_pool_size.value_or(0) > 0;
+  std::unordered_map<const Pool*, int> clients;
+  if (any_min) {
+    worker.for_each_client([&clients](Client& c) {
+      if (c.pool() != nullptr) ++clients[c.pool()];
+    });
+  }
+  worker.for_each_pool([&](Pool& pool) {
+    auto it = clients.find(&pool);
+    pool.maintain(now_ms, it == clients.end() ? 0 : it->second);
+  });
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,157 @@
+// See shutdown.h.
+#include "pooler/ops/shutdown.h"
+
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <vector>
+
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/client.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace {
+constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGQUIT};
+
+const char* signal_name(int signum) {
+  switch (signum) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGQUIT:
+      return "SIGQUIT";
+    default:
+      return "signal";
+  }
+}
+}  // namespace
+
+void Shutdown::start_signals(uv_loop_t* loop) {
+  for (size_t i = 0; i < kSignals.size(); ++i) {
+    uv_signal_init(loop, &signals_[i]);
+    signals_[i].data = this;
+    uv_signal_start(&signals_[i], on_signal, kSignals[i]);
+  }
+  signals_started_ = true;
+}
+
+void Shutdown::close_signals() {
+  if (!signals_started_) return;
+  signals_started_ = false;
+  for (auto& s : signals_) uv_close(reinterpret_cast<uv_handle_t*>(&s), nullptr);
+}
+
+Shutdown::Mode Shutdown::mode_for_signal(int signum, Mode current) {
+  // PgBouncer: a signal while a shutdown is already in progress means "now".
+  if (current != Mode::none || signum == SIGQUIT) return Mode::immediate;
+  return signum == SIGINT ? Mode::wait_for_servers : Mode::wait_for_clients;
+}
+
+void Shutdown::on_signal(uv_signal_t* handle, int signum) {
+  auto* self = static_cast<Shutdown*>(handle->data);
+  WorldPause pause = self->worker_.pause_world();  // every worker's clients
+  Mode next = mode_for_signal(signum, self->mode_);
+  spdlog::info("got {}: {}", signal_name(signum),
+               next == Mode::immediate          ? "shutting down now"
+               : next == Mode::wait_for_servers ? "shutting down when transactions end"
+                                                : "shutting down when clients leave");
+  switch (next) {
+    case Mode::wait_for_clients:
+      self->wait_for_clients();
+      break;
+    case Mode::wait_for_servers:
+      self->wait_for_servers();
+      break;
+    default:
+      self->immediate();
+      break;
+  }
+}
+
+void Shutdown::wait_for_clients() {
+  if (mode_ != Mode::none) return;
+  mode_ = Mode::wait_for_clients;
+  worker_.drain_listeners();
+  worker_.close_listeners();
+  spdlog::info("no longer accepting connections; waiting for {} clients to leave",
+               remaining_clients());
+  tick(worker_.now_ms());
+}
+
+void Shutdown::wait_for_servers() {
+  if (mode_ == Mode::wait_for_servers || mode_ == Mode::immediate) return;
+  mode_ = Mode::wait_for_servers;
+  worker_.close_listeners();
+  const auto timeout = static_cast<uint64_t>(worker_.settings().shutdown_timeout.count());
+  deadline_ms_ = timeout > 0 ? worker_.now_ms() + timeout : 0;
+  size_t left = close_finished_clients();
+  spdlog::info("no longer accepting connections; waiting for {} transactions to end", left);
+  tick(worker_.now_ms());
+}
+
+void Shutdown::immediate() {
+  mode_ = Mode::immediate;
+  worker_.group().stop_all();
+}
+
+size_t Shutdown::remaining_clients() {
+  // A connection on its way to a worker is a client that has not arrived yet.
+  size_t n = worker_.group().handoffs_in_flight().load(std::memory_order_relaxed);
+  worker_.for_each_client([&](Client& c) {
+    if (!c.is_admin_console() && c.state() != Client::State::closing) ++n;
+  });
+  return n;
+}
+
+size_t Shutdown::close_finished_clients() {
+  std::vector<Client*> done;
+  size_t busy = 0;
+  worker_.for_each_client([&](Client& c) {
+    if (c.is_admin_console() || c.state() == Client::State::closing) return;
+    Server* server = c.server();
+    // Linked with a transaction (or a request) in progress: it may finish. Everything else -
+    // logging in, idle, queued for a server (its query never began) - is closed now.
+    if (c.state() == Client::State::active && server != nullptr &&
+        !server->at_transaction_boundary()) {
+      ++busy;
+      return;
+    }
+    done.push_back(&c);
+  });
+  for (Client* c : done) c->fail(sqlstate::kAdminShutdown, kShutdownMessage);
+  return busy;
+}
+
+void Shutdown::tick(uint64_t now_ms) {
+  switch (mode_) {
+    case Mode::none:
+    case Mode::immediate:
+      return;
+    case Mode::wait_for_clients:
+      if (remaining_clients() == 0) {
+        spdlog::info("client connections dropped, exiting");
+        immediate();
+      }
+      return;
+    case Mode::wait_for_servers: {
+      size_t busy = close_finished_clients();
+      if (busy == 0) {
+        spdlog::info("transactions ended, exiting");
+        immediate();
+      } else if (deadline_ms_ != 0 && now_ms >= deadline_ms_) {
+        spdlog::warn(
+            "shutdown_timeout: {} transactions still running, closing their servers (rolled "
+            "back)",
+            busy);
+        immediate();
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,170 @@
+// Session-state checks on the forwarding path; see session_check.h.
+#include "pooler/session_state/check.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "pgsluice/protocol/frontend.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/session_state.h"
+#include "pgsluice/protocol/sql_lexer.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/core/client.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+#include "pooler/session_state/params.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace fe = pgsluice::protocol::frontend;
+
+namespace {
+
+std::string_view hint_for(pp::SessionStateKind kind) {
+  switch (kind) {
+    case pp::SessionStateKind::set:
+      return "Use SET LOCAL inside a transaction, or ALTER ROLE/DATABASE … SET for a default.";
+    case pp::SessionStateKind::set_config:
+      return "Use set_config(name, value, true), which lasts until the end of the transaction.";
+    case pp::SessionStateKind::role:
+      return "Use SET LOCAL ROLE inside a transaction.";
+    case pp::SessionStateKind::advisory_lock:
+      return "Use pg_advisory_xact_lock(), which is released at the end of the transaction.";
+    case pp::SessionStateKind::listen:
+      return "LISTEN needs its own session: connect directly or through a session-mode pool.";
+    case pp::SessionStateKind::prepare:
+      return "Use protocol-level prepared statements, or a session-mode pool for SQL PREPARE.";
+    case pp::SessionStateKind::hold_cursor:
+      return "Use a cursor WITHOUT HOLD inside the transaction that reads it.";
+    case pp::SessionStateKind::temp_object:
+      return "Create the temporary table with ON COMMIT DROP inside a transaction.";
+    case pp::SessionStateKind::load:
+      return "Load the library with session_preload_libraries instead.";
+  }
+  return {};
+}
+
+std::string without_dollars(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c == '$') c = '_';
+  }
+  return out;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string_view statement_text(std::string_view sql, const pp::StatementSpan& span) {
+  if (span.offset >= sql.size()) return sql;
+  return sql.substr(span.offset, span.length);
+}
+
+void record(Worker& worker, const Client& client, std::string_view kind, std::string_view detail,
+            std::string_view certainty, SessionAction action, std::string_view statement) {
+  const std::string* app = client.tracked_parameters().get("application_name");
+  FindingEvent event{.kind = kind,
+                     .detail = detail,
+                     .certainty = certainty,
+                     .action = to_string(action),
+                     .database = client.database(),
+                     .user = client.user(),
+                     .application_name = app != nullptr ? std::string_view(*app) : "",
+                     .client_addr = client.peer(),
+                     .source = "query",
+                     .statement = statement};
+  if (std::optional<std::string> sample = worker.findings().record(event, unix_now())) {
+    spdlog::warn("{} session state: {} {} ({}), action {}: {}", client.log_id(), kind, detail,
+                 certainty, to_string(action), *sample);
+  }
+}
+
+}  // namespace
+
+std::string rejection_statement(std::string_view message, std::string_view hint) {
+  return "DO $pgsluice$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " +
+         quote_literal(without_dollars(message)) +
+         ", HINT = " + quote_literal(without_dollars(hint)) + "; END$pgsluice$";
+}
+
+SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
+                                       const SessionPolicy& policy, const pp::Message& message,
+                                       std::string& message_out, std::string& hint_out) {
+  std::string_view sql;
+  if (message.type == fe::kQuery) {
+    auto q = pp::parse_query(message.body);
+    if (!q) return SessionCheckResult::forward;
+    sql = q.value.sql;
+  } else {
+    auto p = pp::parse_parse(message.body);
+    if (!p) return SessionCheckResult::forward;
+    sql = p.value.query;
+  }
+  // The common case ends here, in a few dozen nanoseconds and without allocating.
+  if (!pp::may_change_session_state(sql)) return SessionCheckResult::forward;
+  const pp::Classification& verdict = worker.classifier().classify(sql);
+  if (verdict.empty()) return SessionCheckResult::forward;
+
+  const pp::SessionStateFinding* rejected = nullptr;
+  bool pin = false;
+  for (const pp::SessionStateFinding& f : verdict.findings) {
+    // Releasing state (RESET x, UNLISTEN, pg_advisory_unlock) never leaks anything.
+    if (f.effect == pp::SessionStateEffect::release) continue;
+    SessionAction action = policy.action_for(f.kind);
+    if (action == SessionAction::off) continue;
+    if (action == SessionAction::reject && f.certainty == pp::Certainty::possible) {
+      action = SessionAction::warn;  // refuse only what is certain; warn on what may be
+    }
+    record(worker, client, pp::to_string(f.kind), f.detail, pp::to_string(f.certainty), action,
+           statement_text(sql, f.span));
+    // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
+    if (action != SessionAction::reject) server.note_session_state(f);
+    switch (action) {
+      case SessionAction::reject:
+        if (rejected == nullptr) rejected = &f;
+        break;
+      case SessionAction::pin:
+        pin = true;
+        server.mark_dirty(f);
+        break;
+      case SessionAction::reset:
+        server.mark_dirty(f);
+        break;
+      case SessionAction::warn:
+      case SessionAction::off:
+        break;
+    }
+  }
+  // A function the pooler cannot see into may change anything: "possible", counted and shown;
+  // session_state_verify is what can confirm it.
+  if (policy.default_action != SessionAction::off) {
+    for (const pp::OpaqueCall& call : verdict.opaque_calls) {
+      record(worker, client, "opaque_call", call.name, "possible", SessionAction::warn,
+             statement_text(sql, call.span));
+    }
+  }
+
+  if (rejected != nullptr) {
+    std::string what = std::string(pp::to_string(rejected->kind));
+    if (!rejected->detail.empty()) what += " " + rejected->detail;
+    message_out = fmt::format(
+        "pgsluice refused \"{}\": session state ({}) would outlive the transaction on a shared "
+        "server in transaction pooling mode",
+        statement_text(sql, rejected->span), what);
+    hint_out = std::string(hint_for(rejected->kind));
+    return SessionCheckResult::refused;
+  }
+  if (pin && !server.pinned()) {
+    spdlog::info("{} pinned to {} (session state under the pin action)", client.log_id(),
+                 server.log_id());
+    server.pin();
+  }
+  return SessionCheckResult::forward;
+}
+
+}  // namespace pgsluice

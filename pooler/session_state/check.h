@@ -1,0 +1,33 @@
+// The session-state check of one Query or Parse a client sends in transaction mode: classify
+// its SQL (lexer prefilter, then libpg_query through the worker's verdict cache), record what it
+// finds, and act by the policy — forward it, mark the server for cleaning, pin the client to
+// the server, or replace the message with one that fails with SQLSTATE 0A000 and a hint.
+#pragma once
+
+#include <string>
+
+#include "pgsluice/protocol/frame.h"
+#include "pooler/config/session_policy.h"
+
+namespace pgsluice {
+
+class Client;
+class Server;
+class Worker;
+
+enum class SessionCheckResult {
+  forward,  // send the message as it is
+  refused,  // the statement is refused: `message` and `hint` say why (SQLSTATE 0A000)
+};
+
+SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
+                                       const SessionPolicy& policy,
+                                       const protocol::Message& message, std::string& message_out,
+                                       std::string& hint_out);
+
+// The statement that makes the server itself refuse a rejected one: the error then comes in
+// its normal place among the replies, and the transaction state (idle, or failed inside a
+// transaction block) is what PostgreSQL would have made it.
+std::string rejection_statement(std::string_view message, std::string_view hint);
+
+}  // namespace pgsluice

@@ -1,0 +1,84 @@
+// The findings table; see session_findings.h.
+#include "pooler/session_state/findings.h"
+
+#include <fmt/format.h>
+
+#include "pgsluice/protocol/session_state.h"
+
+namespace pgsluice {
+
+namespace {
+constexpr size_t kMaxSample = 300;
+
+uint64_t hash_text(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+uint64_t SessionFindings::fingerprint_of(std::string_view statement, std::string& normalized) {
+  uint64_t h = hash_text(statement);
+  auto it = fingerprints_.find(h);
+  if (it == fingerprints_.end()) {
+    if (fingerprints_.size() >= kMaxRows) fingerprints_.clear();
+    protocol::StatementFingerprint fp = protocol::fingerprint_sql(statement);
+    std::string sample = fp.normalized.size() > kMaxSample
+                             ? fp.normalized.substr(0, kMaxSample) + "…"
+                             : fp.normalized;
+    it = fingerprints_.emplace(h, std::make_pair(fp.value, std::move(sample))).first;
+  }
+  normalized = it->second.second;
+  return it->second.first;
+}
+
+const FindingRow* SessionFindings::record(const FindingEvent& e, int64_t now, bool& created) {
+  created = false;
+  ++total_;
+  std::string normalized;
+  uint64_t fingerprint = e.statement.empty() ? 0 : fingerprint_of(e.statement, normalized);
+  std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{:x}\x1f{}", e.kind, e.detail,
+                                e.database, e.user, e.application_name, fingerprint, e.action);
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    FindingRow& row = rows_[it->second];
+    ++row.count;
+    row.last_seen = now;
+    row.client_addr = std::string(e.client_addr);
+    return &row;
+  }
+  if (rows_.size() >= kMaxRows) {
+    ++dropped_;
+    return nullptr;
+  }
+  FindingRow row;
+  row.kind = std::string(e.kind);
+  row.detail = std::string(e.detail);
+  row.certainty = std::string(e.certainty);
+  row.action = std::string(e.action);
+  row.database = std::string(e.database);
+  row.user = std::string(e.user);
+  row.application_name = std::string(e.application_name);
+  row.client_addr = std::string(e.client_addr);
+  row.source = std::string(e.source);
+  row.sample = std::move(normalized);
+  row.fingerprint = fingerprint;
+  row.count = 1;
+  row.first_seen = row.last_seen = now;
+  index_.emplace(std::move(key), rows_.size());
+  rows_.push_back(std::move(row));
+  created = true;
+  return &rows_.back();
+}
+
+void SessionFindings::clear() {
+  rows_.clear();
+  index_.clear();
+  dropped_ = 0;
+  total_ = 0;
+}
+
+}  // namespace pgsluice

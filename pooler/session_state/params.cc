@@ -1,0 +1,180 @@
+// Parameter sets, startup `options` parsing and the query that syncs a server to a client.
+#include "pooler/session_state/params.h"
+
+#include <array>
+#include <cctype>
+
+namespace pgsluice {
+
+namespace {
+constexpr std::array<std::string_view, 6> kTracked = {
+    "client_encoding", "DateStyle", "IntervalStyle", "TimeZone", "standard_conforming_strings",
+    "application_name"};
+
+// ASCII only, as PostgreSQL folds parameter names; std::tolower is a locale-aware call per
+// character, 1-2% of the pooler's CPU when every link compares parameter names (docs/profile.md).
+char lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+}  // namespace
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+void ParameterSet::set(std::string_view name, std::string_view value) {
+  for (auto& [n, v] : items_) {
+    if (iequals(n, name)) {
+      v.assign(value);
+      return;
+    }
+  }
+  items_.emplace_back(std::string(name), std::string(value));
+}
+
+const std::string* ParameterSet::get(std::string_view name) const {
+  for (const auto& [n, v] : items_) {
+    if (iequals(n, name)) return &v;
+  }
+  return nullptr;
+}
+
+void ParameterSet::erase(std::string_view name) {
+  for (auto it = items_.begin(); it != items_.end(); ++it) {
+    if (iequals(it->first, name)) {
+      items_.erase(it);
+      return;
+    }
+  }
+}
+
+std::string_view tracked_parameter_name(std::string_view name) {
+  for (std::string_view t : kTracked) {
+    if (iequals(t, name)) return t;
+  }
+  return {};
+}
+
+bool parse_startup_options(std::string_view options,
+                           std::vector<std::pair<std::string, std::string>>& settings) {
+  // Split into words; a backslash makes the next character literal (PostgreSQL's
+  // pg_split_opts rule), so "-c search_path=a,\ b" keeps its space.
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < options.size(); ++i) {
+    char c = options[i];
+    if (c == '\\' && i + 1 < options.size()) {
+      word.push_back(options[++i]);
+      in_word = true;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+
+  auto add = [&settings](std::string_view assignment) {
+    size_t eq = assignment.find('=');
+    if (eq == std::string_view::npos || eq == 0) return false;
+    std::string name(assignment.substr(0, eq));
+    for (char& ch : name) {
+      if (ch == '-') ch = '_';  // "--search-path=x" means search_path, as in postgres
+    }
+    settings.emplace_back(std::move(name), std::string(assignment.substr(eq + 1)));
+    return true;
+  };
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string_view w = words[i];
+    if (w == "-c") {
+      if (i + 1 >= words.size() || !add(words[++i])) return false;
+    } else if (w.starts_with("-c")) {
+      if (!add(w.substr(2))) return false;
+    } else if (w.starts_with("--")) {
+      if (!add(w.substr(2))) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string quote_literal(std::string_view value) {
+  std::string out;
+  bool backslash = value.find('\\') != std::string_view::npos;
+  out.reserve(value.size() + 3);
+  if (backslash) out.push_back('E');
+  out.push_back('\'');
+  for (char c : value) {
+    if (c == '\'') out.push_back('\'');
+    if (c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+std::string quote_identifier(std::string_view name) {
+  bool plain =
+      !name.empty() && (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char c : name) {
+    if (!(std::islower(static_cast<unsigned char>(c)) ||
+          std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '.')) {
+      plain = false;
+    }
+  }
+  if (plain) return std::string(name);
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string build_parameter_sync_query(const ParameterSet& client_tracked,
+                                       const ParameterSet& server_tracked,
+                                       const ParameterSet& client_extras,
+                                       ParameterSet& server_extras) {
+  std::string sets;
+  auto add_set = [&sets](std::string_view name, std::string_view value) {
+    sets += sets.empty() ? "SELECT " : ", ";
+    sets += "pg_catalog.set_config(";
+    sets += quote_literal(name);
+    sets += ", ";
+    sets += quote_literal(value);
+    sets += ", false)";
+  };
+  for (const auto& [name, value] : client_tracked.items()) {
+    // Reported parameters a client cannot set (server_version, is_superuser, …) are not synced.
+    if (tracked_parameter_name(name).empty()) continue;
+    const std::string* current = server_tracked.get(name);
+    if (current == nullptr || *current != value) add_set(name, value);
+  }
+  for (const auto& [name, value] : client_extras.items()) {
+    const std::string* current = server_extras.get(name);
+    if (current == nullptr || *current != value) add_set(name, value);
+  }
+  std::string resets;
+  for (const auto& [name, value] : server_extras.items()) {
+    if (client_extras.get(name) == nullptr) {
+      resets += "RESET ";
+      resets += quote_identifier(name);
+      resets += ";";
+    }
+  }
+  server_extras = client_extras;
+  if (sets.empty()) return resets;
+  return sets + ";" + resets;
+}
+
+}  // namespace pgsluice

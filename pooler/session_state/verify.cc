@@ -1,0 +1,233 @@
+// The verify query, its comparison with what the SQL checks tracked, and long holds; see
+// session_verify.h.
+#include "pooler/session_state/verify.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <chrono>
+
+#include "pgsluice/protocol/backend.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/stats.h"
+#include "pooler/core/worker.h"
+#include "pooler/session_state/findings.h"
+#include "pooler/session_state/params.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+
+namespace {
+
+constexpr size_t kColumns = 7;
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool read_int(const std::optional<std::string_view>& v, int64_t& out) {
+  if (!v) return false;
+  auto r = std::from_chars(v->data(), v->data() + v->size(), out);
+  return r.ec == std::errc() && r.ptr == v->data() + v->size();
+}
+
+void record(Worker& worker, Server& server, std::string_view kind, std::string_view detail,
+            std::string_view action, std::string_view what_log) {
+  const SessionVerifier& v = server.verifier();
+  FindingEvent event{.kind = kind,
+                     .detail = detail,
+                     .certainty = "definite",
+                     .action = action,
+                     .database = server.pool().database().name,
+                     .user = server.pool().credentials().user,
+                     .application_name = v.last_application_name(),
+                     .client_addr = v.last_client_addr(),
+                     .source = "server",
+                     .statement = ""};
+  if (worker.findings().record(event, unix_now())) {
+    spdlog::warn("{} session state: {} {} ({}), action {}", server.log_id(), kind, detail, what_log,
+                 action);
+  }
+}
+
+}  // namespace
+
+// --- SessionTrack ---
+
+void SessionTrack::note(const pp::SessionStateFinding& f) {
+  if (f.effect == pp::SessionStateEffect::release) return;
+  kinds_ |= 1u << static_cast<unsigned>(f.kind);
+  if (f.kind == pp::SessionStateKind::set || f.kind == pp::SessionStateKind::set_config) {
+    if (f.detail.empty() || f.lexer_only) {
+      any_setting_ = true;
+    } else if (!saw_setting(f.detail)) {
+      settings_.push_back(f.detail);
+    }
+  }
+}
+
+void SessionTrack::clear() {
+  kinds_ = 0;
+  any_setting_ = false;
+  settings_.clear();
+}
+
+bool SessionTrack::saw_setting(std::string_view name) const {
+  if (any_setting_) return true;
+  for (const std::string& s : settings_) {
+    if (iequals(s, name)) return true;
+  }
+  return false;
+}
+
+// --- the query ---
+
+std::string verify_query(std::string_view login_user) {
+  // Why count(*) per catalog rather than the rows: one short DataRow, whatever a session holds.
+  // Prepared statements: only SQL PREPARE (from_sql); protocol-level ones, the pooler's
+  // PGSLUICE_n included, are the protocol's business, not session state a statement left.
+  return fmt::format(
+      "SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels()), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' "
+      "AND pid = pg_catalog.pg_backend_pid()), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements WHERE from_sql), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors WHERE is_holdable), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_class "
+      "WHERE relnamespace = pg_catalog.pg_my_temp_schema()), "
+      "(SELECT pg_catalog.string_agg(name, ',') FROM pg_catalog.pg_settings "
+      "WHERE source = 'session'), "
+      "(current_user <> session_user OR session_user <> {})",
+      quote_literal(login_user));
+}
+
+std::optional<VerifyAnswer> parse_verify_row(std::string_view body) {
+  auto row = pp::parse_data_row(body);
+  if (!row || row.value.values.size() != kColumns) return std::nullopt;
+  const auto& v = row.value.values;
+  VerifyAnswer a;
+  if (!read_int(v[0], a.listen_channels) || !read_int(v[1], a.advisory_locks) ||
+      !read_int(v[2], a.sql_prepared) || !read_int(v[3], a.hold_cursors) ||
+      !read_int(v[4], a.temp_relations) || !v[6]) {
+    return std::nullopt;
+  }
+  if (v[5]) {
+    std::string_view s = *v[5];
+    while (!s.empty()) {
+      size_t comma = s.find(',');
+      a.session_settings.emplace_back(s.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      s.remove_prefix(comma + 1);
+    }
+  }
+  a.role_changed = *v[6] == "t";
+  return a;
+}
+
+std::vector<VerifyDifference> compare_with_track(const VerifyAnswer& a, const SessionTrack& track,
+                                                 const ParameterSet& reported,
+                                                 const ParameterSet& applied) {
+  using K = pp::SessionStateKind;
+  std::vector<VerifyDifference> out;
+  auto count = [&](int64_t n, K kind, std::string_view unit) {
+    if (n > 0 && !track.saw(kind)) {
+      out.push_back({pp::to_string(kind), fmt::format("{} {}{}", n, unit, n == 1 ? "" : "s")});
+    }
+  };
+  count(a.advisory_locks, K::advisory_lock, "lock");
+  count(a.listen_channels, K::listen, "channel");
+  count(a.sql_prepared, K::prepare, "statement");
+  count(a.hold_cursors, K::hold_cursor, "cursor");
+  count(a.temp_relations, K::temp_object, "relation");
+  for (const std::string& name : a.session_settings) {
+    // Reported settings (client_encoding, TimeZone, …) are kept in step through ParameterStatus
+    // and the startup extras are set by the pooler itself: neither is hidden.
+    if (reported.get(name) != nullptr || applied.get(name) != nullptr) continue;
+    if (track.saw_setting(name)) continue;
+    out.push_back({pp::to_string(K::set), name});
+  }
+  if (a.role_changed && !track.saw(K::role)) out.push_back({pp::to_string(K::role), "role"});
+  return out;
+}
+
+bool verify_turn(SessionVerifyMode mode, int sample) {
+  switch (mode) {
+    case SessionVerifyMode::off:
+      return false;
+    case SessionVerifyMode::always:
+      return true;
+    case SessionVerifyMode::sample: {
+      // Per thread, as everything a worker owns; the first release is checked, so that a
+      // short staging run checks something.
+      thread_local uint64_t releases = 0;
+      return releases++ % static_cast<uint64_t>(sample > 0 ? sample : 1) == 0;
+    }
+  }
+  return false;
+}
+
+// --- SessionVerifier ---
+
+void SessionVerifier::note_client(const Client& client) {
+  const std::string* app = client.tracked_parameters().get("application_name");
+  last_app_ = app != nullptr ? *app : std::string();
+  last_addr_ = client.peer();
+}
+
+void SessionVerifier::on_data_row(std::string_view body) {
+  if (auto a = parse_verify_row(body)) answer_ = std::move(*a);
+}
+
+std::vector<VerifyDifference> SessionVerifier::finish(const ParameterSet& reported,
+                                                      const ParameterSet& applied) {
+  awaiting_ = false;
+  if (!answer_) return {VerifyDifference{"verify", "no answer"}};
+  std::vector<VerifyDifference> out = compare_with_track(*answer_, track_, reported, applied);
+  answer_.reset();
+  return out;
+}
+
+void record_hidden_findings(Worker& worker, Server& server,
+                            const std::vector<VerifyDifference>& differences) {
+  for (const VerifyDifference& d : differences) {
+    record(worker, server, "hidden", fmt::format("{}: {}", d.kind, d.detail), "reset",
+           "found by session_state_verify where the SQL checks saw nothing");
+  }
+}
+
+void check_long_holds(Worker& worker) {
+  const auto limit = worker.settings().session_state_long_hold;
+  if (limit.count() <= 0) return;
+  const uint64_t limit_us =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(limit).count());
+  const uint64_t now = now_us();
+  // Once a second is enough for a threshold counted in seconds; the janitor ticks faster.
+  thread_local uint64_t last_check = 0;
+  if (now < last_check + 1'000'000) return;
+  last_check = now;
+  const std::string detail = fmt::format("idle in transaction over {}s", limit_us / 1'000'000.0);
+  worker.for_each_pool([&](Pool& pool) {
+    if (pool.mode() != PoolMode::transaction) return;
+    pool.for_each_server([&](Server& s) {
+      if (s.state() != Server::State::active || s.client() == nullptr) return;
+      const char tx = s.transaction_status();
+      const uint64_t start = s.timing.xact_start_us;
+      // Idle in a transaction: a transaction is open and no query runs.
+      if ((tx != 'T' && tx != 'E') || start == 0 || s.timing.query_start_us != 0) return;
+      if (now < start + limit_us) return;
+      SessionVerifier& v = s.verifier();
+      if (v.long_hold_counted_xact == start) return;
+      v.long_hold_counted_xact = start;
+      v.note_client(*s.client());
+      record(worker, s, "long_hold", detail, "warn",
+             "a client holds its server in an open transaction");
+    });
+  });
+}
+
+}  // namespace pgsluice
