@@ -118,7 +118,7 @@ def flip(key: bytes, bit: int = 0) -> bytes:
 def test_cancel_keys_come_from_the_csprng():
     """A static guard: the cancel key comes from OpenSSL's RAND_bytes, and no predictable PRNG
     is used anywhere in the pooler or the protocol code."""
-    worker = open(os.path.join(SOURCE, "pooler", "worker.cc")).read()
+    worker = open(os.path.join(SOURCE, "pooler", "core", "worker.cc")).read()
     body = worker[worker.index("Worker::register_cancel_key"):]
     body = body[:body.index("\n}\n")]
     assert body.count("RAND_bytes") >= 2, body  # the pid and the key

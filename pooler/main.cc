@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "pooler/auth/sources.h"
 #include "pooler/config/config.h"
 #include "pooler/core/worker.h"
 #include "pooler/core/worker_group.h"
+#include "pooler/features.h"
 #include "pooler/net/tls_context.h"
 #include "pooler/ops/daemonize.h"
 #include "pooler/ops/logging.h"
@@ -48,44 +50,64 @@ void raise_fd_limit() {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the command line asks for; `exit_code` set: exit with it (after --help, --version or a
+// usage error).
+struct Options {
   int verbosity = 0;
   bool daemon = false;
   std::string config_path;
+  std::optional<int> exit_code;
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-V" || arg == "--version") {
       std::printf("pgsluice %s\n", PGSLUICE_VERSION);
-      return 0;
+      o.exit_code = 0;
+      return o;
     }
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
-      return 0;
+      o.exit_code = 0;
+      return o;
     }
     if (arg == "-d" || arg == "--daemon") {
-      daemon = true;
+      o.daemon = true;
     } else if (arg == "-v" || arg == "--verbose") {
-      ++verbosity;
+      ++o.verbosity;
     } else if (arg == "-vv") {
-      verbosity += 2;
+      o.verbosity += 2;
     } else if (arg == "-q" || arg == "--quiet") {
-      verbosity = -1;
+      o.verbosity = -1;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "pgsluice: unknown option %s\n%s", arg.c_str(), kUsage);
-      return 2;
-    } else if (config_path.empty()) {
-      config_path = arg;
+      o.exit_code = 2;
+      return o;
+    } else if (o.config_path.empty()) {
+      o.config_path = arg;
     } else {
       std::fprintf(stderr, "pgsluice: more than one config file given\n");
-      return 2;
+      o.exit_code = 2;
+      return o;
     }
   }
-  if (config_path.empty()) {
+  if (o.config_path.empty()) {
     std::fputs(kUsage, stderr);
-    return 2;
+    o.exit_code = 2;
   }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse_options(argc, argv);
+  if (options.exit_code) return *options.exit_code;
+  const int verbosity = options.verbosity;
+  const bool daemon = options.daemon;
+  const std::string& config_path = options.config_path;
 
   pgsluice::ConfigLoadResult loaded = pgsluice::load_config_file(config_path);
   if (!loaded.errors.empty()) {
@@ -148,14 +170,21 @@ int main(int argc, char** argv) {
     if (!config.settings.logfile.empty()) std::fprintf(stderr, "pgsluice: %s\n", pid_error.c_str());
     return 1;
   }
+  // The operations and the admin console, as the core calls them (core/extensions.h). Declared
+  // before the workers so that it outlives them: closing clients still reach it.
+  std::unique_ptr<pgsluice::Features> features;
   pgsluice::WorkerGroup workers(loaded.config, secrets, config.settings.workers);
   workers.set_tls(tls);
+  features = std::make_unique<pgsluice::Features>(workers.primary());
+  workers.set_extensions(*features);
   if (!workers.listen()) return 1;
   spdlog::info("pgsluice {} started ({} workers)", PGSLUICE_VERSION, workers.size());
   if (daemon) daemonizer.ready();
   workers.run();
   // The staging run's leak report (leak_report_file), with everything the run found.
-  if (std::string err = pgsluice::write_leak_report(workers.primary()); !err.empty()) {
+  if (std::string err =
+          pgsluice::write_leak_report(workers.findings(), workers.primary().settings());
+      !err.empty()) {
     spdlog::error("leak_report_file: {}", err);
   }
   spdlog::info("pgsluice stopped");

@@ -5,10 +5,12 @@
 #include <functional>
 #include <map>
 
+#include "pooler/admin/console.h"
 #include "pooler/admin/control.h"
 #include "pooler/admin/session.h"
 #include "pooler/admin/show.h"
 #include "pooler/core/worker.h"
+#include "pooler/ops/shutdown.h"
 
 namespace pgsluice {
 
@@ -41,75 +43,93 @@ struct CommandSpec {
   Handler handler;
 };
 
+AdminResult pause_command(Worker&, AdminSession& s, const AdminCommand& c) {
+  std::string err = s.console().control().pause(c.arg);
+  if (!err.empty()) return from_error(err, "PAUSE");
+  // PAUSE answers when the paused pools' servers are all released (and closed).
+  if (s.console().control().settled(AdminControl::WaitKind::pause, c.arg)) return done("PAUSE");
+  s.console().control().wait(s, AdminControl::WaitKind::pause, c.arg, "PAUSE");
+  return AdminResult::pending();
+}
+
+AdminResult suspend_command(Worker&, AdminSession& s, const AdminCommand&) {
+  std::string err = s.console().control().suspend();
+  if (!err.empty()) return from_error(err, "SUSPEND");
+  if (s.console().control().settled(AdminControl::WaitKind::pause, "")) return done("SUSPEND");
+  s.console().control().wait(s, AdminControl::WaitKind::pause, "", "SUSPEND");
+  return AdminResult::pending();
+}
+
+AdminResult wait_close_command(Worker&, AdminSession& s, const AdminCommand& c) {
+  if (!c.arg.empty() && !s.console().control().known_database(c.arg)) {
+    return AdminResult::failure(kAdminUnknownObject, "no such database: " + c.arg);
+  }
+  if (s.console().control().settled(AdminControl::WaitKind::wait_close, c.arg)) {
+    return done("WAIT_CLOSE");
+  }
+  s.console().control().wait(s, AdminControl::WaitKind::wait_close, c.arg, "WAIT_CLOSE");
+  return AdminResult::pending();
+}
+
+AdminResult shutdown_command(Worker& w, AdminSession& s, const AdminCommand& c) {
+  if (c.arg == "WAIT_FOR_CLIENTS") {
+    s.console().control().shutdown_when_clients_gone();
+    return done("SHUTDOWN");
+  }
+  if (c.arg == "WAIT_FOR_SERVERS") {
+    s.console().shutdown().wait_for_servers();  // the same path as SIGINT (shutdown.h)
+    return done("SHUTDOWN");
+  }
+  if (!c.arg.empty()) {
+    return AdminResult::failure(kAdminSyntaxError, "SHUTDOWN: unknown mode '" + c.arg + "'");
+  }
+  // The console's own connection closes with everything else (as with PgBouncer); every
+  // worker stops (the world is stopped while a console command runs).
+  w.group().stop_all();
+  return done("SHUTDOWN");
+}
+
 const std::map<std::string, CommandSpec>& commands() {
   static const std::map<std::string, CommandSpec> table = {
-      {"PAUSE",
-       {false, true,
-        [](Worker& w, AdminSession& s, const AdminCommand& c) {
-          std::string err = w.admin_control().pause(c.arg);
-          if (!err.empty()) return from_error(err, "PAUSE");
-          // PAUSE answers when the paused pools' servers are all released (and closed).
-          if (w.admin_control().settled(AdminControl::WaitKind::pause, c.arg)) return done("PAUSE");
-          w.admin_control().wait(s, AdminControl::WaitKind::pause, c.arg, "PAUSE");
-          return AdminResult::pending();
-        }}},
-      {"SUSPEND",
-       {false, false,
-        [](Worker& w, AdminSession& s, const AdminCommand&) {
-          std::string err = w.admin_control().suspend();
-          if (!err.empty()) return from_error(err, "SUSPEND");
-          if (w.admin_control().settled(AdminControl::WaitKind::pause, "")) return done("SUSPEND");
-          w.admin_control().wait(s, AdminControl::WaitKind::pause, "", "SUSPEND");
-          return AdminResult::pending();
-        }}},
+      {"PAUSE", {false, true, pause_command}},
+      {"SUSPEND", {false, false, suspend_command}},
       {"RESUME",
        {false, true,
-        [](Worker& w, AdminSession&, const AdminCommand& c) {
-          return from_error(w.admin_control().resume(c.arg), "RESUME");
+        [](Worker&, AdminSession& s, const AdminCommand& c) {
+          return from_error(s.console().control().resume(c.arg), "RESUME");
         }}},
       {"DISABLE",
        {true, true,
-        [](Worker& w, AdminSession&, const AdminCommand& c) {
-          return from_error(w.admin_control().disable(c.arg), "DISABLE");
+        [](Worker&, AdminSession& s, const AdminCommand& c) {
+          return from_error(s.console().control().disable(c.arg), "DISABLE");
         }}},
       {"ENABLE",
        {true, true,
-        [](Worker& w, AdminSession&, const AdminCommand& c) {
-          return from_error(w.admin_control().enable(c.arg), "ENABLE");
+        [](Worker&, AdminSession& s, const AdminCommand& c) {
+          return from_error(s.console().control().enable(c.arg), "ENABLE");
         }}},
       {"RECONNECT",
        {false, true,
-        [](Worker& w, AdminSession&, const AdminCommand& c) {
-          return from_error(w.admin_control().reconnect(c.arg), "RECONNECT");
+        [](Worker&, AdminSession& s, const AdminCommand& c) {
+          return from_error(s.console().control().reconnect(c.arg), "RECONNECT");
         }}},
       {"KILL",
        {true, true,
-        [](Worker& w, AdminSession&, const AdminCommand& c) {
-          return from_error(w.admin_control().kill(c.arg), "KILL");
+        [](Worker&, AdminSession& s, const AdminCommand& c) {
+          return from_error(s.console().control().kill(c.arg), "KILL");
         }}},
       {"KILL_CLIENT",
        {true, true,
-        [](Worker& w, AdminSession&, const AdminCommand& c) {
+        [](Worker&, AdminSession& s, const AdminCommand& c) {
           uint64_t id = 0;
           auto [ptr, ec] = std::from_chars(c.arg.data(), c.arg.data() + c.arg.size(), id);
           if (ec != std::errc{} || ptr != c.arg.data() + c.arg.size()) {
             return AdminResult::failure(kAdminSyntaxError,
                                         "KILL_CLIENT: invalid client id '" + c.arg + "'");
           }
-          return from_error(w.admin_control().kill_client(id), "KILL_CLIENT");
+          return from_error(s.console().control().kill_client(id), "KILL_CLIENT");
         }}},
-      {"WAIT_CLOSE",
-       {false, true,
-        [](Worker& w, AdminSession& s, const AdminCommand& c) {
-          if (!c.arg.empty() && !w.admin_control().known_database(c.arg)) {
-            return AdminResult::failure(kAdminUnknownObject, "no such database: " + c.arg);
-          }
-          if (w.admin_control().settled(AdminControl::WaitKind::wait_close, c.arg)) {
-            return done("WAIT_CLOSE");
-          }
-          w.admin_control().wait(s, AdminControl::WaitKind::wait_close, c.arg, "WAIT_CLOSE");
-          return AdminResult::pending();
-        }}},
+      {"WAIT_CLOSE", {false, true, wait_close_command}},
       {"RELOAD",
        {false, false,
         [](Worker& w, AdminSession&, const AdminCommand&) {
@@ -120,26 +140,7 @@ const std::map<std::string, CommandSpec>& commands() {
           }
           return done("RELOAD");
         }}},
-      {"SHUTDOWN",
-       {false, true,
-        [](Worker& w, AdminSession&, const AdminCommand& c) {
-          if (c.arg == "WAIT_FOR_CLIENTS") {
-            w.admin_control().shutdown_when_clients_gone();
-            return done("SHUTDOWN");
-          }
-          if (c.arg == "WAIT_FOR_SERVERS") {
-            w.shutdown().wait_for_servers();  // the same path as SIGINT (shutdown.h)
-            return done("SHUTDOWN");
-          }
-          if (!c.arg.empty()) {
-            return AdminResult::failure(kAdminSyntaxError,
-                                        "SHUTDOWN: unknown mode '" + c.arg + "'");
-          }
-          // The console's own connection closes with everything else (as with PgBouncer); every
-          // worker stops (the world is stopped while a console command runs).
-          w.group().stop_all();
-          return done("SHUTDOWN");
-        }}},
+      {"SHUTDOWN", {false, true, shutdown_command}},
   };
   return table;
 }
@@ -168,7 +169,7 @@ AdminResult execute_admin_command(Worker& worker, AdminSession& session,
   };
   if (command.verb == "SHOW") {
     if (!command.has_arg) return invalid();
-    std::optional<AdminResult> r = admin_show(worker, command.arg);
+    std::optional<AdminResult> r = admin_show(worker, session.console().control(), command.arg);
     return r ? std::move(*r) : invalid();
   }
   if (command.verb == "SET") return run_set(worker, session, command);

@@ -11,6 +11,7 @@
 #include "pooler/core/pool.h"
 #include "pooler/core/stats.h"
 #include "pooler/core/worker.h"
+#include "pooler/ops/shutdown.h"
 
 namespace pgsluice {
 
@@ -18,7 +19,8 @@ namespace {
 constexpr const char* kCannotConnectNow = "57P03";
 }  // namespace
 
-AdminControl::AdminControl(Worker& worker) : worker_(worker) {
+AdminControl::AdminControl(Worker& primary, Shutdown& shutdown)
+    : worker_(primary), shutdown_(shutdown) {
   stats_new_stamp_us_ = now_us();
   // As PgBouncer: before the first tick, averages run over one second back.
   stats_old_stamp_us_ = stats_new_stamp_us_ - 1'000'000;
@@ -159,7 +161,7 @@ std::string AdminControl::kill_client(uint64_t id) {
 }
 
 void AdminControl::shutdown_when_clients_gone() {
-  worker_.shutdown().wait_for_clients();  // the same path as SIGTERM (shutdown.h)
+  shutdown_.wait_for_clients();  // the same path as SIGTERM (shutdown.h)
 }
 
 void AdminControl::wait(AdminSession& session, WaitKind kind, std::string db, std::string tag) {

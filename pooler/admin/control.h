@@ -16,13 +16,14 @@ namespace pgsluice {
 class AdminSession;
 class Client;
 class Pool;
+class Shutdown;
 class Worker;
 
 class AdminControl {
  public:
   enum class Mode { active, paused, suspended };
 
-  explicit AdminControl(Worker& worker);
+  AdminControl(Worker& primary, Shutdown& shutdown);
 
   // New connections to a DISABLEd database are refused (the client is failed, false returned).
   bool admit(Client& client);
@@ -69,6 +70,7 @@ class AdminControl {
   void set_pool_paused(const std::string& db, bool paused);
 
   Worker& worker_;
+  Shutdown& shutdown_;
   Mode mode_ = Mode::active;
   std::map<std::string, bool> paused_dbs_;  // PAUSE db / KILL db (true: servers close)
   std::set<std::string> disabled_dbs_;

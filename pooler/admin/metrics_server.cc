@@ -35,7 +35,8 @@ struct MetricsServer::Connection {
   bool responded = false;
 };
 
-MetricsServer::MetricsServer(Worker& worker) : worker_(worker) {}
+MetricsServer::MetricsServer(Worker& worker, const AdminControl& control)
+    : worker_(worker), control_(control) {}
 
 MetricsServer::~MetricsServer() = default;
 
@@ -143,7 +144,7 @@ std::string MetricsServer::render() {
     }
   });
   process.uptime_seconds = (worker_.now_ms() - worker_.started_ms()) / 1000;
-  process.paused = worker_.admin_control().mode() != AdminControl::Mode::active;
+  process.paused = control_.mode() != AdminControl::Mode::active;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, uint64_t> findings;
   for (const FindingRow& row : worker_.findings().rows()) {
     findings[{row.kind, row.action, row.database, row.user}] += row.count;

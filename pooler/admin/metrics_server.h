@@ -17,11 +17,12 @@
 
 namespace pgsluice {
 
+class AdminControl;
 class Worker;
 
 class MetricsServer {
  public:
-  explicit MetricsServer(Worker& worker);
+  MetricsServer(Worker& worker, const AdminControl& control);
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
   ~MetricsServer();
@@ -42,6 +43,7 @@ class MetricsServer {
   void close_connection(Connection& conn);
 
   Worker& worker_;
+  const AdminControl& control_;
   uv_tcp_t* listener_ = nullptr;  // malloc'd; freed in its close callback
   std::set<Connection*> connections_;
   uint64_t scrapes_ = 0;

@@ -10,6 +10,7 @@
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/admin/commands.h"
+#include "pooler/admin/console.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/worker.h"
@@ -27,7 +28,8 @@ bool listed(const std::vector<std::string>& users, const std::string& user) {
 }
 }  // namespace
 
-std::unique_ptr<AdminSession> AdminSession::start(Worker& worker, Client& client) {
+std::unique_ptr<AdminSession> AdminSession::start(Console& console, Worker& worker,
+                                                  Client& client) {
   const Settings& s = worker.settings();
   AdminRole role = AdminRole::stats;
   if (listed(s.admin_users, client.user())) {
@@ -38,7 +40,7 @@ std::unique_ptr<AdminSession> AdminSession::start(Worker& worker, Client& client
     client.fail(sqlstate::kInvalidAuthorizationSpecification, "not allowed");
     return nullptr;
   }
-  auto session = std::make_unique<AdminSession>(worker, client, role);
+  auto session = std::make_unique<AdminSession>(console, worker, client, role);
   std::string& out = client.channel().output();
   pp::write_authentication_ok(out);
   // What drivers look at after login; server_version names the pooler, as PgBouncer's does.
@@ -69,11 +71,11 @@ std::unique_ptr<AdminSession> AdminSession::start(Worker& worker, Client& client
   return session;
 }
 
-AdminSession::AdminSession(Worker& worker, Client& client, AdminRole role)
-    : worker_(worker), client_(client), role_(role) {}
+AdminSession::AdminSession(Console& console, Worker& worker, Client& client, AdminRole role)
+    : console_(console), worker_(worker), client_(client), role_(role) {}
 
 AdminSession::~AdminSession() {
-  worker_.admin_control().forget(*this);
+  console_.control().forget(*this);
 }
 
 bool AdminSession::is_show(const std::string& sql) {
@@ -179,119 +181,139 @@ bool AdminSession::handle_message(const pp::Message& message) {
   }
   if (skip_to_sync_) return true;
   switch (type) {
-    case fe::kParse: {
-      auto p = pp::parse_parse(message.body);
-      if (!p) {
-        extended_error(sqlstate::kProtocolViolation, "malformed Parse message");
-        return true;
-      }
-      statements_[std::string(p.value.statement)] = std::string(p.value.query);
-      pp::write_parse_complete(out);
-      return true;
-    }
-    case fe::kBind: {
-      auto b = pp::parse_bind(message.body);
-      if (!b) {
-        extended_error(sqlstate::kProtocolViolation, "malformed Bind message");
-        return true;
-      }
-      auto it = statements_.find(std::string(b.value.statement));
-      if (it == statements_.end()) {
-        extended_error("26000",
-                       fmt::format("prepared statement \"{}\" does not exist", b.value.statement));
-        return true;
-      }
-      if (!b.value.parameters.empty()) {
-        extended_error(kSyntaxError, "admin console commands take no parameters");
-        return true;
-      }
-      portals_[std::string(b.value.portal)] = Portal{it->second, std::nullopt};
-      pp::write_bind_complete(out);
-      return true;
-    }
-    case fe::kDescribe: {
-      auto d = pp::parse_describe(message.body);
-      if (!d) {
-        extended_error(sqlstate::kProtocolViolation, "malformed Describe message");
-        return true;
-      }
-      std::string sql;
-      Portal* portal = nullptr;
-      if (d.value.kind == 'S') {
-        auto it = statements_.find(std::string(d.value.name));
-        if (it == statements_.end()) {
-          extended_error("26000",
-                         fmt::format("prepared statement \"{}\" does not exist", d.value.name));
-          return true;
-        }
-        sql = it->second;
-        pp::MessageWriter(out, pp::backend::kParameterDescription).i16(0);  // no parameters
-      } else {
-        auto it = portals_.find(std::string(d.value.name));
-        if (it == portals_.end()) {
-          extended_error("34000", fmt::format("portal \"{}\" does not exist", d.value.name));
-          return true;
-        }
-        portal = &it->second;
-        sql = portal->sql;
-      }
-      // Only SHOW has columns, and running it twice is harmless; a command that acts (PAUSE,
-      // KILL…) must run once, at Execute, so it is described as returning no rows.
-      if (!is_show(sql)) {
-        pp::write_no_data(out);
-        return true;
-      }
-      AdminResult result = run(sql);
-      if (result.error()) {
-        pp::write_no_data(out);
-        return true;
-      }
-      result.write_row_description(out);
-      if (portal != nullptr) portal->described = std::move(result);
-      return true;
-    }
-    case fe::kExecute: {
-      auto e = pp::parse_execute(message.body);
-      if (!e) {
-        extended_error(sqlstate::kProtocolViolation, "malformed Execute message");
-        return true;
-      }
-      auto it = portals_.find(std::string(e.value.portal));
-      if (it == portals_.end()) {
-        extended_error("34000", fmt::format("portal \"{}\" does not exist", e.value.portal));
-        return true;
-      }
-      if (it->second.described) {
-        AdminResult result = std::move(*it->second.described);
-        it->second.described.reset();
-        finish(result, Protocol::extended);
-        return true;
-      }
-      AdminResult result = run(it->second.sql);
-      if (!result.error() && !result.is_pending() && result.tag().empty() && !result.has_rows()) {
-        pp::write_empty_query_response(out);
-        return true;
-      }
-      finish(result, Protocol::extended);
-      return true;
-    }
-    case fe::kClose: {
-      auto c = pp::parse_close(message.body);
-      if (c) {
-        if (c.value.kind == 'S') {
-          statements_.erase(std::string(c.value.name));
-        } else {
-          portals_.erase(std::string(c.value.name));
-        }
-      }
-      pp::write_close_complete(out);
-      return true;
-    }
+    case fe::kParse:
+      return on_parse(message);
+    case fe::kBind:
+      return on_bind(message);
+    case fe::kDescribe:
+      return on_describe(message);
+    case fe::kExecute:
+      return on_execute(message);
+    case fe::kClose:
+      return on_close(message);
     default:
       client_.fail(sqlstate::kProtocolViolation,
                    fmt::format("unsupported message type '{}' on the admin console", type));
       return false;
   }
+}
+
+bool AdminSession::on_parse(const pp::Message& message) {
+  std::string& out = client_.channel().output();
+  auto p = pp::parse_parse(message.body);
+  if (!p) {
+    extended_error(sqlstate::kProtocolViolation, "malformed Parse message");
+    return true;
+  }
+  statements_[std::string(p.value.statement)] = std::string(p.value.query);
+  pp::write_parse_complete(out);
+  return true;
+}
+
+bool AdminSession::on_bind(const pp::Message& message) {
+  std::string& out = client_.channel().output();
+  auto b = pp::parse_bind(message.body);
+  if (!b) {
+    extended_error(sqlstate::kProtocolViolation, "malformed Bind message");
+    return true;
+  }
+  auto it = statements_.find(std::string(b.value.statement));
+  if (it == statements_.end()) {
+    extended_error("26000",
+                   fmt::format("prepared statement \"{}\" does not exist", b.value.statement));
+    return true;
+  }
+  if (!b.value.parameters.empty()) {
+    extended_error(kSyntaxError, "admin console commands take no parameters");
+    return true;
+  }
+  portals_[std::string(b.value.portal)] = Portal{it->second, std::nullopt};
+  pp::write_bind_complete(out);
+  return true;
+}
+
+bool AdminSession::on_describe(const pp::Message& message) {
+  std::string& out = client_.channel().output();
+  auto d = pp::parse_describe(message.body);
+  if (!d) {
+    extended_error(sqlstate::kProtocolViolation, "malformed Describe message");
+    return true;
+  }
+  std::string sql;
+  Portal* portal = nullptr;
+  if (d.value.kind == 'S') {
+    auto it = statements_.find(std::string(d.value.name));
+    if (it == statements_.end()) {
+      extended_error("26000",
+                     fmt::format("prepared statement \"{}\" does not exist", d.value.name));
+      return true;
+    }
+    sql = it->second;
+    pp::MessageWriter(out, pp::backend::kParameterDescription).i16(0);  // no parameters
+  } else {
+    auto it = portals_.find(std::string(d.value.name));
+    if (it == portals_.end()) {
+      extended_error("34000", fmt::format("portal \"{}\" does not exist", d.value.name));
+      return true;
+    }
+    portal = &it->second;
+    sql = portal->sql;
+  }
+  // Only SHOW has columns, and running it twice is harmless; a command that acts (PAUSE,
+  // KILL…) must run once, at Execute, so it is described as returning no rows.
+  if (!is_show(sql)) {
+    pp::write_no_data(out);
+    return true;
+  }
+  AdminResult result = run(sql);
+  if (result.error()) {
+    pp::write_no_data(out);
+    return true;
+  }
+  result.write_row_description(out);
+  if (portal != nullptr) portal->described = std::move(result);
+  return true;
+}
+
+bool AdminSession::on_execute(const pp::Message& message) {
+  std::string& out = client_.channel().output();
+  auto e = pp::parse_execute(message.body);
+  if (!e) {
+    extended_error(sqlstate::kProtocolViolation, "malformed Execute message");
+    return true;
+  }
+  auto it = portals_.find(std::string(e.value.portal));
+  if (it == portals_.end()) {
+    extended_error("34000", fmt::format("portal \"{}\" does not exist", e.value.portal));
+    return true;
+  }
+  if (it->second.described) {
+    AdminResult result = std::move(*it->second.described);
+    it->second.described.reset();
+    finish(result, Protocol::extended);
+    return true;
+  }
+  AdminResult result = run(it->second.sql);
+  if (!result.error() && !result.is_pending() && result.tag().empty() && !result.has_rows()) {
+    pp::write_empty_query_response(out);
+    return true;
+  }
+  finish(result, Protocol::extended);
+  return true;
+}
+
+bool AdminSession::on_close(const pp::Message& message) {
+  std::string& out = client_.channel().output();
+  auto c = pp::parse_close(message.body);
+  if (c) {
+    if (c.value.kind == 'S') {
+      statements_.erase(std::string(c.value.name));
+    } else {
+      portals_.erase(std::string(c.value.name));
+    }
+  }
+  pp::write_close_complete(out);
+  return true;
 }
 
 }  // namespace pgsluice

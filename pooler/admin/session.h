@@ -12,32 +12,35 @@
 #include "pgsluice/protocol/frame.h"
 #include "pooler/admin/parser.h"
 #include "pooler/admin/result.h"
+#include "pooler/core/extensions.h"
 
 namespace pgsluice {
 
 class Client;
+class Console;
 class Worker;
 
 enum class AdminRole { admin, stats };
 
-class AdminSession {
+class AdminSession final : public ConsoleSession {
  public:
   // Checks the user's role and greets the client; on "not allowed" the client is failed and
   // null is returned.
-  static std::unique_ptr<AdminSession> start(Worker& worker, Client& client);
-  AdminSession(Worker& worker, Client& client, AdminRole role);
+  static std::unique_ptr<AdminSession> start(Console& console, Worker& worker, Client& client);
+  AdminSession(Console& console, Worker& worker, Client& client, AdminRole role);
   AdminSession(const AdminSession&) = delete;
   AdminSession& operator=(const AdminSession&) = delete;
-  ~AdminSession();
+  ~AdminSession() override;
 
   // New bytes from the client.
-  void on_input();
+  void on_input() override;
   // A command that was pending (PAUSE, WAIT_CLOSE, …) is done: its CommandComplete goes out
   // and the client's next messages are processed.
   void complete(const std::string& tag);
 
   [[nodiscard]] AdminRole role() const { return role_; }
   [[nodiscard]] Client& client() { return client_; }
+  [[nodiscard]] Console& console() { return console_; }
 
  private:
   enum class Protocol { simple, extended };
@@ -47,11 +50,18 @@ class AdminSession {
   };
 
   bool handle_message(const protocol::Message& message);
+  // The extended protocol's messages; false when the client was closed.
+  bool on_parse(const protocol::Message& message);
+  bool on_bind(const protocol::Message& message);
+  bool on_describe(const protocol::Message& message);
+  bool on_execute(const protocol::Message& message);
+  bool on_close(const protocol::Message& message);
   AdminResult run(const std::string& sql);
   void finish(const AdminResult& result, Protocol protocol);
   void extended_error(const std::string& sqlstate, const std::string& message);
   [[nodiscard]] static bool is_show(const std::string& sql);
 
+  Console& console_;
   Worker& worker_;
   Client& client_;
   AdminRole role_;

@@ -102,13 +102,13 @@ void add_averages(AdminResult& r, const PoolAverages& a) {
       .add(a.bind_count);
 }
 
-uint64_t stats_duration_us(Worker& worker) {
-  const uint64_t old = worker.admin_control().stats_old_stamp_us();
+uint64_t stats_duration_us(const AdminControl& control) {
+  const uint64_t old = control.stats_old_stamp_us();
   const uint64_t now = now_us();
   return now > old ? now - old : 0;
 }
 
-AdminResult show_stats(Worker& worker, bool totals, bool averages) {
+AdminResult show_stats(Worker& worker, const AdminControl& control, bool totals, bool averages) {
   AdminResult r;
   r.text("database");
   if (totals && averages) {
@@ -125,7 +125,7 @@ AdminResult show_stats(Worker& worker, bool totals, bool averages) {
     r.numeric("wait_time").numeric("avg_client_parse_count").numeric("avg_server_parse_count");
     r.numeric("avg_bind_count");
   }
-  const uint64_t duration = stats_duration_us(worker);
+  const uint64_t duration = stats_duration_us(control);
   for (const DatabaseStats& d : collect_database_stats(worker)) {
     r.row().add(d.database);
     if (totals) add_counters(r, d.totals);
@@ -135,13 +135,13 @@ AdminResult show_stats(Worker& worker, bool totals, bool averages) {
   return r;
 }
 
-AdminResult show_totals(Worker& worker) {
+AdminResult show_totals(Worker& worker, const AdminControl& control) {
   PoolCounters total, older;
   worker.for_each_pool([&](Pool& p) {
     total += p.stats().totals;
     older += p.stats().older;
   });
-  const PoolAverages avg = compute_averages(total, older, stats_duration_us(worker));
+  const PoolAverages avg = compute_averages(total, older, stats_duration_us(control));
   AdminResult r;
   r.text("name").numeric("value");
   const std::pair<const char*, uint64_t> rows[] = {
@@ -326,7 +326,7 @@ AdminResult show_servers(Worker& worker) {
   return r;
 }
 
-AdminResult show_databases(Worker& worker) {
+AdminResult show_databases(Worker& worker, const AdminControl& control) {
   AdminResult r;
   r.text("name").text("host").int4("port").text("database").text("force_user").int4("pool_size");
   r.int4("min_pool_size").int4("reserve_pool_size").int4("server_lifetime").text("pool_mode");
@@ -364,7 +364,7 @@ AdminResult show_databases(Worker& worker) {
         .add(servers[name])
         .add(0)
         .add(clients[name]);
-    r.add(worker.admin_control().db_paused(name)).add(worker.admin_control().db_disabled(name));
+    r.add(control.db_paused(name)).add(control.db_disabled(name));
   }
   r.set_tag("SHOW");
   return r;
@@ -492,8 +492,8 @@ AdminResult show_mem(Worker& worker) {
   return r;
 }
 
-AdminResult show_state(Worker& worker) {
-  const AdminControl::Mode mode = worker.admin_control().mode();
+AdminResult show_state(const AdminControl& control) {
+  const AdminControl::Mode mode = control.mode();
   AdminResult r;
   r.text("key").text("value");
   r.row().add("active").add(mode == AdminControl::Mode::active ? "yes" : "no");
@@ -575,20 +575,21 @@ std::optional<AdminResult> fake_show(const std::string& subject) {
 
 }  // namespace
 
-std::optional<AdminResult> admin_show(Worker& worker, const std::string& subject) {
+std::optional<AdminResult> admin_show(Worker& worker, const AdminControl& control,
+                                      const std::string& subject) {
   if (subject == "POOLS") return show_pools(worker);
-  if (subject == "STATS") return show_stats(worker, true, true);
-  if (subject == "STATS_TOTALS") return show_stats(worker, true, false);
-  if (subject == "STATS_AVERAGES") return show_stats(worker, false, true);
-  if (subject == "TOTALS") return show_totals(worker);
+  if (subject == "STATS") return show_stats(worker, control, true, true);
+  if (subject == "STATS_TOTALS") return show_stats(worker, control, true, false);
+  if (subject == "STATS_AVERAGES") return show_stats(worker, control, false, true);
+  if (subject == "TOTALS") return show_totals(worker, control);
   if (subject == "CLIENTS") return show_clients(worker);
   if (subject == "SERVERS") return show_servers(worker);
-  if (subject == "DATABASES") return show_databases(worker);
+  if (subject == "DATABASES") return show_databases(worker, control);
   if (subject == "USERS") return show_users(worker);
   if (subject == "CONFIG") return show_config(worker);
   if (subject == "LISTS") return show_lists(worker);
   if (subject == "MEM") return show_mem(worker);
-  if (subject == "STATE") return show_state(worker);
+  if (subject == "STATE") return show_state(control);
   if (subject == "VERSION") return show_version();
   if (subject == "WORKERS") return show_workers(worker);
   if (subject == "LEAKS") return show_leaks(worker);

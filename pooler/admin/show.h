@@ -9,9 +9,11 @@
 
 namespace pgsluice {
 
+class AdminControl;
 class Worker;
 
 // `subject` upper case (POOLS, STATS, …); nullopt when it names no SHOW command.
-std::optional<AdminResult> admin_show(Worker& worker, const std::string& subject);
+std::optional<AdminResult> admin_show(Worker& worker, const AdminControl& control,
+                                      const std::string& subject);
 
 }  // namespace pgsluice

@@ -15,13 +15,6 @@
 
 namespace pgsluice {
 
-bool is_admin_database(const std::string& name) {
-  for (const char* n : kAdminDatabaseNames) {
-    if (name == n) return true;
-  }
-  return false;
-}
-
 std::vector<PoolRow> collect_pool_rows(Worker& worker) {
   std::vector<PoolRow> rows;
   std::unordered_map<Pool*, size_t> index;

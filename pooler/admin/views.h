@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pooler/config/config.h"
+#include "pooler/config/console_database.h"
 #include "pooler/core/stats.h"
 
 namespace pgsluice {
@@ -47,9 +48,5 @@ std::vector<DatabaseStats> collect_database_stats(Worker& worker);
 
 // "2024-05-01 12:00:00 UTC" for a loop-clock millisecond stamp, as PgBouncer prints times.
 std::string format_loop_time(Worker& worker, uint64_t loop_ms);
-
-// The virtual databases of the admin console: pgsluice, and pgbouncer for existing tools.
-inline constexpr const char* kAdminDatabaseNames[] = {"pgsluice", "pgbouncer"};
-bool is_admin_database(const std::string& name);
 
 }  // namespace pgsluice

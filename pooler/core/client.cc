@@ -9,17 +9,14 @@
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/startup.h"
-#include "pooler/admin/session.h"
-#include "pooler/admin/views.h"
 #include "pooler/base/sqlstate.h"
+#include "pooler/config/console_database.h"
 #include "pooler/core/auth_query.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
+#include "pooler/core/session_checks.h"
 #include "pooler/core/worker.h"
 #include "pooler/net/tls_session.h"
-#include "pooler/ops/client_limits.h"
-#include "pooler/ops/shutdown.h"
-#include "pooler/session_state/check.h"
 
 namespace pgsluice {
 
@@ -286,7 +283,8 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
                   fmt::format("{} - {}", app != nullptr ? *app : std::string(), peer_));
   }
 
-  // The admin console is a virtual database (admin_session.h), never looked up in [databases].
+  // The admin console is a virtual database (config/console_database.h), never looked up in
+  // [databases].
   admin_console_ = is_admin_database(database_);
   if (!admin_console_) {
     if (auto entry = worker_.config().find_database(database_)) {
@@ -302,9 +300,8 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
     return false;
   }
-  if (!admin_console_ && !client_limits_admit(worker_, *this)) return false;
-  // DISABLE db (admin_control.h) refuses new connections; it fails the client itself.
-  if (!admin_console_ && !worker_.admin_control().admit(*this)) return false;
+  // max_db/user_client_connections, DISABLE db: refused clients are failed there.
+  if (!admin_console_ && !worker_.extensions().admit(worker_, *this)) return false;
 
   begin_authentication();  // client_login.cc
   return false;
@@ -353,7 +350,7 @@ void Client::auth_succeeded() {
     // No pool: the console session checks admin_users / stats_users and greets (or fails).
     auth_.reset();
     set_state(State::idle);
-    admin_ = AdminSession::start(worker_, *this);
+    admin_ = worker_.extensions().open_console(worker_, *this);
     return;
   }
   pool_ = &worker_.pool_for(*db_entry_, user_);
@@ -579,7 +576,7 @@ void Client::on_server_released() {
   server_ = nullptr;
   set_state(State::idle);
   // SIGINT: the transaction this client ran is over; what it sends next is never begun.
-  if (worker_.shutdown().draining()) {
+  if (worker_.extensions().draining()) {
     fail(sqlstate::kAdminShutdown, kShutdownMessage);
     return;
   }

@@ -24,7 +24,7 @@
 
 namespace pgsluice {
 
-class AdminSession;
+class ConsoleSession;
 struct AuthLookupResult;
 class Pool;
 class Server;
@@ -109,9 +109,8 @@ class Client final : public ChannelOwner {
   ListNode pool_node;            // on a pool's waiting list while it waits
   uint64_t wait_started_us = 0;  // set by the pool when the client queues (wait-time stats)
 
-  // The admin console (database "pgsluice" or "pgbouncer"): answered by an AdminSession.
+  // The admin console (database "pgsluice" or "pgbouncer"): answered by a ConsoleSession.
   [[nodiscard]] bool is_admin_console() const { return admin_console_; }
-  [[nodiscard]] AdminSession* admin_session() const { return admin_.get(); }
 
  private:
   void set_state(State state);
@@ -194,7 +193,7 @@ class Client final : public ChannelOwner {
   bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
   size_t passthrough_remaining_ = 0;
   bool admin_console_ = false;
-  std::unique_ptr<AdminSession> admin_;
+  std::unique_ptr<ConsoleSession> admin_;
 };
 
 }  // namespace pgsluice

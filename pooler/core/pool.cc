@@ -40,6 +40,14 @@ bool Pool::login_retry_blocked(uint64_t now_ms) const {
   return now_ms < last_login_failure_ms_ + retry;
 }
 
+bool Pool::refuse_while_login_blocked(Client& client) {
+  if (!login_retry_blocked(worker_.now_ms())) return false;
+  client.fail(
+      sqlstate::kConnectionFailure,
+      "server login has been failing, try again later (server_login_retry): " + last_login_error_);
+  return true;
+}
+
 void Pool::launch_server() {
   // The server deletes itself when its socket is closed.
   auto* server = new Server(*this, worker_.next_server_id());
@@ -69,12 +77,7 @@ void Pool::request_welcome(Client& client) {
     client.on_welcome(welcome_params_);
     return;
   }
-  if (login_retry_blocked(worker_.now_ms())) {
-    client.fail(sqlstate::kConnectionFailure,
-                "server login has been failing, try again later (server_login_retry): " +
-                    last_login_error_);
-    return;
-  }
+  if (refuse_while_login_blocked(client)) return;
   welcome_waiting_.push_back(client);
   if (login_.empty() && !paused_) try_launch(/*evict=*/true);
 }
@@ -86,12 +89,7 @@ void Pool::request_server(Client& client) {
       return;
     }
   }
-  if (login_retry_blocked(worker_.now_ms())) {
-    client.fail(sqlstate::kConnectionFailure,
-                "server login has been failing, try again later (server_login_retry): " +
-                    last_login_error_);
-    return;
-  }
+  if (refuse_while_login_blocked(client)) return;
   waiting_.push_back(client);
   client.wait_started_us = now_us();
   publish_wait();

@@ -66,8 +66,6 @@ class Pool {
   [[nodiscard]] size_t busy_count() const { return active_.size() + resetting_.size(); }
   // Servers still to be closed after RECONNECT / RELOAD (what WAIT_CLOSE waits for).
   [[nodiscard]] size_t close_needed_count();
-  [[nodiscard]] size_t login_count() const { return login_.size(); }
-  [[nodiscard]] size_t resetting_count() const { return resetting_.size(); }
   // When the longest-waiting client started waiting (now_us() clock); 0 when none waits.
   [[nodiscard]] uint64_t oldest_wait_start_us();
   // Every server, by state list: login, idle, active, resetting.
@@ -116,10 +114,6 @@ class Pool {
   // limits allow; with `evict`, an idle server of another pool of the same database or user may
   // be closed to make room under max_db_connections / max_user_connections.
   void launch_for_waiters(bool evict = true);
-  // Servers counted against max_db_connections / max_user_connections: those on the lists and
-  // those closing whose socket is still open.
-  [[nodiscard]] int limit_count() const { return static_cast<int>(server_count()) + closing_open_; }
-  [[nodiscard]] size_t welcome_waiting_count() const { return welcome_waiting_.size(); }
   // Another worker starves for a slot this pool's servers hold: the oldest idle server closes
   // when no client of this worker waits for it. False when none closed.
   bool yield_idle_server_to_other_worker();
@@ -132,9 +126,6 @@ class Pool {
     return has_welcome_ ? &welcome_params_ : nullptr;
   }
   [[nodiscard]] size_t server_count() const;
-  [[nodiscard]] size_t idle_count() const { return idle_.size(); }
-  [[nodiscard]] size_t active_count() const { return active_.size(); }
-  [[nodiscard]] size_t waiting_count() const { return waiting_.size(); }
 
  private:
   using ServerList = IntrusiveList<Server, &Server::pool_node>;
@@ -176,6 +167,8 @@ class Pool {
   void link(Server& server, Client& client);
   void serve_waiters();
   bool login_retry_blocked(uint64_t now_ms) const;
+  // server_login_retry: fails the client (true) while logins keep failing and no server is left.
+  bool refuse_while_login_blocked(Client& client);
 
   Worker& worker_;
   DatabaseEntry db_;

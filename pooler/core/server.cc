@@ -14,6 +14,7 @@
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
+#include "pooler/core/session_checks.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
@@ -402,7 +403,7 @@ void Server::link(Client& client) {
                                                 client.startup_extras(), extras_);
   if (!sync.empty()) send_internal_query(sync);
   if (worker_.settings().session_state_verify != SessionVerifyMode::off) {
-    verifier_.note_client(client);
+    note_last_client(verifier_, client);
   }
   client.on_server_linked(*this);
 }

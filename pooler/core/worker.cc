@@ -14,14 +14,11 @@
 #include "pgsluice/protocol/md5.h"
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/writer.h"
-#include "pooler/admin/metrics_server.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/auth_query.h"
+#include "pooler/core/session_checks.h"
 #include "pooler/net/cancel_sender.h"
 #include "pooler/net/listen_socket.h"
-#include "pooler/ops/client_timeouts.h"
-#include "pooler/ops/pool_maintenance.h"
-#include "pooler/session_state/verify.h"
 
 namespace pgsluice {
 
@@ -171,7 +168,7 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
                                      config_->pool_size_for(db));
   Pool& ref = *pool;
   pools_.emplace(key, std::move(pool));
-  admin_control().on_new_pool(ref);  // a paused database's new pool starts paused
+  extensions().on_new_pool(ref);  // a paused database's new pool starts paused
   return ref;
 }
 
@@ -180,15 +177,15 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
 bool Worker::listen() {
   started_ms_ = now_ms();
   // Before the port accepts: whoever sees it open may signal at once.
-  shutdown_.start_signals(&loop_);
+  extensions().before_listen(*this);
   if (!open_listeners()) {
-    shutdown_.close_signals();
+    extensions().stop(*this);
     uv_run(&loop_, UV_RUN_NOWAIT);  // the closes complete, so that the loop can be closed
     return false;
   }
   uv_signal_start(&sighup_, on_sighup, SIGHUP);
   uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
-  return start_metrics();
+  return extensions().after_listen(*this);
 }
 
 bool Worker::open_listeners() {
@@ -442,9 +439,7 @@ void Worker::on_janitor(uv_timer_t* timer) {
 void Worker::janitor_round() {
   Worker* self = this;
   uint64_t now = self->now_ms();
-  maintain_pools(*self, now);   // timeouts, limits, lifetimes (pool_maintenance.cc)
-  self->admin_control_.tick();  // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN waits
-  check_long_holds(*self);      // session_state_long_hold (session_verify.h)
+  check_long_holds(*self);  // session_state_long_hold (session_checks.h)
   size_t released = 0;
   size_t busy = 0;  // clients queued for or linked to a server
   auto login_timeout = static_cast<uint64_t>(self->settings().client_login_timeout.count());
@@ -465,8 +460,9 @@ void Worker::janitor_round() {
   // what they hold. Not under load: trimming every tick there cost ~25% more CPU per transaction
   // (pgbench -S, 1,000 clients), since the next reads fault the pages back in.
   if (released >= kTrimAfterReleasedBytes && busy == 0) malloc_trim(0);
-  enforce_client_timeouts(*self, now);
-  self->shutdown_.tick(now);  // last: it may stop the worker
+  // Pool maintenance, the console's waits, client timeouts, the shutdown's progress (last: it
+  // may stop the worker).
+  self->extensions().on_janitor(*self, now);
 }
 
 void Worker::on_sighup(uv_signal_t* handle, int) {
@@ -485,13 +481,11 @@ void Worker::stop() {
   if (stopping_) return;
   stopping_ = true;
   listeners_.clear();
-  stop_metrics();
+  if (primary()) extensions().stop(*this);
   uv_timer_stop(&janitor_);
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
-  shutdown_.close_signals();
   uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
-  clients_.for_each(
-      [](Client& c) { c.fail(sqlstate::kAdminShutdown, "pgsluice is shutting down"); });
+  clients_.for_each([](Client& c) { c.fail(sqlstate::kAdminShutdown, kShutdownMessage); });
   for (auto& [key, pool] : pools_) pool->close_all_servers();
   std::lock_guard lock(tasks_mutex_);
   wake_open_ = false;

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "pgsluice/protocol/session_state.h"
-#include "pooler/admin/control.h"
 #include "pooler/auth/sources.h"
 #include "pooler/base/intrusive_list.h"
 #include "pooler/config/config.h"
@@ -28,13 +27,11 @@
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/worker_group.h"
 #include "pooler/net/tls_context.h"
-#include "pooler/ops/shutdown.h"
 #include "pooler/session_state/findings.h"
 
 namespace pgsluice {
 
 class AuthQuery;
-class MetricsServer;
 
 class Worker {
  public:
@@ -67,8 +64,8 @@ class Worker {
   // Runs the loop until stop() (SIGQUIT, SHUTDOWN, or the end of a graceful shutdown).
   void run();
   void stop();
-  // SIGINT / SIGTERM and the console's SHUTDOWN modes (shutdown.h): the primary's, for all.
-  Shutdown& shutdown() { return group_.primary().shutdown_; }
+  // The admin console and the operations (extensions.h), one set for the process.
+  Extensions& extensions() { return group_.extensions(); }
 
   uv_loop_t* loop() { return &loop_; }
   [[nodiscard]] const Config& config() const { return *config_; }
@@ -106,8 +103,7 @@ class Worker {
   // Sends a CancelRequest to a server on a connection of its own.
   void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key);
 
-  // --- the admin console and metrics (worker_admin.cc) ---
-  AdminControl& admin_control() { return group_.primary().admin_control_; }
+  // --- reload and settings (worker_reload.cc) ---
   // auth_query lookups and their cache (auth_query.h), made on first use.
   AuthQuery& auth_query();
   // Every pool and client of every worker: only with the world stopped (or one worker).
@@ -149,8 +145,6 @@ class Worker {
   static void on_wake(uv_async_t* handle);
   void janitor_round();
   void deliver_cancel(int32_t pid, const std::string& key, const std::string& from);
-  bool start_metrics();
-  void stop_metrics();
   // A new configuration snapshot: pool sizes, modes and database lines applied to the pools.
   void apply_config(std::shared_ptr<const Config> config);
   void accept_client(uv_stream_t* listener);
@@ -175,9 +169,6 @@ class Worker {
   protocol::SessionStateClassifier classifier_;
   TlsContexts tls_;
   PreparedRegistry prepared_registry_;
-  AdminControl admin_control_{*this};
-  Shutdown shutdown_{*this};
-  std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<AuthQuery> auth_query_;
   // The snapshot a RELOAD replaced, kept one more reload: code running when it is swapped may
   // still hold references into it.

@@ -16,6 +16,7 @@
 
 #include "pooler/auth/sources.h"
 #include "pooler/config/config.h"
+#include "pooler/core/extensions.h"
 #include "pooler/core/shared_limits.h"
 #include "pooler/core/world.h"
 #include "pooler/session_state/findings.h"
@@ -25,21 +26,6 @@ namespace pgsluice {
 
 class Worker;
 struct TlsContexts;
-
-// The findings table of every worker, behind a lock: a finding is recorded at most once per
-// statement, never on the forwarding path of ordinary traffic.
-class SharedFindings {
- public:
-  // The new row's normalized sample when the event created a row.
-  std::optional<std::string> record(const FindingEvent& event, int64_t now);
-  [[nodiscard]] std::vector<FindingRow> rows();
-  [[nodiscard]] uint64_t dropped();
-  [[nodiscard]] uint64_t total();
-
- private:
-  std::mutex mutex_;
-  SessionFindings findings_;
-};
 
 // The ParameterStatus set a pool greets new clients with, for every worker's share of the pool:
 // a client that lands on a worker whose share has no server yet is greeted at once (and is not
@@ -73,6 +59,9 @@ class WorkerGroup {
   SharedLimits& limits() { return limits_; }
   SharedFindings& findings() { return findings_; }
   SharedWelcomes& welcomes() { return welcomes_; }
+  // The admin console and the operations, as main.cc wired them (extensions.h); until then, none.
+  Extensions& extensions() { return *extensions_; }
+  void set_extensions(Extensions& extensions) { extensions_ = &extensions; }
   // Clients of every worker (max_client_conn is one number for the process).
   std::atomic<size_t>& client_count() { return clients_; }
   // Connections accepted by the primary and not yet adopted by their worker.
@@ -92,6 +81,8 @@ class WorkerGroup {
   void stop_all();
 
  private:
+  NoExtensions no_extensions_;
+  Extensions* extensions_ = &no_extensions_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<World> world_;
   SharedLimits limits_;

@@ -1,8 +1,7 @@
-// The worker's side of the admin console and metrics: RELOAD, SET, stopping and restarting the
-// listeners, and the /metrics endpoint's lifetime. Kept apart from worker.cc, the event loop.
+// The worker's side of the admin console: RELOAD, SET, stopping and restarting the listeners.
+// Kept apart from worker.cc, the event loop.
 #include <spdlog/spdlog.h>
 
-#include "pooler/admin/metrics_server.h"
 #include "pooler/config/settings_table.h"
 #include "pooler/core/auth_query.h"
 #include "pooler/core/worker.h"
@@ -11,24 +10,6 @@ namespace pgsluice {
 
 void Worker::close_listeners() {
   listeners_.clear();
-}
-
-bool Worker::start_metrics() {
-  const Settings& s = settings();
-  if (s.metrics_port == 0) return true;
-  metrics_ = std::make_unique<MetricsServer>(*this);
-  std::string error = metrics_->listen(s.metrics_addr, s.metrics_port);
-  if (!error.empty()) {
-    spdlog::error("metrics endpoint {}:{}: {}", s.metrics_addr, s.metrics_port, error);
-    metrics_.reset();
-    return false;
-  }
-  spdlog::info("metrics on http://{}:{}/metrics", s.metrics_addr, s.metrics_port);
-  return true;
-}
-
-void Worker::stop_metrics() {
-  if (metrics_) metrics_->close();
 }
 
 void Worker::apply_config(std::shared_ptr<const Config> config) {

@@ -8,6 +8,7 @@
 
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
+#include "pooler/core/extensions.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
 

@@ -22,8 +22,6 @@ namespace pgsluice {
 
 class Worker;
 
-inline constexpr const char* kShutdownMessage = "pgsluice is shutting down";
-
 class Shutdown {
  public:
   enum class Mode { none, wait_for_clients, wait_for_servers, immediate };

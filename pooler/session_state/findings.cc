@@ -81,4 +81,27 @@ void SessionFindings::clear() {
   total_ = 0;
 }
 
+std::optional<std::string> SharedFindings::record(const FindingEvent& event, int64_t now) {
+  std::lock_guard lock(mutex_);
+  bool created = false;
+  const FindingRow* row = findings_.record(event, now, created);
+  if (!created || row == nullptr) return std::nullopt;
+  return row->sample;
+}
+
+std::vector<FindingRow> SharedFindings::rows() {
+  std::lock_guard lock(mutex_);
+  return findings_.rows();
+}
+
+uint64_t SharedFindings::dropped() {
+  std::lock_guard lock(mutex_);
+  return findings_.dropped();
+}
+
+uint64_t SharedFindings::total() {
+  std::lock_guard lock(mutex_);
+  return findings_.total();
+}
+
 }  // namespace pgsluice

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -66,6 +68,21 @@ class SessionFindings {
   std::unordered_map<uint64_t, std::pair<uint64_t, std::string>> fingerprints_;
   uint64_t dropped_ = 0;
   uint64_t total_ = 0;
+};
+
+// The findings table of every worker, behind a lock: a finding is recorded at most once per
+// statement, never on the forwarding path of ordinary traffic.
+class SharedFindings {
+ public:
+  // The new row's normalized sample when the event created a row.
+  std::optional<std::string> record(const FindingEvent& event, int64_t now);
+  [[nodiscard]] std::vector<FindingRow> rows();
+  [[nodiscard]] uint64_t dropped();
+  [[nodiscard]] uint64_t total();
+
+ private:
+  std::mutex mutex_;
+  SessionFindings findings_;
 };
 
 }  // namespace pgsluice

@@ -8,7 +8,7 @@
 #include <ctime>
 #include <map>
 
-#include "pooler/core/worker.h"
+#include "pooler/config/config.h"
 #include "pooler/session_state/findings.h"
 
 namespace pgsluice {
@@ -52,10 +52,8 @@ std::string counts(const std::map<std::string, uint64_t>& m) {
 
 }  // namespace
 
-std::string leak_report_json(Worker& worker) {
-  SharedFindings& findings = worker.findings();
+std::string leak_report_json(SharedFindings& findings, const Settings& s) {
   const std::vector<FindingRow> rows = findings.rows();
-  const Settings& s = worker.settings();
   std::map<std::string, uint64_t> by_kind;
   std::map<std::string, uint64_t> by_action;
   uint64_t events = 0;
@@ -101,10 +99,10 @@ std::string leak_report_json(Worker& worker) {
   return out;
 }
 
-std::string write_leak_report(Worker& worker) {
-  const std::string& path = worker.settings().leak_report_file;
+std::string write_leak_report(SharedFindings& findings, const Settings& settings) {
+  const std::string& path = settings.leak_report_file;
   if (path.empty()) return {};
-  const std::string json = leak_report_json(worker);
+  const std::string json = leak_report_json(findings, settings);
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return fmt::format("cannot write {}", tmp);

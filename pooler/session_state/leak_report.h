@@ -7,11 +7,12 @@
 
 namespace pgsluice {
 
-class Worker;
+class SharedFindings;
+struct Settings;
 
-std::string leak_report_json(Worker& worker);
+std::string leak_report_json(SharedFindings& findings, const Settings& settings);
 // Writes the report to leak_report_file through a temporary file and a rename, so that a reader
 // never sees half of it. Returns an error text, empty on success (or when the setting is empty).
-std::string write_leak_report(Worker& worker);
+std::string write_leak_report(SharedFindings& findings, const Settings& settings);
 
 }  // namespace pgsluice

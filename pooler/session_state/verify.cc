@@ -9,12 +9,6 @@
 #include <chrono>
 
 #include "pgsluice/protocol/backend.h"
-#include "pooler/core/client.h"
-#include "pooler/core/pool.h"
-#include "pooler/core/server.h"
-#include "pooler/core/stats.h"
-#include "pooler/core/worker.h"
-#include "pooler/session_state/findings.h"
 #include "pooler/session_state/params.h"
 
 namespace pgsluice {
@@ -25,35 +19,10 @@ namespace {
 
 constexpr size_t kColumns = 7;
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 bool read_int(const std::optional<std::string_view>& v, int64_t& out) {
   if (!v) return false;
   auto r = std::from_chars(v->data(), v->data() + v->size(), out);
   return r.ec == std::errc() && r.ptr == v->data() + v->size();
-}
-
-void record(Worker& worker, Server& server, std::string_view kind, std::string_view detail,
-            std::string_view action, std::string_view what_log) {
-  const SessionVerifier& v = server.verifier();
-  FindingEvent event{.kind = kind,
-                     .detail = detail,
-                     .certainty = "definite",
-                     .action = action,
-                     .database = server.pool().database().name,
-                     .user = server.pool().credentials().user,
-                     .application_name = v.last_application_name(),
-                     .client_addr = v.last_client_addr(),
-                     .source = "server",
-                     .statement = ""};
-  if (worker.findings().record(event, unix_now())) {
-    spdlog::warn("{} session state: {} {} ({}), action {}", server.log_id(), kind, detail, what_log,
-                 action);
-  }
 }
 
 }  // namespace
@@ -173,10 +142,9 @@ bool verify_turn(SessionVerifyMode mode, int sample) {
 
 // --- SessionVerifier ---
 
-void SessionVerifier::note_client(const Client& client) {
-  const std::string* app = client.tracked_parameters().get("application_name");
-  last_app_ = app != nullptr ? *app : std::string();
-  last_addr_ = client.peer();
+void SessionVerifier::note_client(std::string_view application_name, std::string_view addr) {
+  last_app_ = application_name;
+  last_addr_ = addr;
 }
 
 void SessionVerifier::on_data_row(std::string_view body) {
@@ -190,44 +158,6 @@ std::vector<VerifyDifference> SessionVerifier::finish(const ParameterSet& report
   std::vector<VerifyDifference> out = compare_with_track(*answer_, track_, reported, applied);
   answer_.reset();
   return out;
-}
-
-void record_hidden_findings(Worker& worker, Server& server,
-                            const std::vector<VerifyDifference>& differences) {
-  for (const VerifyDifference& d : differences) {
-    record(worker, server, "hidden", fmt::format("{}: {}", d.kind, d.detail), "reset",
-           "found by session_state_verify where the SQL checks saw nothing");
-  }
-}
-
-void check_long_holds(Worker& worker) {
-  const auto limit = worker.settings().session_state_long_hold;
-  if (limit.count() <= 0) return;
-  const uint64_t limit_us =
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(limit).count());
-  const uint64_t now = now_us();
-  // Once a second is enough for a threshold counted in seconds; the janitor ticks faster.
-  thread_local uint64_t last_check = 0;
-  if (now < last_check + 1'000'000) return;
-  last_check = now;
-  const std::string detail = fmt::format("idle in transaction over {}s", limit_us / 1'000'000.0);
-  worker.for_each_pool([&](Pool& pool) {
-    if (pool.mode() != PoolMode::transaction) return;
-    pool.for_each_server([&](Server& s) {
-      if (s.state() != Server::State::active || s.client() == nullptr) return;
-      const char tx = s.transaction_status();
-      const uint64_t start = s.timing.xact_start_us;
-      // Idle in a transaction: a transaction is open and no query runs.
-      if ((tx != 'T' && tx != 'E') || start == 0 || s.timing.query_start_us != 0) return;
-      if (now < start + limit_us) return;
-      SessionVerifier& v = s.verifier();
-      if (v.long_hold_counted_xact == start) return;
-      v.long_hold_counted_xact = start;
-      v.note_client(*s.client());
-      record(worker, s, "long_hold", detail, "warn",
-             "a client holds its server in an open transaction");
-    });
-  });
 }
 
 }  // namespace pgsluice

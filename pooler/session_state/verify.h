@@ -20,11 +20,7 @@
 
 namespace pgsluice {
 
-class Client;
 class ParameterSet;
-class Pool;
-class Server;
-class Worker;
 
 // What the SQL checks saw clients leave on one server (forwarded findings under any action) since
 // it was last cleaned with DISCARD ALL: the state the verify query is allowed to find.
@@ -79,7 +75,7 @@ class SessionVerifier {
  public:
   SessionTrack& track() { return track_; }
   // Who used the server last, for the findings (the client is gone when the answer comes).
-  void note_client(const Client& client);
+  void note_client(std::string_view application_name, std::string_view addr);
   void expect() {
     awaiting_ = true;
     answer_.reset();
@@ -101,13 +97,5 @@ class SessionVerifier {
   std::string last_app_;
   std::string last_addr_;
 };
-
-// Records `hidden` findings for what verify found on `server`; logs the first of each.
-void record_hidden_findings(Worker& worker, Server& server,
-                            const std::vector<VerifyDifference>& differences);
-
-// Called by the worker's janitor: counts clients idle in a transaction on their server longer
-// than session_state_long_hold (once per transaction).
-void check_long_holds(Worker& worker);
 
 }  // namespace pgsluice

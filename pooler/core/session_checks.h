@@ -5,13 +5,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "pgsluice/protocol/frame.h"
 #include "pooler/config/session_policy.h"
+#include "pooler/session_state/verify.h"
 
 namespace pgsluice {
 
 class Client;
+class SessionVerifier;
 class Server;
 class Worker;
 
@@ -29,5 +32,17 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
 // its normal place among the replies, and the transaction state (idle, or failed inside a
 // transaction block) is what PostgreSQL would have made it.
 std::string rejection_statement(std::string_view message, std::string_view hint);
+
+// Who used a server last, for its verify findings (the client is gone when the answer comes).
+void note_last_client(SessionVerifier& verifier, const Client& client);
+
+// Records `hidden` findings for what session_state_verify found on `server`; logs the first of
+// each.
+void record_hidden_findings(Worker& worker, Server& server,
+                            const std::vector<VerifyDifference>& differences);
+
+// Called by the worker's janitor: counts clients idle in a transaction on their server longer
+// than session_state_long_hold (once per transaction).
+void check_long_holds(Worker& worker);
 
 }  // namespace pgsluice

@@ -1,6 +1,8 @@
-// Session-state checks on the forwarding path; see session_check.h.
-#include "pooler/session_state/check.h"
+// Session-state checks on the forwarding path, the verify findings and long holds: where the
+// session_state/ logic meets clients, servers and the worker; see session_checks.h.
+#include "pooler/core/session_checks.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -11,7 +13,9 @@
 #include "pgsluice/protocol/sql_lexer.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/core/client.h"
+#include "pooler/core/pool.h"
 #include "pooler/core/server.h"
+#include "pooler/core/stats.h"
 #include "pooler/core/worker.h"
 #include "pooler/session_state/params.h"
 
@@ -65,8 +69,9 @@ std::string_view statement_text(std::string_view sql, const pp::StatementSpan& s
   return sql.substr(span.offset, span.length);
 }
 
-void record(Worker& worker, const Client& client, std::string_view kind, std::string_view detail,
-            std::string_view certainty, SessionAction action, std::string_view statement) {
+void record_query_finding(Worker& worker, const Client& client, std::string_view kind,
+                          std::string_view detail, std::string_view certainty, SessionAction action,
+                          std::string_view statement) {
   const std::string* app = client.tracked_parameters().get("application_name");
   FindingEvent event{.kind = kind,
                      .detail = detail,
@@ -81,6 +86,26 @@ void record(Worker& worker, const Client& client, std::string_view kind, std::st
   if (std::optional<std::string> sample = worker.findings().record(event, unix_now())) {
     spdlog::warn("{} session state: {} {} ({}), action {}: {}", client.log_id(), kind, detail,
                  certainty, to_string(action), *sample);
+  }
+}
+
+void record_server_finding(Worker& worker, Server& server, std::string_view kind,
+                           std::string_view detail, std::string_view action,
+                           std::string_view what_log) {
+  const SessionVerifier& v = server.verifier();
+  FindingEvent event{.kind = kind,
+                     .detail = detail,
+                     .certainty = "definite",
+                     .action = action,
+                     .database = server.pool().database().name,
+                     .user = server.pool().credentials().user,
+                     .application_name = v.last_application_name(),
+                     .client_addr = v.last_client_addr(),
+                     .source = "server",
+                     .statement = ""};
+  if (worker.findings().record(event, unix_now())) {
+    spdlog::warn("{} session state: {} {} ({}), action {}", server.log_id(), kind, detail, what_log,
+                 action);
   }
 }
 
@@ -120,8 +145,8 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     if (action == SessionAction::reject && f.certainty == pp::Certainty::possible) {
       action = SessionAction::warn;  // refuse only what is certain; warn on what may be
     }
-    record(worker, client, pp::to_string(f.kind), f.detail, pp::to_string(f.certainty), action,
-           statement_text(sql, f.span));
+    record_query_finding(worker, client, pp::to_string(f.kind), f.detail,
+                         pp::to_string(f.certainty), action, statement_text(sql, f.span));
     // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
     if (action != SessionAction::reject) server.note_session_state(f);
     switch (action) {
@@ -144,8 +169,8 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   // session_state_verify is what can confirm it.
   if (policy.default_action != SessionAction::off) {
     for (const pp::OpaqueCall& call : verdict.opaque_calls) {
-      record(worker, client, "opaque_call", call.name, "possible", SessionAction::warn,
-             statement_text(sql, call.span));
+      record_query_finding(worker, client, "opaque_call", call.name, "possible",
+                           SessionAction::warn, statement_text(sql, call.span));
     }
   }
 
@@ -165,6 +190,50 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     server.pin();
   }
   return SessionCheckResult::forward;
+}
+
+void note_last_client(SessionVerifier& verifier, const Client& client) {
+  const std::string* app = client.tracked_parameters().get("application_name");
+  verifier.note_client(app != nullptr ? std::string_view(*app) : std::string_view(), client.peer());
+}
+
+void record_hidden_findings(Worker& worker, Server& server,
+                            const std::vector<VerifyDifference>& differences) {
+  for (const VerifyDifference& d : differences) {
+    record_server_finding(worker, server, "hidden", fmt::format("{}: {}", d.kind, d.detail),
+                          "reset",
+                          "found by session_state_verify where the SQL checks saw nothing");
+  }
+}
+
+void check_long_holds(Worker& worker) {
+  const auto limit = worker.settings().session_state_long_hold;
+  if (limit.count() <= 0) return;
+  const uint64_t limit_us =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(limit).count());
+  const uint64_t now = now_us();
+  // Once a second is enough for a threshold counted in seconds; the janitor ticks faster.
+  thread_local uint64_t last_check = 0;
+  if (now < last_check + 1'000'000) return;
+  last_check = now;
+  const std::string detail = fmt::format("idle in transaction over {}s", limit_us / 1'000'000.0);
+  worker.for_each_pool([&](Pool& pool) {
+    if (pool.mode() != PoolMode::transaction) return;
+    pool.for_each_server([&](Server& s) {
+      if (s.state() != Server::State::active || s.client() == nullptr) return;
+      const char tx = s.transaction_status();
+      const uint64_t start = s.timing.xact_start_us;
+      // Idle in a transaction: a transaction is open and no query runs.
+      if ((tx != 'T' && tx != 'E') || start == 0 || s.timing.query_start_us != 0) return;
+      if (now < start + limit_us) return;
+      SessionVerifier& v = s.verifier();
+      if (v.long_hold_counted_xact == start) return;
+      v.long_hold_counted_xact = start;
+      note_last_client(v, *s.client());
+      record_server_finding(worker, s, "long_hold", detail, "warn",
+                            "a client holds its server in an open transaction");
+    });
+  });
 }
 
 }  // namespace pgsluice

@@ -1,7 +1,7 @@
 // Pool limits and server lifecycle (pool.h, pool_limits.h): when a pool may start a server
 // under pool_size, reserve_pool_size, max_db_connections and max_user_connections, and what the
 // janitor does each round. Kept apart from pool.cc, which hands servers to clients.
-#include "pooler/ops/pool_maintenance.h"
+#include "pooler/core/pool_maintenance.h"
 
 #include <spdlog/spdlog.h>
 

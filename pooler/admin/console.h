@@ -1,0 +1,47 @@
+// The admin console as one object for main.cc to wire into the core: what the console commands
+// change in the running pooler (control.h: paused, suspended, disabled databases, the commands
+// that answer later), the console sessions it opens, and the /metrics endpoint. One per process,
+// on the primary worker.
+#pragma once
+
+#include <memory>
+
+#include "pooler/admin/control.h"
+
+namespace pgsluice {
+
+class Client;
+class ConsoleSession;
+class MetricsServer;
+class Pool;
+class Shutdown;
+class Worker;
+
+class Console {
+ public:
+  Console(Worker& primary, Shutdown& shutdown);
+  Console(const Console&) = delete;
+  Console& operator=(const Console&) = delete;
+  ~Console();
+
+  AdminControl& control() { return control_; }
+  // SHUTDOWN and its modes take the same path as the signals (shutdown.h).
+  Shutdown& shutdown() { return shutdown_; }
+  // A console login: checks admin_users / stats_users and greets, or fails the client (null).
+  std::unique_ptr<ConsoleSession> open(Worker& worker, Client& client);
+  // DISABLE db refuses new connections; false once the client is failed.
+  bool admit(Client& client) { return control_.admit(client); }
+  void on_new_pool(Pool& pool) { control_.on_new_pool(pool); }
+  // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN WAIT_FOR_CLIENTS (from the janitor).
+  void tick() { control_.tick(); }
+  // The /metrics endpoint (metrics_port); false when it cannot listen.
+  bool start_metrics(Worker& primary);
+  void stop_metrics();
+
+ private:
+  Shutdown& shutdown_;
+  AdminControl control_;
+  std::unique_ptr<MetricsServer> metrics_;
+};
+
+}  // namespace pgsluice

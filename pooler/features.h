@@ -1,0 +1,41 @@
+// The pooler's features wired into its core: the operations (ops/) and the admin console
+// (admin/) behind the one interface the core calls (core/extensions.h). Built by main.cc once
+// the workers exist, since both act on the primary worker.
+#pragma once
+
+#include "pooler/admin/console.h"
+#include "pooler/core/extensions.h"
+#include "pooler/ops/operations.h"
+
+namespace pgsluice {
+
+class Features final : public Extensions {
+ public:
+  explicit Features(Worker& primary) : ops_(primary), console_(primary, ops_.shutdown()) {}
+
+  void before_listen(Worker& primary) override { ops_.start_signals(primary); }
+  bool after_listen(Worker& primary) override { return console_.start_metrics(primary); }
+  void stop(Worker&) override {
+    console_.stop_metrics();
+    ops_.stop_signals();
+  }
+  std::unique_ptr<ConsoleSession> open_console(Worker& worker, Client& client) override {
+    return console_.open(worker, client);
+  }
+  bool admit(Worker& worker, Client& client) override {
+    return ops_.admit(worker, client) && console_.admit(client);
+  }
+  void on_new_pool(Pool& pool) override { console_.on_new_pool(pool); }
+  void on_janitor(Worker& primary, uint64_t now_ms) override {
+    ops_.maintain(primary, now_ms);
+    console_.tick();
+    ops_.enforce(primary, now_ms);
+  }
+  [[nodiscard]] bool draining() const override { return ops_.draining(); }
+
+ private:
+  Operations ops_;
+  Console console_;
+};
+
+}  // namespace pgsluice

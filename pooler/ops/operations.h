@@ -1,0 +1,37 @@
+// The operations side of the pooler as one object for main.cc to wire into the core: the
+// signals and the shutdown they start (shutdown.h), the client limits a login is checked against
+// (client_limits.h), and the janitor's maintenance of pools and client timeouts
+// (pool_maintenance.h, client_timeouts.h). One per process, on the primary worker.
+#pragma once
+
+#include <cstdint>
+
+#include "pooler/ops/shutdown.h"
+
+namespace pgsluice {
+
+class Client;
+class Worker;
+
+class Operations {
+ public:
+  explicit Operations(Worker& primary) : shutdown_(primary) {}
+  Operations(const Operations&) = delete;
+  Operations& operator=(const Operations&) = delete;
+
+  Shutdown& shutdown() { return shutdown_; }
+  void start_signals(Worker& primary);
+  void stop_signals() { shutdown_.close_signals(); }
+  // max_db_client_connections / max_user_client_connections; false once the client is failed.
+  bool admit(Worker& worker, Client& client);
+  // Before the console's tick: pool sizes, lifetimes and checks.
+  void maintain(Worker& primary, uint64_t now_ms);
+  // After it: client timeouts, then the shutdown's progress (it may stop the worker).
+  void enforce(Worker& primary, uint64_t now_ms);
+  [[nodiscard]] bool draining() const { return shutdown_.draining(); }
+
+ private:
+  Shutdown shutdown_;
+};
+
+}  // namespace pgsluice
