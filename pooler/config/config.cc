@@ -6,69 +6,19 @@
 
 #include <ini.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <charconv>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <set>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 
 #include "pooler/base/read_file.h"
+#include "pooler/base/text.h"
+#include "pooler/config/value_parsers.h"
 
 namespace pgsluice {
-
-std::string_view to_string(PoolMode mode) {
-  switch (mode) {
-    case PoolMode::session:
-      return "session";
-    case PoolMode::transaction:
-      return "transaction";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(AuthType type) {
-  switch (type) {
-    case AuthType::trust:
-      return "trust";
-    case AuthType::plain:
-      return "plain";
-    case AuthType::md5:
-      return "md5";
-    case AuthType::scram_sha_256:
-      return "scram-sha-256";
-    case AuthType::cert:
-      return "cert";
-    case AuthType::hba:
-      return "hba";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(SslMode mode) {
-  switch (mode) {
-    case SslMode::disable:
-      return "disable";
-    case SslMode::allow:
-      return "allow";
-    case SslMode::prefer:
-      return "prefer";
-    case SslMode::require:
-      return "require";
-    case SslMode::verify_ca:
-      return "verify-ca";
-    case SslMode::verify_full:
-      return "verify-full";
-  }
-  return "unknown";
-}
 
 std::string ConfigError::to_string() const {
   std::string out = file;
@@ -203,176 +153,6 @@ std::optional<Duration> UserEntry::*user_timeout_field(std::string_view key) {
   return nullptr;
 }
 
-// auth_type values PgBouncer has and pgsluice does not (yet).
-const std::set<std::string_view> kUnsupportedAuthTypes = {"any", "ldap", "pam"};
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// ---- value parsers: each returns an error message, empty on success -------------------------
-
-std::string quoted(std::string_view value) {
-  return "'" + std::string(value) + "'";
-}
-
-template <typename Int>
-std::string parse_int(std::string_view value, Int min, Int max, Int& out) {
-  const std::string_view v = trim(value);
-  Int parsed{};
-  const char* end = v.data() + v.size();
-  auto [ptr, ec] = std::from_chars(v.data(), end, parsed);
-  if (v.empty() || ec == std::errc::invalid_argument || ptr != end) {
-    return "invalid value " + quoted(value) + ": expected an integer";
-  }
-  if (ec == std::errc::result_out_of_range || parsed < min || parsed > max) {
-    return "invalid value " + quoted(value) + ": expected an integer between " +
-           std::to_string(min) + " and " + std::to_string(max);
-  }
-  out = parsed;
-  return {};
-}
-
-std::string parse_bool(std::string_view value, bool& out) {
-  const std::string v = lower(trim(value));
-  if (v == "1" || v == "yes" || v == "on" || v == "true") {
-    out = true;
-  } else if (v == "0" || v == "no" || v == "off" || v == "false") {
-    out = false;
-  } else {
-    return "invalid value " + quoted(value) +
-           ": expected a boolean (0/1, yes/no, on/off, true/false)";
-  }
-  return {};
-}
-
-// Seconds with an optional fraction, as PgBouncer ("120", "0.5"), or a number with a unit: us,
-// ms, s, min, h, d (as PostgreSQL's GUC units). A positive duration shorter than a millisecond
-// becomes 1 ms rather than 0, because 0 means "disabled" for most timeouts.
-std::string parse_duration(std::string_view value, Duration& out) {
-  const std::string_view v = trim(value);
-  const std::string err = "invalid value " + quoted(value) +
-                          ": expected a duration in seconds (\"120\", \"0.5\") or with a unit "
-                          "(us, ms, s, min, h, d)";
-  double number = 0;
-  const char* end = v.data() + v.size();
-  auto [ptr, ec] = std::from_chars(v.data(), end, number, std::chars_format::fixed);
-  if (v.empty() || ec != std::errc{} || !std::isfinite(number)) return err;
-  std::string unit = lower(trim(std::string_view(ptr, static_cast<size_t>(end - ptr))));
-  double ms_per_unit = 0;
-  if (unit.empty() || unit == "s") {
-    ms_per_unit = 1000;
-  } else if (unit == "us") {
-    ms_per_unit = 0.001;
-  } else if (unit == "ms") {
-    ms_per_unit = 1;
-  } else if (unit == "min") {
-    ms_per_unit = 60'000;
-  } else if (unit == "h") {
-    ms_per_unit = 3'600'000;
-  } else if (unit == "d") {
-    ms_per_unit = 86'400'000;
-  } else {
-    return err;
-  }
-  if (number < 0) return "invalid value " + quoted(value) + ": a duration cannot be negative";
-  const double ms = number * ms_per_unit;
-  constexpr double kMaxMs = 100.0 * 365 * 86'400'000;  // a century: anything longer is a typo
-  if (ms > kMaxMs) return "invalid value " + quoted(value) + ": duration too long";
-  int64_t rounded = std::llround(ms);
-  if (rounded == 0 && ms > 0) rounded = 1;
-  out = Duration(rounded);
-  return {};
-}
-
-std::vector<std::string> parse_list(std::string_view value) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= value.size()) {
-    size_t comma = value.find(',', start);
-    if (comma == std::string_view::npos) comma = value.size();
-    const std::string_view item = trim(value.substr(start, comma - start));
-    if (!item.empty()) out.emplace_back(item);
-    start = comma + 1;
-  }
-  return out;
-}
-
-std::string parse_pool_mode(std::string_view value, PoolMode& out) {
-  const std::string v = lower(trim(value));
-  if (v == "session") {
-    out = PoolMode::session;
-  } else if (v == "transaction") {
-    out = PoolMode::transaction;
-  } else if (v == "statement") {
-    return "'statement' is a PgBouncer pool mode pgsluice does not support yet (use session or "
-           "transaction)";
-  } else {
-    return "invalid value " + quoted(value) + ": expected session or transaction";
-  }
-  return {};
-}
-
-std::string parse_auth_type(std::string_view value, AuthType& out) {
-  const std::string v = lower(trim(value));
-  if (v == "trust") {
-    out = AuthType::trust;
-  } else if (v == "plain") {
-    out = AuthType::plain;
-  } else if (v == "md5") {
-    out = AuthType::md5;
-  } else if (v == "scram-sha-256") {
-    out = AuthType::scram_sha_256;
-  } else if (v == "cert") {
-    out = AuthType::cert;
-  } else if (v == "hba") {
-    out = AuthType::hba;
-  } else if (kUnsupportedAuthTypes.contains(v)) {
-    return quoted(v) +
-           " is a PgBouncer authentication method pgsluice does not support yet (use trust, "
-           "plain, md5, scram-sha-256, cert or hba)";
-  } else {
-    return "invalid value " + quoted(value) +
-           ": expected trust, plain, md5, scram-sha-256, cert or hba";
-  }
-  return {};
-}
-
-std::string parse_sslmode(std::string_view value, SslMode& out) {
-  const std::string v = lower(trim(value));
-  if (v == "disable") {
-    out = SslMode::disable;
-  } else if (v == "allow") {
-    out = SslMode::allow;
-  } else if (v == "prefer") {
-    out = SslMode::prefer;
-  } else if (v == "require") {
-    out = SslMode::require;
-  } else if (v == "verify-ca") {
-    out = SslMode::verify_ca;
-  } else if (v == "verify-full") {
-    out = SslMode::verify_full;
-  } else {
-    return "invalid value " + quoted(value) +
-           ": expected disable, allow, prefer, require, verify-ca or verify-full";
-  }
-  return {};
-}
-
 // client_tls_* and server_tls_*: the same six keys for each side.
 using TlsSetter = std::function<std::string(std::string_view, Settings&)>;
 void add_tls_setters(std::unordered_map<std::string, TlsSetter>& setters, const std::string& prefix,
@@ -400,34 +180,6 @@ std::unordered_map<std::string, TlsSetter> with_tls_setters(
   return setters;
 }
 
-}  // namespace
-
-int default_workers() {
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
-}
-
-namespace {
-
-std::string parse_workers(std::string_view value, int& out) {
-  // pgsluice's own key: "auto" and 0 both mean one worker per CPU.
-  if (lower(trim(value)) == "auto") {
-    out = 0;
-  } else if (std::string err = parse_int(value, 0, 64, out); !err.empty()) {
-    return err + " or auto";
-  }
-  if (out == 0) out = default_workers();
-  return {};
-}
-
-std::string parse_verbose_level(std::string_view value, std::string& out) {
-  const std::string v = lower(trim(value));
-  if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error") {
-    return "invalid value " + quoted(value) + ": expected trace, debug, info, warn or error";
-  }
-  out = v;
-  return {};
-}
-
 using Setter = std::function<std::string(std::string_view, Settings&)>;
 
 Setter string_key(std::string Settings::*field) {
@@ -447,7 +199,7 @@ Setter duration_key(Duration Settings::*field) {
 }
 Setter list_key(std::vector<std::string> Settings::*field) {
   return [field](std::string_view v, Settings& s) {
-    s.*field = parse_list(v);
+    s.*field = split_list(v);
     return std::string();
   };
 }
@@ -559,7 +311,7 @@ std::string split_conn_params(std::string_view text, std::vector<ConnParam>& out
     if (i >= n) return {};
     const size_t key_start = i;
     while (i < n && text[i] != '=' && !is_space(text[i])) ++i;
-    std::string key = lower(text.substr(key_start, i - key_start));
+    std::string key = ascii_lower(text.substr(key_start, i - key_start));
     skip_ws();
     if (i >= n || text[i] != '=') {
       return "syntax error: expected key=value, got " + quoted(text.substr(key_start));
@@ -625,7 +377,7 @@ struct Source {
 enum class Section { none, main, databases, users, peers, unknown };
 
 Section section_of(std::string_view name) {
-  const std::string s = lower(trim(name));
+  const std::string s = ascii_lower(trim(name));
   if (s == "pgsluice" || s == "pgbouncer") return Section::main;
   if (s == "databases") return Section::databases;
   if (s == "users") return Section::users;
@@ -787,7 +539,7 @@ class Loader {
   }
 
   void main_entry(const RawEntry& e) {
-    const std::string key = lower(e.key);  // PgBouncer's keys are case-insensitive
+    const std::string key = ascii_lower(e.key);  // PgBouncer's keys are case-insensitive
     const auto& setters = main_setters();
     if (auto it = setters.find(key); it != setters.end()) {
       if (std::string err = it->second(e.value, config_->settings); !err.empty()) {
@@ -805,7 +557,7 @@ class Loader {
     db.name = e.key;
     db.line = e.origin.line;
     const std::string label = "database " + quoted(e.key);
-    if (lower(e.key) == "pgbouncer") {
+    if (ascii_lower(e.key) == "pgbouncer") {
       // PgBouncer reserves it for its admin console, which clients reach under that name.
       error(e.origin, e.key, "database name 'pgbouncer' is reserved for the admin console");
       return;
@@ -991,7 +743,7 @@ ConfigLoadResult load_config_string(const std::string& text, const std::string& 
 
 std::string apply_setting(Settings& settings, std::string_view key, std::string_view value) {
   const auto& setters = main_setters();
-  auto it = setters.find(lower(key));
+  auto it = setters.find(ascii_lower(key));
   if (it == setters.end()) return "unknown setting";
   return it->second(value, settings);
 }

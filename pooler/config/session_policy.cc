@@ -1,19 +1,13 @@
 // Parsing and printing session_state_action values.
 #include "pooler/config/session_policy.h"
 
-#include <cctype>
+#include "pooler/base/text.h"
 
 namespace pgsluice {
 
 namespace pp = pgsluice::protocol;
 
 namespace {
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 constexpr pp::SessionStateKind kAllKinds[kSessionStateKindCount] = {
     pp::SessionStateKind::set,         pp::SessionStateKind::set_config,
     pp::SessionStateKind::role,        pp::SessionStateKind::advisory_lock,

@@ -11,20 +11,7 @@ constexpr std::array<std::string_view, 6> kTracked = {
     "client_encoding", "DateStyle", "IntervalStyle", "TimeZone", "standard_conforming_strings",
     "application_name"};
 
-// ASCII only, as PostgreSQL folds parameter names; std::tolower is a locale-aware call per
-// character, 1-2% of the pooler's CPU when every link compares parameter names (docs/profile.md).
-char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
 }  // namespace
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
 
 void ParameterSet::set(std::string_view name, std::string_view value) {
   for (auto& [n, v] : items_) {

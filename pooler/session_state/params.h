@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "pooler/base/text.h"  // iequals: names compare as GUC names do
+
 namespace pgsluice {
 
 // An ordered small map of name → value; names compare case-insensitively, as GUC names do.
@@ -32,8 +34,6 @@ class ParameterSet {
  private:
   std::vector<std::pair<std::string, std::string>> items_;
 };
-
-bool iequals(std::string_view a, std::string_view b);
 
 // The tracked parameter's canonical spelling ("datestyle" → "DateStyle"), or empty when `name`
 // is not tracked.

@@ -1,0 +1,55 @@
+// Typed parsers and printers for setting values, one per kind of value (integer with a range,
+// boolean, duration, enum, list), shared by the main section, [databases] and [users] lines and
+// the admin console's SET. A parser returns an error message, empty on success, and leaves `out`
+// unchanged on error; its messages are the ones config errors show after "file:line: key: ".
+// Printers print as PgBouncer's SHOW CONFIG does.
+#pragma once
+
+#include <charconv>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pooler/base/text.h"
+#include "pooler/config/config.h"
+
+namespace pgsluice {
+
+// 'value', as error messages quote the text they reject.
+std::string quoted(std::string_view value);
+
+template <typename Int>
+std::string parse_int(std::string_view value, Int min, Int max, Int& out) {
+  const std::string_view v = trim(value);
+  Int parsed{};
+  const char* end = v.data() + v.size();
+  auto [ptr, ec] = std::from_chars(v.data(), end, parsed);
+  if (v.empty() || ec == std::errc::invalid_argument || ptr != end) {
+    return "invalid value " + quoted(value) + ": expected an integer";
+  }
+  if (ec == std::errc::result_out_of_range || parsed < min || parsed > max) {
+    return "invalid value " + quoted(value) + ": expected an integer between " +
+           std::to_string(min) + " and " + std::to_string(max);
+  }
+  out = parsed;
+  return {};
+}
+
+// 0/1, yes/no, on/off, true/false, in any case.
+std::string parse_bool(std::string_view value, bool& out);
+// Seconds with an optional fraction, as PgBouncer ("120", "0.5"), or a number with a unit: us,
+// ms, s, min, h, d (as PostgreSQL's GUC units).
+std::string parse_duration(std::string_view value, Duration& out);
+std::string parse_pool_mode(std::string_view value, PoolMode& out);
+std::string parse_auth_type(std::string_view value, AuthType& out);
+std::string parse_sslmode(std::string_view value, SslMode& out);
+// 0..64 or auto; 0 and auto become one worker per CPU.
+std::string parse_workers(std::string_view value, int& out);
+std::string parse_verbose_level(std::string_view value, std::string& out);
+
+// Whole seconds, else seconds with a fraction ("1.5").
+std::string print_seconds(Duration d);
+std::string print_bool(bool b);                                // 0 or 1
+std::string join_list(const std::vector<std::string>& items);  // comma-separated
+
+}  // namespace pgsluice
