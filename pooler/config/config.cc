@@ -16,6 +16,7 @@
 
 #include "pooler/base/read_file.h"
 #include "pooler/base/text.h"
+#include "pooler/config/database_line.h"
 #include "pooler/config/value_parsers.h"
 
 namespace pgsluice {
@@ -132,26 +133,6 @@ const std::set<std::string_view> kPgBouncerOnlyKeys = {
     "user",
     "verbose",
 };
-
-// PgBouncer's [databases] parameters pgsluice does not implement yet.
-const std::set<std::string_view> kPgBouncerOnlyDatabaseKeys = {
-    "load_balance_hosts",
-};
-
-// PgBouncer's [users] parameters pgsluice does not implement yet.
-const std::set<std::string_view> kPgBouncerOnlyUserKeys = {
-    "pool_size",
-    "reserve_pool_size",
-};
-
-// The [users] client timeouts (PgBouncer 1.24), by key; null for any other key.
-std::optional<Duration> UserEntry::*user_timeout_field(std::string_view key) {
-  if (key == "client_idle_timeout") return &UserEntry::client_idle_timeout;
-  if (key == "query_timeout") return &UserEntry::query_timeout;
-  if (key == "idle_transaction_timeout") return &UserEntry::idle_transaction_timeout;
-  if (key == "transaction_timeout") return &UserEntry::transaction_timeout;
-  return nullptr;
-}
 
 // client_tls_* and server_tls_*: the same six keys for each side.
 using TlsSetter = std::function<std::string(std::string_view, Settings&)>;
@@ -288,69 +269,6 @@ const std::unordered_map<std::string, Setter>& main_setters() {
       {"leak_report_file", string_key(&Settings::leak_report_file)},
   });
   return setters;
-}
-
-// ---- libpq-style "key=value key='quoted value'" strings ----------------------------------------
-
-struct ConnParam {
-  std::string key;
-  std::string value;
-};
-
-// Splits `text` into key=value pairs. Values end at whitespace unless single-quoted; inside quotes
-// '' and \' are a quote and \\ a backslash (PgBouncer knows only ''; libpq only \' — both are
-// accepted). Returns an error message, empty on success.
-std::string split_conn_params(std::string_view text, std::vector<ConnParam>& out) {
-  size_t i = 0;
-  const size_t n = text.size();
-  auto skip_ws = [&] {
-    while (i < n && is_space(text[i])) ++i;
-  };
-  for (;;) {
-    skip_ws();
-    if (i >= n) return {};
-    const size_t key_start = i;
-    while (i < n && text[i] != '=' && !is_space(text[i])) ++i;
-    std::string key = ascii_lower(text.substr(key_start, i - key_start));
-    skip_ws();
-    if (i >= n || text[i] != '=') {
-      return "syntax error: expected key=value, got " + quoted(text.substr(key_start));
-    }
-    if (key.empty()) return "syntax error: '=' without a parameter name";
-    ++i;
-    skip_ws();
-    std::string value;
-    if (i < n && text[i] == '\'') {
-      ++i;
-      bool closed = false;
-      while (i < n) {
-        const char c = text[i];
-        if (c == '\'' && i + 1 < n && text[i + 1] == '\'') {
-          value += '\'';
-          i += 2;
-        } else if (c == '\\' && i + 1 < n && (text[i + 1] == '\'' || text[i + 1] == '\\')) {
-          value += text[i + 1];
-          i += 2;
-        } else if (c == '\'') {
-          ++i;
-          closed = true;
-          break;
-        } else {
-          value += c;
-          ++i;
-        }
-      }
-      if (!closed) return "syntax error: unterminated quoted value for " + quoted(key);
-      if (i < n && !is_space(text[i])) {
-        return "syntax error: unexpected text after the quoted value of " + quoted(key);
-      }
-    } else {
-      const size_t value_start = i;
-      while (i < n && !is_space(text[i])) ++i;
-      value = std::string(text.substr(value_start, i - value_start));
-    }
-    out.push_back({std::move(key), std::move(value)});
-  }
 }
 
 // ---- the loader ------------------------------------------------------------------------------
@@ -553,175 +471,28 @@ class Loader {
   }
 
   void database_entry(const RawEntry& e) {
-    DatabaseEntry db;
-    db.name = e.key;
-    db.line = e.origin.line;
-    const std::string label = "database " + quoted(e.key);
-    if (ascii_lower(e.key) == "pgbouncer") {
-      // PgBouncer reserves it for its admin console, which clients reach under that name.
-      error(e.origin, e.key, "database name 'pgbouncer' is reserved for the admin console");
-      return;
-    }
-    std::vector<ConnParam> params;
-    if (std::string err = split_conn_params(e.value, params); !err.empty()) {
-      error(e.origin, e.key, err);
-      return;
-    }
-    bool ok = true;
-    auto bad = [&](const std::string& message) {
-      error(e.origin, e.key, message);
-      ok = false;
-    };
-    for (const ConnParam& p : params) {
-      const std::string& k = p.key;
-      if (k == "host") {
-        db.host = p.value;
-      } else if (k == "port") {
-        if (auto err = parse_int(p.value, 1, 65535, db.port); !err.empty()) bad("port: " + err);
-      } else if (k == "dbname") {
-        db.dbname = p.value;
-      } else if (k == "user") {
-        db.user = p.value;
-      } else if (k == "password") {
-        db.password = p.value;
-      } else if (k == "pool_size") {
-        int size = 0;
-        if (auto err = parse_int(p.value, 1, 1'000'000, size); !err.empty()) {
-          bad("pool_size: " + err);
-        } else {
-          db.pool_size = size;
-        }
-      } else if (k == "min_pool_size" || k == "reserve_pool" || k == "reserve_pool_size" ||
-                 k == "max_db_connections") {
-        // reserve_pool_size is PgBouncer 1.24's spelling of reserve_pool.
-        int n = 0;
-        if (auto err = parse_int(p.value, 0, 1'000'000, n); !err.empty()) {
-          bad(k + ": " + err);
-        } else if (k == "min_pool_size") {
-          db.min_pool_size = n;
-        } else if (k == "max_db_connections") {
-          db.max_db_connections = n;
-        } else {
-          db.reserve_pool = n;
-        }
-      } else if (k == "max_db_client_connections") {
-        int n = 0;
-        if (auto err = parse_int(p.value, 0, 10'000'000, n); !err.empty()) {
-          bad("max_db_client_connections: " + err);
-        } else {
-          db.max_db_client_connections = n;
-        }
-      } else if (k == "server_lifetime") {
-        Duration d{};
-        if (auto err = parse_duration(p.value, d); !err.empty()) {
-          bad("server_lifetime: " + err);
-        } else {
-          db.server_lifetime = d;
-        }
-      } else if (k == "pool_mode") {
-        PoolMode mode{};
-        if (auto err = parse_pool_mode(p.value, mode); !err.empty()) {
-          bad("pool_mode: " + err);
-        } else {
-          db.pool_mode = mode;
-        }
-      } else if (k == "client_encoding") {
-        db.client_encoding = p.value;
-      } else if (k == "datestyle") {
-        db.datestyle = p.value;
-      } else if (k == "timezone") {
-        db.timezone = p.value;
-      } else if (k == "application_name") {
-        db.application_name = p.value;
-      } else if (k == "connect_query") {
-        db.connect_query = p.value;
-      } else if (k == "auth_user") {
-        db.auth_user = p.value;
-      } else if (k == "auth_query") {
-        db.auth_query = p.value;
-      } else if (k == "auth_dbname") {
-        db.auth_dbname = p.value;
-      } else if (k == "session_state_action") {
-        SessionPolicy policy;
-        if (auto err = parse_session_policy(p.value, policy); !err.empty()) {
-          bad("session_state_action: " + err);
-        } else {
-          db.session_state_action = policy;
-        }
-      } else if (kPgBouncerOnlyDatabaseKeys.contains(k)) {
-        warn(e.origin, label + ": parameter " + quoted(k));
-      } else {
-        bad("unknown database parameter " + quoted(k));
-      }
-    }
-    if (!ok) return;
+    LineProblems problems;
+    std::optional<DatabaseEntry> db = parse_database_line(e.key, e.value, e.origin.line, problems);
+    report(e, problems);
+    if (!db) return;
     // A database defined twice: the later line wins, as in PgBouncer.
-    if (db.name == "*") {
-      config_->fallback_database = std::move(db);
+    if (db->name == "*") {
+      config_->fallback_database = std::move(*db);
     } else {
-      config_->databases[db.name] = std::move(db);
+      config_->databases[db->name] = std::move(*db);
     }
   }
 
   void user_entry(const RawEntry& e) {
-    UserEntry user;
-    user.name = e.key;
-    user.line = e.origin.line;
-    std::vector<ConnParam> params;
-    if (std::string err = split_conn_params(e.value, params); !err.empty()) {
-      error(e.origin, e.key, err);
-      return;
-    }
-    bool ok = true;
-    for (const ConnParam& p : params) {
-      if (p.key == "pool_mode") {
-        PoolMode mode{};
-        if (auto err = parse_pool_mode(p.value, mode); !err.empty()) {
-          error(e.origin, e.key, "pool_mode: " + err);
-          ok = false;
-        } else {
-          user.pool_mode = mode;
-        }
-      } else if (p.key == "session_state_action") {
-        SessionPolicy policy;
-        if (auto err = parse_session_policy(p.value, policy); !err.empty()) {
-          error(e.origin, e.key, "session_state_action: " + err);
-          ok = false;
-        } else {
-          user.session_state_action = policy;
-        }
-      } else if (p.key == "max_user_connections") {
-        int n = 0;
-        if (auto err = parse_int(p.value, 0, 1'000'000, n); !err.empty()) {
-          error(e.origin, e.key, "max_user_connections: " + err);
-          ok = false;
-        } else {
-          user.max_user_connections = n;
-        }
-      } else if (p.key == "max_user_client_connections") {
-        int n = 0;
-        if (auto err = parse_int(p.value, 0, 10'000'000, n); !err.empty()) {
-          error(e.origin, e.key, "max_user_client_connections: " + err);
-          ok = false;
-        } else {
-          user.max_user_client_connections = n;
-        }
-      } else if (auto timeout = user_timeout_field(p.key)) {
-        Duration d{};
-        if (auto err = parse_duration(p.value, d); !err.empty()) {
-          error(e.origin, e.key, p.key + ": " + err);
-          ok = false;
-        } else {
-          user.*timeout = d;
-        }
-      } else if (kPgBouncerOnlyUserKeys.contains(p.key)) {
-        warn(e.origin, "user " + quoted(e.key) + ": parameter " + quoted(p.key));
-      } else {
-        error(e.origin, e.key, "unknown user parameter " + quoted(p.key));
-        ok = false;
-      }
-    }
-    if (ok) config_->users[user.name] = std::move(user);
+    LineProblems problems;
+    std::optional<UserEntry> user = parse_user_line(e.key, e.value, e.origin.line, problems);
+    report(e, problems);
+    if (user) config_->users[user->name] = std::move(*user);
+  }
+
+  void report(const RawEntry& e, const LineProblems& problems) {
+    for (const std::string& message : problems.errors) error(e.origin, e.key, message);
+    for (const std::string& what : problems.warnings) warn(e.origin, what);
   }
 
   std::string top_name_;
