@@ -8,15 +8,13 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <set>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 
 #include "pooler/base/read_file.h"
 #include "pooler/base/text.h"
 #include "pooler/config/database_line.h"
+#include "pooler/config/settings_table.h"
 #include "pooler/config/value_parsers.h"
 
 namespace pgsluice {
@@ -89,187 +87,6 @@ SessionPolicy Config::session_policy_for(const DatabaseEntry& db, const std::str
 namespace {
 
 constexpr int kMaxIncludeDepth = 10;  // as PgBouncer (libusual's cfparser)
-
-// PgBouncer 1.25's main-section keys that pgsluice does not implement yet: accepted with a
-// warning so that an existing pgbouncer.ini starts unchanged.
-const std::set<std::string_view> kPgBouncerOnlyKeys = {
-    "auth_ident_file",
-    "auth_ldap_options",
-    "autodb_idle_timeout",
-    "client_tls13_ciphers",
-    "client_tls_dheparams",
-    "client_tls_ecdhcurve",
-    "conffile",
-    "disable_pqexec",
-    "dns_max_ttl",
-    "dns_nxdomain_ttl",
-    "dns_zone_check_period",
-    "job_name",
-    "listen_backlog",
-    "log_stats",
-    "peer_id",
-    "pkt_buf",
-    "query_wait_notify",
-    "resolv_conf",
-    "sbuf_loopcnt",
-    "scram_iterations",
-    "server_round_robin",
-    "server_tls13_ciphers",
-    "service_name",
-    "suspend_timeout",
-    "syslog",
-    "syslog_facility",
-    "syslog_ident",
-    "tcp_defer_accept",
-    "tcp_keepalive",
-    "tcp_keepcnt",
-    "tcp_keepidle",
-    "tcp_keepintvl",
-    "tcp_socket_buffer",
-    "tcp_user_timeout",
-    "track_extra_parameters",
-    "unix_socket_group",
-    "unix_socket_mode",
-    "user",
-    "verbose",
-};
-
-// client_tls_* and server_tls_*: the same six keys for each side.
-using TlsSetter = std::function<std::string(std::string_view, Settings&)>;
-void add_tls_setters(std::unordered_map<std::string, TlsSetter>& setters, const std::string& prefix,
-                     TlsSettings Settings::*side) {
-  setters[prefix + "sslmode"] = [side](std::string_view v, Settings& s) {
-    return parse_sslmode(v, (s.*side).sslmode);
-  };
-  auto string_field = [&](const char* key, std::string TlsSettings::*field) {
-    setters[prefix + key] = [side, field](std::string_view v, Settings& s) {
-      (s.*side).*field = std::string(trim(v));
-      return std::string();
-    };
-  };
-  string_field("key_file", &TlsSettings::key_file);
-  string_field("cert_file", &TlsSettings::cert_file);
-  string_field("ca_file", &TlsSettings::ca_file);
-  string_field("protocols", &TlsSettings::protocols);
-  string_field("ciphers", &TlsSettings::ciphers);
-}
-
-std::unordered_map<std::string, TlsSetter> with_tls_setters(
-    std::unordered_map<std::string, TlsSetter> setters) {
-  add_tls_setters(setters, "client_tls_", &Settings::client_tls);
-  add_tls_setters(setters, "server_tls_", &Settings::server_tls);
-  return setters;
-}
-
-using Setter = std::function<std::string(std::string_view, Settings&)>;
-
-Setter string_key(std::string Settings::*field) {
-  return [field](std::string_view v, Settings& s) {
-    s.*field = std::string(v);
-    return std::string();
-  };
-}
-Setter int_key(int Settings::*field, int min, int max) {
-  return [=](std::string_view v, Settings& s) { return parse_int(v, min, max, s.*field); };
-}
-Setter bool_key(bool Settings::*field) {
-  return [field](std::string_view v, Settings& s) { return parse_bool(v, s.*field); };
-}
-Setter duration_key(Duration Settings::*field) {
-  return [field](std::string_view v, Settings& s) { return parse_duration(v, s.*field); };
-}
-Setter list_key(std::vector<std::string> Settings::*field) {
-  return [field](std::string_view v, Settings& s) {
-    s.*field = split_list(v);
-    return std::string();
-  };
-}
-
-const std::unordered_map<std::string, Setter>& main_setters() {
-  static const std::unordered_map<std::string, Setter> setters = with_tls_setters({
-      {"listen_addr", string_key(&Settings::listen_addr)},
-      {"listen_port", int_key(&Settings::listen_port, 1, 65535)},
-      {"unix_socket_dir", string_key(&Settings::unix_socket_dir)},
-      {"auth_type",
-       [](std::string_view v, Settings& s) { return parse_auth_type(v, s.auth_type); }},
-      {"auth_file", string_key(&Settings::auth_file)},
-      {"auth_hba_file", string_key(&Settings::auth_hba_file)},
-      {"auth_user", string_key(&Settings::auth_user)},
-      {"auth_query", string_key(&Settings::auth_query)},
-      {"auth_dbname", string_key(&Settings::auth_dbname)},
-      {"auth_query_cache_ttl", duration_key(&Settings::auth_query_cache_ttl)},
-      {"pool_mode",
-       [](std::string_view v, Settings& s) { return parse_pool_mode(v, s.pool_mode); }},
-      {"default_pool_size", int_key(&Settings::default_pool_size, 1, 1'000'000)},
-      {"max_client_conn", int_key(&Settings::max_client_conn, 1, 10'000'000)},
-      {"server_reset_query", string_key(&Settings::server_reset_query)},
-      {"query_wait_timeout", duration_key(&Settings::query_wait_timeout)},
-      {"server_connect_timeout", duration_key(&Settings::server_connect_timeout)},
-      {"server_login_retry", duration_key(&Settings::server_login_retry)},
-      {"client_login_timeout", duration_key(&Settings::client_login_timeout)},
-      {"min_pool_size", int_key(&Settings::min_pool_size, 0, 1'000'000)},
-      {"reserve_pool_size", int_key(&Settings::reserve_pool_size, 0, 1'000'000)},
-      {"reserve_pool_timeout", duration_key(&Settings::reserve_pool_timeout)},
-      {"max_db_connections", int_key(&Settings::max_db_connections, 0, 1'000'000)},
-      {"max_user_connections", int_key(&Settings::max_user_connections, 0, 1'000'000)},
-      {"server_lifetime", duration_key(&Settings::server_lifetime)},
-      {"server_idle_timeout", duration_key(&Settings::server_idle_timeout)},
-      {"server_check_query", string_key(&Settings::server_check_query)},
-      {"server_check_delay", duration_key(&Settings::server_check_delay)},
-      {"server_reset_query_always", bool_key(&Settings::server_reset_query_always)},
-      {"server_fast_close", bool_key(&Settings::server_fast_close)},
-      {"client_idle_timeout", duration_key(&Settings::client_idle_timeout)},
-      {"query_timeout", duration_key(&Settings::query_timeout)},
-      {"idle_transaction_timeout", duration_key(&Settings::idle_transaction_timeout)},
-      {"transaction_timeout", duration_key(&Settings::transaction_timeout)},
-      {"cancel_wait_timeout", duration_key(&Settings::cancel_wait_timeout)},
-      {"shutdown_timeout", duration_key(&Settings::shutdown_timeout)},
-      {"max_db_client_connections",
-       int_key(&Settings::max_db_client_connections, 0, 10'000'000)},
-      {"max_user_client_connections",
-       int_key(&Settings::max_user_client_connections, 0, 10'000'000)},
-      {"so_reuseport", bool_key(&Settings::so_reuseport)},
-      {"ignore_startup_parameters", list_key(&Settings::ignore_startup_parameters)},
-      {"application_name_add_host", bool_key(&Settings::application_name_add_host)},
-      {"max_packet_size",
-       [](std::string_view v, Settings& s) {
-         return parse_int<uint32_t>(v, 1, UINT32_MAX, s.max_packet_size);
-       }},
-      {"log_connections", bool_key(&Settings::log_connections)},
-      {"log_disconnections", bool_key(&Settings::log_disconnections)},
-      {"log_pooler_errors", bool_key(&Settings::log_pooler_errors)},
-      {"logfile", string_key(&Settings::logfile)},
-      {"pidfile", string_key(&Settings::pidfile)},
-      {"admin_users", list_key(&Settings::admin_users)},
-      {"stats_users", list_key(&Settings::stats_users)},
-      {"workers", [](std::string_view v, Settings& s) { return parse_workers(v, s.workers); }},
-      {"verbose_level",
-       [](std::string_view v, Settings& s) { return parse_verbose_level(v, s.verbose_level); }},
-      {"stats_period", duration_key(&Settings::stats_period)},
-      {"metrics_addr", string_key(&Settings::metrics_addr)},
-      {"metrics_port", int_key(&Settings::metrics_port, 0, 65535)},
-      {"max_prepared_statements", int_key(&Settings::max_prepared_statements, 0, 1'000'000)},
-      {"session_state_action",
-       [](std::string_view v, Settings& s) {
-         SessionPolicy policy;
-         std::string err = parse_session_policy(v, policy);
-         if (err.empty()) s.session_state_action = policy;
-         return err;
-       }},
-      {"session_state_verify",
-       [](std::string_view v, Settings& s) {
-         auto mode = parse_session_verify_mode(v);
-         if (!mode) return std::string("expected off, sample or always");
-         s.session_state_verify = *mode;
-         return std::string();
-       }},
-      {"session_state_verify_sample",
-       int_key(&Settings::session_state_verify_sample, 1, 1'000'000'000)},
-      {"session_state_long_hold", duration_key(&Settings::session_state_long_hold)},
-      {"leak_report_file", string_key(&Settings::leak_report_file)},
-  });
-  return setters;
-}
 
 // ---- the loader ------------------------------------------------------------------------------
 
@@ -458,12 +275,11 @@ class Loader {
 
   void main_entry(const RawEntry& e) {
     const std::string key = ascii_lower(e.key);  // PgBouncer's keys are case-insensitive
-    const auto& setters = main_setters();
-    if (auto it = setters.find(key); it != setters.end()) {
-      if (std::string err = it->second(e.value, config_->settings); !err.empty()) {
+    if (const SettingDef* setting = find_setting(key)) {
+      if (std::string err = setting->parse(e.value, config_->settings); !err.empty()) {
         error(e.origin, key, err);
       }
-    } else if (kPgBouncerOnlyKeys.contains(key)) {
+    } else if (is_pgbouncer_only_key(key)) {
       warn(e.origin, "key " + quoted(key));
     } else {
       error(e.origin, key, "unknown setting");
@@ -513,10 +329,9 @@ ConfigLoadResult load_config_string(const std::string& text, const std::string& 
 }
 
 std::string apply_setting(Settings& settings, std::string_view key, std::string_view value) {
-  const auto& setters = main_setters();
-  auto it = setters.find(ascii_lower(key));
-  if (it == setters.end()) return "unknown setting";
-  return it->second(value, settings);
+  const SettingDef* setting = find_setting(ascii_lower(key));
+  if (setting == nullptr) return "unknown setting";
+  return setting->parse(value, settings);
 }
 
 ConfigLoadResult load_config_file(const std::string& path) {

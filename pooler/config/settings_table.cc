@@ -1,7 +1,9 @@
-// SHOW CONFIG rows and SET's changeable settings; see settings_table.h.
+// The main-section settings, one row each; see settings_table.h.
 #include "pooler/config/settings_table.h"
 
-#include <functional>
+#include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "pooler/config/value_parsers.h"
 
@@ -9,123 +11,300 @@ namespace pgsluice {
 
 namespace {
 
-struct Entry {
-  const char* key;
-  bool changeable;
+// ---- a Settings field bound to the parser and printer of its kind of value --------------------
+
+struct Value {
+  std::function<std::string(std::string_view, Settings&)> parse;
   std::function<std::string(const Settings&)> print;
 };
 
-const std::vector<Entry>& entries() {
-  static const std::vector<Entry> table = {
-      {"admin_users", true, [](const Settings& s) { return join_list(s.admin_users); }},
-      {"application_name_add_host", true,
-       [](const Settings& s) { return print_bool(s.application_name_add_host); }},
-      {"auth_dbname", true, [](const Settings& s) { return s.auth_dbname; }},
-      {"auth_file", true, [](const Settings& s) { return s.auth_file; }},
+template <typename T>
+using Field = T Settings::*;
+
+// `parse(text, T&)` and `print(const T&)` applied to the field.
+template <typename T, typename Parse, typename Print>
+Value typed(Field<T> field, Parse parse, Print print) {
+  return {[field, parse](std::string_view v, Settings& s) { return parse(v, s.*field); },
+          [field, print](const Settings& s) { return print(s.*field); }};
+}
+
+std::string print_text(const std::string& s) {
+  return s;
+}
+
+template <typename Int>
+std::string print_int(Int n) {
+  return std::to_string(n);
+}
+
+// Taken as written (the file's value is already trimmed; SET's is as given).
+Value string_value(Field<std::string> field) {
+  return typed(
+      field,
+      [](std::string_view v, std::string& out) {
+        out = std::string(v);
+        return std::string();
+      },
+      print_text);
+}
+
+template <typename Int>
+Value int_value(Field<Int> field, Int min, Int max) {
+  return typed(
+      field, [min, max](std::string_view v, Int& out) { return parse_int(v, min, max, out); },
+      print_int<Int>);
+}
+
+Value bool_value(Field<bool> field) {
+  return typed(field, parse_bool, print_bool);
+}
+
+Value duration_value(Field<Duration> field) {
+  return typed(field, parse_duration, print_seconds);
+}
+
+Value list_value(Field<std::vector<std::string>> field) {
+  return typed(
+      field,
+      [](std::string_view v, std::vector<std::string>& out) {
+        out = split_list(v);
+        return std::string();
+      },
+      join_list);
+}
+
+// An enum printed by its to_string().
+template <typename Enum>
+Value enum_value(Field<Enum> field, std::string (*parse)(std::string_view, Enum&)) {
+  return typed(field, parse, [](Enum e) { return std::string(to_string(e)); });
+}
+
+// client_tls_* and server_tls_*: the same six keys for each side; file names and cipher lists
+// are trimmed.
+Value tls_string(Field<TlsSettings> side, std::string TlsSettings::*field) {
+  return {[side, field](std::string_view v, Settings& s) {
+            (s.*side).*field = std::string(trim(v));
+            return std::string();
+          },
+          [side, field](const Settings& s) { return (s.*side).*field; }};
+}
+
+Value tls_sslmode(Field<TlsSettings> side) {
+  return {[side](std::string_view v, Settings& s) { return parse_sslmode(v, (s.*side).sslmode); },
+          [side](const Settings& s) { return std::string(to_string((s.*side).sslmode)); }};
+}
+
+// Unset until the file sets it: the pool mode's default applies (Config::session_policy_for).
+Value session_policy_value(Field<std::optional<SessionPolicy>> field) {
+  return typed(
+      field,
+      [](std::string_view v, std::optional<SessionPolicy>& out) {
+        SessionPolicy policy;
+        std::string err = parse_session_policy(v, policy);
+        if (err.empty()) out = policy;
+        return err;
+      },
+      [](const std::optional<SessionPolicy>& p) {
+        return p ? format_session_policy(*p) : std::string();
+      });
+}
+
+// ---- the rows -----------------------------------------------------------------------------------
+
+constexpr SettingApply kOnline = SettingApply::online;
+constexpr SettingApply kReload = SettingApply::reload;
+constexpr SettingApply kRestart = SettingApply::restart;
+constexpr SettingOrigin kPgBouncer = SettingOrigin::pgbouncer;
+constexpr SettingOrigin kOwn = SettingOrigin::pgsluice;
+constexpr bool kShown = true;
+constexpr bool kHidden = false;  // not in SHOW CONFIG (see SettingDef::in_show_config)
+
+SettingDef row(std::string_view key, Value value, SettingApply apply = kOnline,
+               SettingOrigin origin = kPgBouncer, bool shown = kShown) {
+  return {key, std::move(value.parse), std::move(value.print), apply, origin, shown};
+}
+
+constexpr int kMillion = 1'000'000;
+constexpr int kTenMillion = 10'000'000;
+
+std::vector<SettingDef> make_table() {
+  using S = Settings;
+  return {
+      row("admin_users", list_value(&S::admin_users)),
+      row("application_name_add_host", bool_value(&S::application_name_add_host)),
+      row("auth_dbname", string_value(&S::auth_dbname)),
+      row("auth_file", string_value(&S::auth_file)),
       // Read at start and RELOAD only (the rules are loaded with the auth_file).
-      {"auth_hba_file", false, [](const Settings& s) { return s.auth_hba_file; }},
-      {"auth_query", true, [](const Settings& s) { return s.auth_query; }},
-      {"auth_query_cache_ttl", true,
-       [](const Settings& s) { return print_seconds(s.auth_query_cache_ttl); }},
-      {"auth_type", true, [](const Settings& s) { return std::string(to_string(s.auth_type)); }},
-      {"auth_user", true, [](const Settings& s) { return s.auth_user; }},
-      {"cancel_wait_timeout", true,
-       [](const Settings& s) { return print_seconds(s.cancel_wait_timeout); }},
-      {"client_idle_timeout", true,
-       [](const Settings& s) { return print_seconds(s.client_idle_timeout); }},
-      {"client_login_timeout", true,
-       [](const Settings& s) { return print_seconds(s.client_login_timeout); }},
-      {"default_pool_size", true,
-       [](const Settings& s) { return std::to_string(s.default_pool_size); }},
-      {"idle_transaction_timeout", true,
-       [](const Settings& s) { return print_seconds(s.idle_transaction_timeout); }},
-      {"ignore_startup_parameters", true,
-       [](const Settings& s) { return join_list(s.ignore_startup_parameters); }},
-      {"leak_report_file", false, [](const Settings& s) { return s.leak_report_file; }},
-      {"listen_addr", false, [](const Settings& s) { return s.listen_addr; }},
-      {"listen_port", false, [](const Settings& s) { return std::to_string(s.listen_port); }},
-      {"log_connections", true, [](const Settings& s) { return print_bool(s.log_connections); }},
-      {"log_disconnections", true,
-       [](const Settings& s) { return print_bool(s.log_disconnections); }},
-      {"log_pooler_errors", true,
-       [](const Settings& s) { return print_bool(s.log_pooler_errors); }},
-      {"logfile", false, [](const Settings& s) { return s.logfile; }},
-      {"max_client_conn", true,
-       [](const Settings& s) { return std::to_string(s.max_client_conn); }},
-      {"max_db_client_connections", true,
-       [](const Settings& s) { return std::to_string(s.max_db_client_connections); }},
-      {"max_db_connections", true,
-       [](const Settings& s) { return std::to_string(s.max_db_connections); }},
-      {"max_packet_size", false,
-       [](const Settings& s) { return std::to_string(s.max_packet_size); }},
-      {"max_user_client_connections", true,
-       [](const Settings& s) { return std::to_string(s.max_user_client_connections); }},
-      {"max_user_connections", true,
-       [](const Settings& s) { return std::to_string(s.max_user_connections); }},
-      {"metrics_addr", false, [](const Settings& s) { return s.metrics_addr; }},
-      {"metrics_port", false, [](const Settings& s) { return std::to_string(s.metrics_port); }},
-      {"min_pool_size", true, [](const Settings& s) { return std::to_string(s.min_pool_size); }},
-      {"pidfile", false, [](const Settings& s) { return s.pidfile; }},
-      {"pool_mode", true, [](const Settings& s) { return std::string(to_string(s.pool_mode)); }},
-      {"query_timeout", true, [](const Settings& s) { return print_seconds(s.query_timeout); }},
-      {"query_wait_timeout", true,
-       [](const Settings& s) { return print_seconds(s.query_wait_timeout); }},
-      {"reserve_pool_size", true,
-       [](const Settings& s) { return std::to_string(s.reserve_pool_size); }},
-      {"reserve_pool_timeout", true,
-       [](const Settings& s) { return print_seconds(s.reserve_pool_timeout); }},
-      {"server_check_delay", true,
-       [](const Settings& s) { return print_seconds(s.server_check_delay); }},
-      {"server_check_query", true, [](const Settings& s) { return s.server_check_query; }},
-      {"server_connect_timeout", true,
-       [](const Settings& s) { return print_seconds(s.server_connect_timeout); }},
-      {"server_fast_close", true,
-       [](const Settings& s) { return print_bool(s.server_fast_close); }},
-      {"server_idle_timeout", true,
-       [](const Settings& s) { return print_seconds(s.server_idle_timeout); }},
-      {"server_lifetime", true, [](const Settings& s) { return print_seconds(s.server_lifetime); }},
-      {"server_login_retry", true,
-       [](const Settings& s) { return print_seconds(s.server_login_retry); }},
-      {"server_reset_query", true, [](const Settings& s) { return s.server_reset_query; }},
-      {"server_reset_query_always", true,
-       [](const Settings& s) { return print_bool(s.server_reset_query_always); }},
-      {"session_state_long_hold", true,
-       [](const Settings& s) { return print_seconds(s.session_state_long_hold); }},
-      {"session_state_verify", true,
-       [](const Settings& s) { return std::string(to_string(s.session_state_verify)); }},
-      {"session_state_verify_sample", true,
-       [](const Settings& s) { return std::to_string(s.session_state_verify_sample); }},
-      {"shutdown_timeout", true,
-       [](const Settings& s) { return print_seconds(s.shutdown_timeout); }},
-      {"so_reuseport", false, [](const Settings& s) { return print_bool(s.so_reuseport); }},
-      {"stats_period", true, [](const Settings& s) { return print_seconds(s.stats_period); }},
-      {"stats_users", true, [](const Settings& s) { return join_list(s.stats_users); }},
-      {"transaction_timeout", true,
-       [](const Settings& s) { return print_seconds(s.transaction_timeout); }},
-      {"unix_socket_dir", false, [](const Settings& s) { return s.unix_socket_dir; }},
-      {"verbose_level", true, [](const Settings& s) { return s.verbose_level; }},
-      {"workers", false, [](const Settings& s) { return std::to_string(s.workers); }},
+      row("auth_hba_file", string_value(&S::auth_hba_file), kReload),
+      row("auth_query", string_value(&S::auth_query)),
+      row("auth_query_cache_ttl", duration_value(&S::auth_query_cache_ttl), kOnline, kOwn),
+      row("auth_type", enum_value(&S::auth_type, parse_auth_type)),
+      row("auth_user", string_value(&S::auth_user)),
+      row("cancel_wait_timeout", duration_value(&S::cancel_wait_timeout)),
+      row("client_idle_timeout", duration_value(&S::client_idle_timeout)),
+      row("client_login_timeout", duration_value(&S::client_login_timeout)),
+      // TLS contexts are built at start and again at RELOAD (tls_context.h).
+      row("client_tls_ca_file", tls_string(&S::client_tls, &TlsSettings::ca_file), kReload,
+          kPgBouncer, kHidden),
+      row("client_tls_cert_file", tls_string(&S::client_tls, &TlsSettings::cert_file), kReload,
+          kPgBouncer, kHidden),
+      row("client_tls_ciphers", tls_string(&S::client_tls, &TlsSettings::ciphers), kReload,
+          kPgBouncer, kHidden),
+      row("client_tls_key_file", tls_string(&S::client_tls, &TlsSettings::key_file), kReload,
+          kPgBouncer, kHidden),
+      row("client_tls_protocols", tls_string(&S::client_tls, &TlsSettings::protocols), kReload,
+          kPgBouncer, kHidden),
+      row("client_tls_sslmode", tls_sslmode(&S::client_tls), kReload, kPgBouncer, kHidden),
+      row("default_pool_size", int_value(&S::default_pool_size, 1, kMillion)),
+      row("idle_transaction_timeout", duration_value(&S::idle_transaction_timeout)),
+      row("ignore_startup_parameters", list_value(&S::ignore_startup_parameters)),
+      row("leak_report_file", string_value(&S::leak_report_file), kReload, kOwn),
+      row("listen_addr", string_value(&S::listen_addr), kRestart),
+      row("listen_port", int_value(&S::listen_port, 1, 65535), kRestart),
+      row("log_connections", bool_value(&S::log_connections)),
+      row("log_disconnections", bool_value(&S::log_disconnections)),
+      row("log_pooler_errors", bool_value(&S::log_pooler_errors)),
+      row("logfile", string_value(&S::logfile), kRestart),
+      row("max_client_conn", int_value(&S::max_client_conn, 1, kTenMillion)),
+      row("max_db_client_connections", int_value(&S::max_db_client_connections, 0, kTenMillion)),
+      row("max_db_connections", int_value(&S::max_db_connections, 0, kMillion)),
+      // Read when a client connects.
+      row("max_packet_size", int_value<uint32_t>(&S::max_packet_size, 1, UINT32_MAX), kReload),
+      // Read when a server connects.
+      row("max_prepared_statements", int_value(&S::max_prepared_statements, 0, kMillion), kReload,
+          kPgBouncer, kHidden),
+      row("max_user_client_connections",
+          int_value(&S::max_user_client_connections, 0, kTenMillion)),
+      row("max_user_connections", int_value(&S::max_user_connections, 0, kMillion)),
+      row("metrics_addr", string_value(&S::metrics_addr), kRestart, kOwn),
+      row("metrics_port", int_value(&S::metrics_port, 0, 65535), kRestart, kOwn),
+      row("min_pool_size", int_value(&S::min_pool_size, 0, kMillion)),
+      row("pidfile", string_value(&S::pidfile), kRestart),
+      row("pool_mode", enum_value(&S::pool_mode, parse_pool_mode)),
+      row("query_timeout", duration_value(&S::query_timeout)),
+      row("query_wait_timeout", duration_value(&S::query_wait_timeout)),
+      row("reserve_pool_size", int_value(&S::reserve_pool_size, 0, kMillion)),
+      row("reserve_pool_timeout", duration_value(&S::reserve_pool_timeout)),
+      row("server_check_delay", duration_value(&S::server_check_delay)),
+      row("server_check_query", string_value(&S::server_check_query)),
+      row("server_connect_timeout", duration_value(&S::server_connect_timeout)),
+      row("server_fast_close", bool_value(&S::server_fast_close)),
+      row("server_idle_timeout", duration_value(&S::server_idle_timeout)),
+      row("server_lifetime", duration_value(&S::server_lifetime)),
+      row("server_login_retry", duration_value(&S::server_login_retry)),
+      row("server_reset_query", string_value(&S::server_reset_query)),
+      row("server_reset_query_always", bool_value(&S::server_reset_query_always)),
+      row("server_tls_ca_file", tls_string(&S::server_tls, &TlsSettings::ca_file), kReload,
+          kPgBouncer, kHidden),
+      row("server_tls_cert_file", tls_string(&S::server_tls, &TlsSettings::cert_file), kReload,
+          kPgBouncer, kHidden),
+      row("server_tls_ciphers", tls_string(&S::server_tls, &TlsSettings::ciphers), kReload,
+          kPgBouncer, kHidden),
+      row("server_tls_key_file", tls_string(&S::server_tls, &TlsSettings::key_file), kReload,
+          kPgBouncer, kHidden),
+      row("server_tls_protocols", tls_string(&S::server_tls, &TlsSettings::protocols), kReload,
+          kPgBouncer, kHidden),
+      row("server_tls_sslmode", tls_sslmode(&S::server_tls), kReload, kPgBouncer, kHidden),
+      row("session_state_action", session_policy_value(&S::session_state_action), kReload, kOwn,
+          kHidden),
+      row("session_state_long_hold", duration_value(&S::session_state_long_hold), kOnline, kOwn),
+      row("session_state_verify", enum_value(&S::session_state_verify, parse_session_verify),
+          kOnline, kOwn),
+      row("session_state_verify_sample",
+          int_value(&S::session_state_verify_sample, 1, 1'000'000'000), kOnline, kOwn),
+      // SIGINT / SHUTDOWN WAIT_FOR_SERVERS' bound; PgBouncer waits for ever.
+      row("shutdown_timeout", duration_value(&S::shutdown_timeout), kOnline, kOwn),
+      row("so_reuseport", bool_value(&S::so_reuseport), kRestart),
+      row("stats_period", duration_value(&S::stats_period)),
+      row("stats_users", list_value(&S::stats_users)),
+      row("transaction_timeout", duration_value(&S::transaction_timeout)),
+      row("unix_socket_dir", string_value(&S::unix_socket_dir), kRestart),
+      // PgBouncer's `verbose` (a count of -v) is another setting, accepted with a warning.
+      row("verbose_level", typed(&S::verbose_level, parse_verbose_level, print_text), kOnline,
+          kOwn),
+      row("workers", typed(&S::workers, parse_workers, print_int<int>), kRestart, kOwn),
   };
+}
+
+// PgBouncer 1.25's main-section keys that pgsluice does not implement yet, sorted.
+constexpr std::string_view kPgBouncerOnlyKeys[] = {
+    "auth_ident_file",
+    "auth_ldap_options",
+    "autodb_idle_timeout",
+    "client_tls13_ciphers",
+    "client_tls_dheparams",
+    "client_tls_ecdhcurve",
+    "conffile",
+    "disable_pqexec",
+    "dns_max_ttl",
+    "dns_nxdomain_ttl",
+    "dns_zone_check_period",
+    "job_name",
+    "listen_backlog",
+    "log_stats",
+    "peer_id",
+    "pkt_buf",
+    "query_wait_notify",
+    "resolv_conf",
+    "sbuf_loopcnt",
+    "scram_iterations",
+    "server_round_robin",
+    "server_tls13_ciphers",
+    "service_name",
+    "suspend_timeout",
+    "syslog",
+    "syslog_facility",
+    "syslog_ident",
+    "tcp_defer_accept",
+    "tcp_keepalive",
+    "tcp_keepcnt",
+    "tcp_keepidle",
+    "tcp_keepintvl",
+    "tcp_socket_buffer",
+    "tcp_user_timeout",
+    "track_extra_parameters",
+    "unix_socket_group",
+    "unix_socket_mode",
+    "user",
+    "verbose",
+};
+
+}  // namespace
+
+std::span<const SettingDef> setting_table() {
+  static const std::vector<SettingDef> table = make_table();
   return table;
 }
 
-}  // namespace
+const SettingDef* find_setting(std::string_view key) {
+  const std::span<const SettingDef> table = setting_table();
+  auto it = std::lower_bound(table.begin(), table.end(), key,
+                             [](const SettingDef& d, std::string_view k) { return d.key < k; });
+  return it != table.end() && it->key == key ? &*it : nullptr;
+}
+
+std::span<const std::string_view> pgbouncer_only_keys() {
+  return kPgBouncerOnlyKeys;
+}
+
+bool is_pgbouncer_only_key(std::string_view key) {
+  return std::binary_search(std::begin(kPgBouncerOnlyKeys), std::end(kPgBouncerOnlyKeys), key);
+}
 
 std::vector<SettingRow> describe_settings(const Config& config) {
   const Settings defaults;
   std::vector<SettingRow> rows;
-  rows.reserve(entries().size());
-  for (const Entry& e : entries()) {
-    rows.push_back({e.key, e.print(config.settings), e.print(defaults), e.changeable});
+  for (const SettingDef& d : setting_table()) {
+    if (!d.in_show_config) continue;
+    rows.push_back({std::string(d.key), d.print(config.settings), d.print(defaults),
+                    d.apply == SettingApply::online});
   }
   return rows;
 }
 
 bool is_changeable_setting(std::string_view key) {
-  for (const Entry& e : entries()) {
-    if (key == e.key) return e.changeable;
-  }
-  return false;
+  const SettingDef* d = find_setting(key);
+  return d != nullptr && d->apply == SettingApply::online;
 }
 
 }  // namespace pgsluice

@@ -199,6 +199,13 @@ std::string parse_verbose_level(std::string_view value, std::string& out) {
   return {};
 }
 
+std::string parse_session_verify(std::string_view value, SessionVerifyMode& out) {
+  auto mode = parse_session_verify_mode(value);
+  if (!mode) return "expected off, sample or always";
+  out = *mode;
+  return {};
+}
+
 std::string print_seconds(Duration d) {
   const auto ms = d.count();
   if (ms % 1000 == 0) return std::to_string(ms / 1000);

@@ -46,6 +46,7 @@ std::string parse_sslmode(std::string_view value, SslMode& out);
 // 0..64 or auto; 0 and auto become one worker per CPU.
 std::string parse_workers(std::string_view value, int& out);
 std::string parse_verbose_level(std::string_view value, std::string& out);
+std::string parse_session_verify(std::string_view value, SessionVerifyMode& out);
 
 // Whole seconds, else seconds with a fraction ("1.5").
 std::string print_seconds(Duration d);

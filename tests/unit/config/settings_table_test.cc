@@ -1,0 +1,85 @@
+// The settings table: one sorted row per main-section key, parsers and printers that agree, SET
+// limited to the online keys.
+#include "pooler/config/settings_table.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "pooler/base/text.h"
+
+namespace pgsluice {
+namespace {
+
+TEST(SettingsTable, SortedAndUnique) {
+  const auto table = setting_table();
+  ASSERT_FALSE(table.empty());
+  for (size_t i = 1; i < table.size(); ++i) EXPECT_LT(table[i - 1].key, table[i].key);
+  // find_setting and is_pgbouncer_only_key are binary searches.
+  const auto only = pgbouncer_only_keys();
+  for (size_t i = 1; i < only.size(); ++i) EXPECT_LT(only[i - 1], only[i]);
+  for (const SettingDef& d : table) {
+    EXPECT_EQ(find_setting(d.key), &d) << d.key;
+    EXPECT_EQ(d.key, ascii_lower(d.key));
+    EXPECT_FALSE(is_pgbouncer_only_key(d.key)) << d.key << " is implemented";
+  }
+  for (std::string_view k : only) EXPECT_TRUE(is_pgbouncer_only_key(k)) << k;
+  EXPECT_EQ(find_setting("Listen_Port"), nullptr);  // callers fold the case
+  EXPECT_EQ(find_setting("nonsense"), nullptr);
+}
+
+TEST(SettingsTable, PrintedDefaultsParseBack) {
+  for (const SettingDef& d : setting_table()) {
+    if (d.key == "session_state_action") continue;  // unset by default: nothing to parse back
+    const Settings defaults;
+    const std::string text = d.print(defaults);
+    Settings parsed;
+    parsed.admin_users = {"someone"};  // a list is replaced, not appended to
+    EXPECT_EQ(d.parse(text, parsed), "") << d.key << " = " << text;
+    EXPECT_EQ(d.print(parsed), text) << d.key;
+  }
+}
+
+TEST(SettingsTable, ParseChangesOnlyItsOwnField) {
+  const SettingDef* port = find_setting("listen_port");
+  ASSERT_NE(port, nullptr);
+  Settings s;
+  EXPECT_EQ(port->parse("7000", s), "");
+  EXPECT_EQ(s.listen_port, 7000);
+  EXPECT_EQ(port->print(s), "7000");
+  EXPECT_EQ(port->parse("0", s), "invalid value '0': expected an integer between 1 and 65535");
+  EXPECT_EQ(s.listen_port, 7000);
+  const SettingDef* server_ca = find_setting("server_tls_ca_file");
+  ASSERT_NE(server_ca, nullptr);
+  EXPECT_EQ(server_ca->parse(" /etc/ca.crt ", s), "");
+  EXPECT_EQ(s.server_tls.ca_file, "/etc/ca.crt");
+  EXPECT_EQ(s.client_tls.ca_file, "");
+}
+
+TEST(SettingsTable, OnlineKeysAreTheChangeableOnes) {
+  for (const SettingDef& d : setting_table()) {
+    EXPECT_EQ(is_changeable_setting(d.key), d.apply == SettingApply::online) << d.key;
+  }
+  const std::set<std::string_view> restart = {"listen_addr",  "listen_port",     "logfile",
+                                              "metrics_addr", "metrics_port",    "pidfile",
+                                              "so_reuseport", "unix_socket_dir", "workers"};
+  for (const SettingDef& d : setting_table()) {
+    EXPECT_EQ(restart.contains(d.key), d.apply == SettingApply::restart) << d.key;
+  }
+}
+
+TEST(SettingsTable, ShowConfigListsTheShownRows) {
+  const Config config;
+  const std::vector<SettingRow> rows = describe_settings(config);
+  std::set<std::string> listed;
+  for (const SettingRow& r : rows) listed.insert(r.key);
+  for (const SettingDef& d : setting_table()) {
+    EXPECT_EQ(listed.contains(std::string(d.key)), d.in_show_config) << d.key;
+  }
+  EXPECT_EQ(rows.size(), 57u);  // as before the table (#16); TLS and three more are not listed
+}
+
+}  // namespace
+}  // namespace pgsluice
