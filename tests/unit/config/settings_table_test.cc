@@ -1,10 +1,12 @@
 // The settings table: one sorted row per main-section key, parsers and printers that agree, SET
-// limited to the online keys.
+// limited to the online keys, and conf/pgsluice.ini documenting exactly the table's keys (plus
+// PgBouncer's keys that are accepted with a warning).
 #include "pooler/config/settings_table.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -79,6 +81,45 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
     EXPECT_EQ(listed.contains(std::string(d.key)), d.in_show_config) << d.key;
   }
   EXPECT_EQ(rows.size(), 57u);  // as before the table (#16); TLS and three more are not listed
+}
+
+// The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
+// ones shown commented out. Prose comments start with ";;".
+std::set<std::string> documented_keys() {
+  std::ifstream in(std::string(PGSLUICE_SOURCE_DIR) + "/conf/pgsluice.ini");
+  EXPECT_TRUE(in.good()) << "cannot read conf/pgsluice.ini";
+  std::set<std::string> keys;
+  bool main_section = false;
+  for (std::string line; std::getline(in, line);) {
+    std::string_view l = trim(line);
+    if (l.starts_with("[")) {
+      main_section = l == "[pgsluice]" || l == "[pgbouncer]";
+      continue;
+    }
+    if (!main_section) continue;
+    if (l.starts_with(";") && !l.starts_with(";;")) l.remove_prefix(1);
+    const size_t eq = l.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = trim(l.substr(0, eq));
+    const bool is_key = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (is_key) keys.emplace(key);
+  }
+  return keys;
+}
+
+TEST(SettingsTable, ExampleConfigDocumentsEveryKey) {
+  const std::set<std::string> documented = documented_keys();
+  ASSERT_FALSE(documented.empty());
+  for (const SettingDef& d : setting_table()) {
+    EXPECT_TRUE(documented.contains(std::string(d.key)))
+        << d.key << " is not documented in conf/pgsluice.ini";
+  }
+  for (const std::string& key : documented) {
+    EXPECT_TRUE(find_setting(key) != nullptr || is_pgbouncer_only_key(key))
+        << "conf/pgsluice.ini documents " << key << ", which is not a setting";
+  }
 }
 
 }  // namespace
