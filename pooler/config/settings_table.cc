@@ -307,4 +307,20 @@ bool is_changeable_setting(std::string_view key) {
   return d != nullptr && d->apply == SettingApply::online;
 }
 
+std::string restart_settings_warning(const Settings& running, const Settings& loaded) {
+  std::vector<std::string_view> changed;
+  for (const SettingDef& d : setting_table()) {
+    if (d.apply == SettingApply::restart && d.print(running) != d.print(loaded)) {
+      changed.push_back(d.key);
+    }
+  }
+  if (changed.empty()) return {};
+  std::string names;
+  for (size_t i = 0; i < changed.size(); ++i) {
+    if (i > 0) names += i + 1 == changed.size() ? " and " : ", ";
+    names += changed[i];
+  }
+  return names + (changed.size() == 1 ? " takes" : " take") + " effect at the next start";
+}
+
 }  // namespace pgsluice

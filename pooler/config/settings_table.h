@@ -59,5 +59,8 @@ struct SettingRow {
 std::vector<SettingRow> describe_settings(const Config& config);
 // The settings SET may change (SettingApply::online): the ones read anew at each use.
 bool is_changeable_setting(std::string_view key);
+// RELOAD's warning for the restart-only settings whose value `loaded` changes, naming them:
+// "listen_addr and listen_port take effect at the next start"; empty when none changed.
+std::string restart_settings_warning(const Settings& running, const Settings& loaded);
 
 }  // namespace pgsluice

@@ -47,12 +47,9 @@ std::string Worker::reload() {
   }
   for (const auto& w : loaded.config->warnings) spdlog::warn("{}", w);
   const Settings& s = loaded.config->settings;
-  if (s.listen_addr != settings().listen_addr || s.listen_port != settings().listen_port ||
-      s.unix_socket_dir != settings().unix_socket_dir ||
-      s.metrics_port != settings().metrics_port) {
-    spdlog::warn(
-        "RELOAD: listen_addr, listen_port, unix_socket_dir and metrics_port take effect "
-        "at the next start");
+  // The settings used once at startup (SettingApply::restart) keep their running effect.
+  if (std::string changed = restart_settings_warning(settings(), s); !changed.empty()) {
+    spdlog::warn("RELOAD: {}", changed);
   }
   // The auth_file and the auth_hba_file: a broken one keeps the old configuration whole.
   AuthSourcesResult auth = load_auth_sources(s);

@@ -72,6 +72,22 @@ TEST(SettingsTable, OnlineKeysAreTheChangeableOnes) {
   }
 }
 
+TEST(SettingsTable, RestartWarningNamesTheChangedRestartSettings) {
+  const Settings running;
+  Settings loaded;
+  EXPECT_EQ(restart_settings_warning(running, loaded), "");
+  loaded.default_pool_size = 5;       // online: applied by RELOAD, no warning
+  loaded.auth_hba_file = "hba.conf";  // reload: the same
+  EXPECT_EQ(restart_settings_warning(running, loaded), "");
+  loaded.listen_port = 7000;
+  EXPECT_EQ(restart_settings_warning(running, loaded),
+            "listen_port takes effect at the next start");
+  loaded.listen_addr = "*";
+  loaded.workers = running.workers + 1;
+  EXPECT_EQ(restart_settings_warning(running, loaded),
+            "listen_addr, listen_port and workers take effect at the next start");
+}
+
 TEST(SettingsTable, ShowConfigListsTheShownRows) {
   const Config config;
   const std::vector<SettingRow> rows = describe_settings(config);
