@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""A/B: two pgsluice binaries in one run, in front of one throwaway PostgreSQL.
+
+For a change that must not cost anything (a refactoring): `pgbench -S` through each binary at
+each client count, the binaries interleaved round by round, TPS and pooler CPU per transaction
+(utime + stime of the pgsluice process over the run, from /proc) as medians with min-max.
+
+    /usr/bin/python3 integration/bench/ab.py --a OLD_BINARY --b NEW_BINARY \
+        [--clients 20,1000] [--repeats 3] [--duration 10]
+
+Both poolers get the same settings (transaction mode, pool of 20, max_client_conn 2000, their
+default worker count); use Release builds. Prints a Markdown table.
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import harness  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+
+def one_run(pooler: harness.Pooler, clients: int, duration: int) -> tuple[float, float]:
+    before = cpu_seconds(pooler.proc.pid)
+    rc, out, err = pooler.pgbench(["-c", str(clients), "-j", "2", "-S", "-T", str(duration),
+                                   "--no-vacuum"], timeout=duration + 120)
+    used = cpu_seconds(pooler.proc.pid) - before
+    if rc != 0:
+        raise SystemExit(f"pgbench failed: {out}\n{err[-2000:]}")
+    tps = float(re.search(r"tps = ([\d.]+) \(without initial", out).group(1))
+    txns = int(re.search(r"number of transactions actually processed: (\d+)", out).group(1))
+    return tps, used * 1e6 / max(txns, 1)
+
+
+def fmt(values: list[float], digits: int = 0) -> str:
+    return (f"{statistics.median(values):,.{digits}f} "
+            f"({min(values):,.{digits}f}–{max(values):,.{digits}f})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--a", required=True, help="the 'before' pgsluice binary")
+    ap.add_argument("--b", required=True, help="the 'after' pgsluice binary")
+    ap.add_argument("--clients", default="20,1000")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    harness.raise_nofile()
+    clients = [int(c) for c in args.clients.split(",")]
+    pg = harness.PostgresCluster(max_connections=1200)
+    poolers = {}
+    try:
+        pg.pgbench_init()
+        settings = dict(pool_mode="transaction", default_pool_size=20, max_client_conn=2000)
+        for name, binary in (("a", args.a), ("b", args.b)):
+            poolers[name] = harness.Pooler(pg, binary=binary, **settings)
+            one_run(poolers[name], 20, args.warmup)
+        results = {(n, c): [] for n in poolers for c in clients}
+        for r in range(args.repeats):
+            for c in clients:
+                # Alternate which binary goes first, so neither always runs on a warmer machine.
+                order = ("a", "b") if r % 2 == 0 else ("b", "a")
+                for name in order:
+                    results[(name, c)].append(one_run(poolers[name], c, args.duration))
+        print(f"pgbench -S, {args.repeats} interleaved repeats x {args.duration} s, "
+              "median (min-max)\n")
+        print("| clients | TPS a | TPS b | b/a | CPU us/txn a | CPU us/txn b | b/a |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for c in clients:
+            ta = [t for t, _ in results[("a", c)]]
+            tb = [t for t, _ in results[("b", c)]]
+            ca = [u for _, u in results[("a", c)]]
+            cb = [u for _, u in results[("b", c)]]
+            print(f"| {c} | {fmt(ta)} | {fmt(tb)} | "
+                  f"{statistics.median(tb) / statistics.median(ta):.3f} | {fmt(ca, 2)} | "
+                  f"{fmt(cb, 2)} | {statistics.median(cb) / statistics.median(ca):.3f} |")
+    finally:
+        for p in poolers.values():
+            p.stop(check=False)
+        pg.stop()
+
+
+if __name__ == "__main__":
+    main()
