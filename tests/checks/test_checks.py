@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of scripts/check-layers on small fake trees in a temp dir
+"""Tests of scripts/check-layers and scripts/check-sizes on small fake trees in a temp dir
 (CTest: checks_self_test, label unit). Standard library only:
   python3 tests/checks/test_checks.py
 """
@@ -124,6 +124,92 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertIn("pooler/core -> pooler/admin  2  UPWARD", out)
         self.assertIn("pooler/core -> pooler/auth  1\n", out)
+
+
+def lines_of_body(count):
+    return "".join(f"  x += {i};\n" for i in range(count))
+
+
+class CheckSizesTest(unittest.TestCase):
+    def sizes(self, text, *args):
+        with FakeTree({"pooler/core/f.cc": text}) as root:
+            return run("check-sizes", root, *args)
+
+    def function_sizes(self, text):
+        code, out = self.sizes(text, "--list-functions")
+        self.assertEqual(code, 0, out)
+        return [line.split(": ", 1)[1] for line in out.splitlines()]
+
+    def test_function_of_100_lines_passes_and_101_fails(self):
+        # Opening and closing brace lines count: 98 body lines + 2 = 100.
+        code, out = self.sizes("int f(int x) {\n" + lines_of_body(98) + "}\n")
+        self.assertEqual(code, 0, out)
+        code, out = self.sizes("int f(int x) {\n" + lines_of_body(99) + "}\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("pooler/core/f.cc:1: f: 101 lines (at most 100)", out)
+
+    def test_file_over_700_lines_fails(self):
+        code, out = self.sizes("int x;\n" * 700)
+        self.assertEqual(code, 0, out)
+        code, out = self.sizes("int x;\n" * 701)
+        self.assertEqual(code, 1, out)
+        self.assertIn("pooler/core/f.cc: 701 lines (at most 700)", out)
+
+    def test_braces_in_comments_and_literals_do_not_count(self):
+        text = """\
+            namespace a {
+            // }
+            /* } } */
+            const char* s = "}}";
+            const char* r = R"x(} ")x";
+            char c = '}';
+            int n = 1'000;
+            #define BRACE }
+            int f() {
+              return '{' + "{"[0];
+            }
+            }  // namespace a
+            """
+        self.assertEqual(self.function_sizes(text), ["f: 3"])
+
+    def test_members_lambdas_and_initializers(self):
+        text = """\
+            template <typename T>
+            class Pool : public Base {
+             public:
+              Pool() : a_(1), b_{2} {
+                auto l = [this] {
+                  return a_;
+                };
+              }
+              int size() const noexcept { return a_; }
+              auto next() -> int {
+                return 0;
+              }
+             private:
+              int a_{0};
+              std::function<void(int)> cb_{};
+              struct Inner {
+                void g() {}
+              };
+            };
+            const int kTable[] = {1, 2, 3};
+            bool Pool::operator==(const Pool& o) const {
+              return true;
+            }
+            """
+        self.assertEqual(self.function_sizes(text),
+                         ["Pool: 5", "size: 1", "next: 3", "g: 1", "Pool::operator==: 3"])
+
+    def test_real_tree_scans_without_unbalanced_braces(self):
+        # Every function the scanner finds in the real tree has a plausible size: an unmatched
+        # brace would swallow the rest of its file.
+        root = os.path.join(SCRIPTS, "..")
+        code, out = run("check-sizes", root, "--list-functions")
+        self.assertEqual(code, 0, out)
+        sizes = [int(line.rsplit(": ", 1)[1]) for line in out.splitlines()]
+        self.assertGreater(len(sizes), 500)
+        self.assertLess(max(sizes), 400)
 
 
 if __name__ == "__main__":
