@@ -7,18 +7,21 @@
 
 #include "pooler/admin/parser.h"
 #include "pooler/admin/result.h"
+#include "pooler/base/sqlstate.h"
 
 namespace pgsluice {
 
 class AdminSession;
 class Worker;
 
-// SQLSTATEs of console errors. PgBouncer sends 08P01 for all of them; pgsluice names the cause.
-inline constexpr const char* kAdminSyntaxError = "42601";  // invalid command
-inline constexpr const char* kAdminInsufficientPrivilege = "42501";
-inline constexpr const char* kAdminUnknownObject = "42704";  // no such database / client
-inline constexpr const char* kAdminInvalidState = "55000";   // already paused, not paused…
-inline constexpr const char* kAdminConfigError = "F0000";    // RELOAD/SET: a bad setting
+// SQLSTATEs of console errors. PgBouncer sends 08P01 for all of them; pgsluice names the cause:
+// an invalid command, no privilege, no such database / client, already paused / not paused…,
+// a bad setting in RELOAD/SET.
+inline constexpr const char* kAdminSyntaxError = sqlstate::kSyntaxError;
+inline constexpr const char* kAdminInsufficientPrivilege = sqlstate::kInsufficientPrivilege;
+inline constexpr const char* kAdminUnknownObject = sqlstate::kUndefinedObject;
+inline constexpr const char* kAdminInvalidState = sqlstate::kObjectNotInPrerequisiteState;
+inline constexpr const char* kAdminConfigError = sqlstate::kConfigFileError;
 
 // `sql` is the command text, for error messages.
 AdminResult execute_admin_command(Worker& worker, AdminSession& session,

@@ -15,10 +15,6 @@
 
 namespace pgsluice {
 
-namespace {
-constexpr const char* kCannotConnectNow = "57P03";
-}  // namespace
-
 AdminControl::AdminControl(Worker& primary, Shutdown& shutdown)
     : worker_(primary), shutdown_(shutdown) {
   stats_new_stamp_us_ = now_us();
@@ -28,7 +24,7 @@ AdminControl::AdminControl(Worker& primary, Shutdown& shutdown)
 
 bool AdminControl::admit(Client& client) {
   if (!db_disabled(client.database())) return true;
-  client.fail(kCannotConnectNow,
+  client.fail(sqlstate::kCannotConnectNow,
               "database does not allow connections: " + client.database() + " (DISABLE)");
   return false;
 }

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/sqlstate.h"
 
 namespace pgsluice {
 
@@ -95,7 +96,7 @@ void AdminResult::write_execute(std::string& out) const {
   }
   for (const AdminNotice& n : notices_) {
     pp::ErrorNotice notice{.severity = "NOTICE",
-                           .code = "00000",
+                           .code = sqlstate::kSuccessfulCompletion,
                            .message = n.message,
                            .detail = n.detail,
                            .hint = {}};

@@ -21,8 +21,6 @@ namespace pp = pgsluice::protocol;
 namespace fe = pgsluice::protocol::frontend;
 
 namespace {
-constexpr const char* kSyntaxError = "42601";
-
 bool listed(const std::vector<std::string>& users, const std::string& user) {
   return std::find(users.begin(), users.end(), user) != users.end();
 }
@@ -90,7 +88,8 @@ AdminResult AdminSession::run(const std::string& sql) {
     return r;  // EmptyQueryResponse is written by the caller
   }
   if (!parsed.command) {
-    return AdminResult::failure(kSyntaxError, "invalid command '" + sql + "', use SHOW HELP;");
+    return AdminResult::failure(sqlstate::kSyntaxError,
+                                "invalid command '" + sql + "', use SHOW HELP;");
   }
   // Every worker's clients, servers and pools are this command's to read and change.
   WorldPause pause = worker_.pause_world();
@@ -219,12 +218,12 @@ bool AdminSession::on_bind(const pp::Message& message) {
   }
   auto it = statements_.find(std::string(b.value.statement));
   if (it == statements_.end()) {
-    extended_error("26000",
+    extended_error(sqlstate::kInvalidSqlStatementName,
                    fmt::format("prepared statement \"{}\" does not exist", b.value.statement));
     return true;
   }
   if (!b.value.parameters.empty()) {
-    extended_error(kSyntaxError, "admin console commands take no parameters");
+    extended_error(sqlstate::kSyntaxError, "admin console commands take no parameters");
     return true;
   }
   portals_[std::string(b.value.portal)] = Portal{it->second, std::nullopt};
@@ -244,7 +243,7 @@ bool AdminSession::on_describe(const pp::Message& message) {
   if (d.value.kind == 'S') {
     auto it = statements_.find(std::string(d.value.name));
     if (it == statements_.end()) {
-      extended_error("26000",
+      extended_error(sqlstate::kInvalidSqlStatementName,
                      fmt::format("prepared statement \"{}\" does not exist", d.value.name));
       return true;
     }
@@ -253,7 +252,8 @@ bool AdminSession::on_describe(const pp::Message& message) {
   } else {
     auto it = portals_.find(std::string(d.value.name));
     if (it == portals_.end()) {
-      extended_error("34000", fmt::format("portal \"{}\" does not exist", d.value.name));
+      extended_error(sqlstate::kInvalidCursorName,
+                     fmt::format("portal \"{}\" does not exist", d.value.name));
       return true;
     }
     portal = &it->second;
@@ -284,7 +284,8 @@ bool AdminSession::on_execute(const pp::Message& message) {
   }
   auto it = portals_.find(std::string(e.value.portal));
   if (it == portals_.end()) {
-    extended_error("34000", fmt::format("portal \"{}\" does not exist", e.value.portal));
+    extended_error(sqlstate::kInvalidCursorName,
+                   fmt::format("portal \"{}\" does not exist", e.value.portal));
     return true;
   }
   if (it->second.described) {

@@ -65,7 +65,7 @@ AdminResult show_leaks(Worker& worker) {
 AdminResult show_leak_report(Worker& worker) {
   // On demand: the file too, when leak_report_file is set (a staging run's report so far).
   std::string err = write_leak_report(worker.findings(), worker.settings());
-  if (!err.empty()) return AdminResult::failure("58030", "SHOW LEAK_REPORT: " + err);
+  if (!err.empty()) return AdminResult::failure(sqlstate::kIoError, "SHOW LEAK_REPORT: " + err);
   AdminResult r;
   r.text("report");
   r.row().add(leak_report_json(worker.findings(), worker.settings()));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pgsluice/protocol/message_types.h"
+#include "pooler/base/sqlstate.h"
 #include "pooler/core/server.h"
 
 namespace pgsluice {
@@ -30,7 +31,7 @@ bool Server::deliver_query_reply(const protocol::Message& message) {
       if (row) {
         query_sink_->on_query_row(row.value);
       } else {
-        query_sink_->on_query_error("08P01", "malformed DataRow");
+        query_sink_->on_query_error(sqlstate::kProtocolViolation, "malformed DataRow");
       }
       return true;
     }
@@ -39,7 +40,7 @@ bool Server::deliver_query_reply(const protocol::Message& message) {
       // report; the server is fine and stays.
       auto error = protocol::parse_error_fields(message.body);
       query_sink_->on_query_error(
-          error ? error.value.code : std::string_view("XX000"),
+          error ? error.value.code : std::string_view(sqlstate::kInternalError),
           error ? error.value.message : std::string_view("malformed ErrorResponse"));
       return true;
     }

@@ -56,7 +56,7 @@ void Server::reset_retry_state() {
 bool Server::hold_for_retry(const pp::Message& message) {
   PendingReply& front = pending_.front();
   auto error = pp::parse_error_fields(message.body);
-  if (!error || error.value.code != "0A000") return false;
+  if (!error || error.value.code != sqlstate::kFeatureNotSupported) return false;
   // The routine names the stale-plan check whatever lc_messages says; a server that does not
   // send it is trusted on the SQLSTATE alone (a second 0A000 after the retry goes through).
   std::string_view routine = error.value.field('R');
@@ -174,7 +174,7 @@ void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& ou
     std::string body;
     for (auto [type, value] : {std::pair<char, std::string_view>{'S', "ERROR"},
                                {'V', "ERROR"},
-                               {'C', "0A000"},
+                               {'C', sqlstate::kFeatureNotSupported},
                                {'M', "cached plan must not change result type"},
                                {'F', "plancache.c"},
                                {'R', "RevalidateCachedQuery"}}) {
@@ -204,7 +204,7 @@ void Server::hold_duplicate_error(const pp::Message& message, const std::string&
   auto error = pp::parse_error_fields(message.body);
   // Another error came first (a syntax error, an aborted transaction): it is PostgreSQL's
   // answer for the client's Parse too, and goes through unchanged.
-  if (!error || error.value.code != "42P05") return;
+  if (!error || error.value.code != sqlstate::kDuplicatePreparedStatement) return;
   std::string text = fmt::format("prepared statement \"{}\" already exists", client_name);
   // PostgreSQL's fields, with the client's name in the message.
   std::string body;

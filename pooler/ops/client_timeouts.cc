@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/server.h"
 #include "pooler/core/stats.h"
@@ -71,15 +72,15 @@ ClientTimeout due_timeout(const TimeoutLimits& l, const ClientTimeoutInput& in) 
 ClientTimeoutError timeout_error(ClientTimeout timeout) {
   switch (timeout) {
     case ClientTimeout::client_idle:
-      return {"57P05", "client_idle_timeout"};  // idle_session_timeout
+      return {sqlstate::kIdleSessionTimeout, "client_idle_timeout"};
     case ClientTimeout::query_waiting:
-      return {"57014", "query_timeout"};  // query_canceled
+      return {sqlstate::kQueryCanceled, "query_timeout"};
     case ClientTimeout::query:
-      return {"57014", "query timeout"};
+      return {sqlstate::kQueryCanceled, "query timeout"};
     case ClientTimeout::idle_transaction:
-      return {"25P03", "idle transaction timeout"};  // idle_in_transaction_session_timeout
+      return {sqlstate::kIdleInTransactionSessionTimeout, "idle transaction timeout"};
     case ClientTimeout::transaction:
-      return {"25P04", "transaction timeout"};  // transaction_timeout (PostgreSQL 17)
+      return {sqlstate::kTransactionTimeout, "transaction timeout"};
     case ClientTimeout::none:
       break;
   }
