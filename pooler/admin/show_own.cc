@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "pooler/admin/views.h"
+#include "pooler/base/sqlstate.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/worker.h"
 #include "pooler/session_state/leak_report.h"
