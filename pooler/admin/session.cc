@@ -59,7 +59,7 @@ std::unique_ptr<AdminSession> AdminSession::start(Console& console, Worker& work
   RAND_bytes(reinterpret_cast<unsigned char*>(&pid), sizeof(pid));
   RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size()));
   pp::write_backend_key_data(out, static_cast<int32_t>(pid & 0x7fffffff), key);
-  pp::write_ready_for_query(out, 'I');
+  pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   client.channel().flush();
   if (s.log_connections) {
     spdlog::info("{} admin console login ok ({})", client.log_id(),
@@ -122,7 +122,7 @@ void AdminSession::finish(const AdminResult& result, Protocol protocol) {
   }
   if (protocol == Protocol::simple) {
     result.write_simple(out);
-    pp::write_ready_for_query(out, 'I');
+    pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   } else {
     result.write_execute(out);
     if (result.error()) skip_to_sync_ = true;
@@ -134,7 +134,8 @@ void AdminSession::complete(const std::string& tag) {
   pending_ = false;
   std::string& out = client_.channel().output();
   pp::write_command_complete(out, tag);
-  if (pending_protocol_ == Protocol::simple) pp::write_ready_for_query(out, 'I');
+  if (pending_protocol_ == Protocol::simple)
+    pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   client_.channel().flush();
   client_.channel().start_reading();
   on_input();
@@ -162,7 +163,7 @@ bool AdminSession::handle_message(const pp::Message& message) {
     AdminResult result = run(sql);
     if (!result.error() && !result.is_pending() && result.tag().empty() && !result.has_rows()) {
       pp::write_empty_query_response(out);
-      pp::write_ready_for_query(out, 'I');
+      pp::write_ready_for_query(out, pp::TransactionStatus::idle);
       return true;
     }
     finish(result, Protocol::simple);
@@ -171,7 +172,7 @@ bool AdminSession::handle_message(const pp::Message& message) {
   if (type == fe::kSync) {
     skip_to_sync_ = false;
     portals_.erase("");
-    pp::write_ready_for_query(out, 'I');
+    pp::write_ready_for_query(out, pp::TransactionStatus::idle);
     return true;
   }
   if (type == fe::kFlush) {
@@ -240,7 +241,7 @@ bool AdminSession::on_describe(const pp::Message& message) {
   }
   std::string sql;
   Portal* portal = nullptr;
-  if (d.value.kind == 'S') {
+  if (d.value.target() == pp::DescribeTarget::statement) {
     auto it = statements_.find(std::string(d.value.name));
     if (it == statements_.end()) {
       extended_error(sqlstate::kInvalidSqlStatementName,
@@ -307,7 +308,7 @@ bool AdminSession::on_close(const pp::Message& message) {
   std::string& out = client_.channel().output();
   auto c = pp::parse_close(message.body);
   if (c) {
-    if (c.value.kind == 'S') {
+    if (c.value.target() == pp::DescribeTarget::statement) {
       statements_.erase(std::string(c.value.name));
     } else {
       portals_.erase(std::string(c.value.name));

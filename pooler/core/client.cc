@@ -389,7 +389,7 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
   }
   for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
   pp::write_backend_key_data(out, cancel_pid_, cancel_key_);
-  pp::write_ready_for_query(out, 'I');
+  pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
   if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id_);
   set_state(State::idle);
@@ -629,7 +629,7 @@ bool Client::bind_refused_statement(const pp::Message& message, std::string& out
   }
   if (message.type == fe::kClose) {
     auto c = pp::parse_close(message.body);
-    if (c && c.value.kind == 'S') forget(c.value.name);
+    if (c && c.value.target() == pp::DescribeTarget::statement) forget(c.value.name);
     return false;
   }
   auto bind = pp::parse_bind(message.body);

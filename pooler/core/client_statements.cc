@@ -39,7 +39,8 @@ static bool batch_describes_portal(std::string_view rest, std::string_view porta
     for (int i = 1; i <= 4; ++i) length = (length << 8) | static_cast<unsigned char>(rest[i]);
     if (length < 4 || rest.size() - 1 < length) return false;
     std::string_view body = rest.substr(5, length - 4);
-    if (type == fe::kDescribe && !body.empty() && body[0] == 'P') {
+    if (type == fe::kDescribe && !body.empty() &&
+        body[0] == static_cast<char>(pp::DescribeTarget::portal)) {
       std::string_view name = body.substr(1);
       name = name.substr(0, name.find('\0'));
       if (name == portal) return true;
@@ -53,8 +54,11 @@ static bool batch_describes_portal(std::string_view rest, std::string_view porta
 }
 
 void Client::refuse_until_sync(std::string code, std::string message, std::string hint) {
-  server_->expect(PendingReply{PendingKind::made_error, 0, std::move(message), std::move(code),
-                               std::move(hint)});
+  PendingReply reply{.kind = PendingKind::made_error};
+  pp::write_error_response(
+      reply.answer,
+      pp::ErrorNotice{.severity = "ERROR", .code = code, .message = message, .hint = hint});
+  server_->expect(std::move(reply));
   // PostgreSQL skips everything up to the Sync after an error: the messages that follow are
   // not sent, and the Sync brings the ReadyForQuery.
   discard_until_sync_ = true;
@@ -99,7 +103,8 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
         ensure_on_server(server, *held, out);
         size_t mark = out.size();
         pp::write_parse(out, held->server_name, parse.value.query, parse.value.parameter_types);
-        server.expect_sent(PendingReply{PendingKind::parse_duplicate, 0, name, {}, {}}, out, mark);
+        server.expect_sent(PendingReply{.kind = PendingKind::parse_duplicate, .client_name = name},
+                           out, mark);
         // The server skips the rest of the batch after the error: so does the pooler, which
         // must not act on Close or Parse messages PostgreSQL would not have run.
         discard_until_sync_ = true;
@@ -113,7 +118,9 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
         // Prepared on this server already (by this client earlier, or by another): the client
         // gets its ParseComplete without the server parsing anything.
         server.touch_statement(stmt->id);
-        server.expect(PendingReply{PendingKind::made_parse_complete, stmt->id, name, {}, {}});
+        server.expect(PendingReply{.kind = PendingKind::made_parse_complete,
+                                   .statement_id = stmt->id,
+                                   .client_name = name});
         return Routed::answered;
       }
       server.prepare_statement(*stmt, /*hidden=*/false, name, out);
@@ -157,7 +164,8 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
     }
     case fe::kDescribe: {
       auto describe = pp::parse_describe(message.body);
-      if (!describe || describe.value.kind != 'S' || describe.value.name.empty()) {
+      if (!describe || describe.value.target() != pp::DescribeTarget::statement ||
+          describe.value.name.empty()) {
         return Routed::as_is;
       }
       auto it = statements_.find(std::string(describe.value.name));
@@ -165,17 +173,19 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
       ensure_on_server(server, *it->second, out);
       it->second.saw_current();  // the description the client gets is this generation's
       size_t mark = out.size();
-      pp::write_describe(out, 'S', it->second->server_name);
+      pp::write_describe(out, pp::DescribeTarget::statement, it->second->server_name);
       server.expect_rewritten(PendingKind::describe, it->second.ref(),
                               std::string_view(out).substr(mark));
       return Routed::written;
     }
     case fe::kClose: {
       auto close = pp::parse_close(message.body);
-      if (!close || close.value.kind != 'S' || close.value.name.empty()) return Routed::as_is;
+      if (!close || close.value.target() != pp::DescribeTarget::statement ||
+          close.value.name.empty())
+        return Routed::as_is;
       // The statement stays on the servers for other clients; only this client's name goes.
       statements_.erase(std::string(close.value.name));
-      server.expect(PendingReply{PendingKind::made_close_complete, 0, {}, {}, {}});
+      server.expect(PendingReply{.kind = PendingKind::made_close_complete});
       return Routed::answered;
     }
     case fe::kQuery: {
@@ -187,7 +197,11 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
           return Routed::as_is;
         case DeallocateCommand::Kind::deallocate_name:
           if (statements_.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
-          server.expect(PendingReply{PendingKind::made_command_done, 0, "DEALLOCATE", {}, {}});
+          {
+            PendingReply reply{.kind = PendingKind::made_command_done};
+            pp::write_command_complete(reply.answer, "DEALLOCATE");
+            server.expect(std::move(reply));
+          }
           return Routed::answered;
         case DeallocateCommand::Kind::deallocate_all:
         case DeallocateCommand::Kind::discard_all:

@@ -23,7 +23,7 @@ enum class PendingKind : uint8_t {
   bind,             // BindComplete
   bind_refused,     // a client's Bind of a statement whose result type changed since the client
                     // saw it, sent as a Bind the server refuses (the transaction fails as in
-                    // PostgreSQL): its error is replaced by the stale-plan error in `text`
+                    // PostgreSQL): its error is replaced by the stale-plan error in `answer`
   describe,         // [ParameterDescription] then RowDescription or NoData
   execute,          // rows, then CommandComplete, EmptyQueryResponse or PortalSuspended
   close,            // the client's Close, forwarded: CloseComplete
@@ -42,14 +42,19 @@ inline bool is_made_up(PendingKind kind) {
          kind == PendingKind::made_error || kind == PendingKind::made_command_done;
 }
 
+// Four strings at most, so that three entries fit in one of std::deque's 512-byte blocks (a
+// block is allocated and freed as the queue moves on).
 struct PendingReply {
   PendingKind kind = PendingKind::query;
   uint64_t statement_id = 0;  // parse, parse_hidden, made_parse_complete
-  std::string text;           // the client's statement name (parse, made_parse_complete,
-                              // parse_duplicate), the error message (made_error), the tag
-                              // (made_command_done), the server name (close_hidden)
-  std::string code;           // made_error: the SQLSTATE
-  std::string hint;           // made_error
+  // The client's name of the statement: parse, parse_duplicate, made_parse_complete.
+  std::string client_name{};
+  // close_hidden: the pooler's name of the statement it closes.
+  std::string server_name{};
+  // What the client gets in place of the server's reply, as whole messages: the ErrorResponse
+  // of made_error and bind_refused (the stale-plan error), the CommandComplete of
+  // made_command_done (its ReadyForQuery is written when sent, with the status of then).
+  std::string answer{};
   // A Bind or Describe 'S' of a rewritten statement: what to prepare again if the server says
   // the plan is stale (0A000). bind_refused: the statement whose stale plan is reported.
   PreparedStatementRef statement{};
@@ -59,6 +64,9 @@ struct PendingReply {
   bool replayable = false;  // `wire` holds the request
   bool retried = false;     // sent again once already: a second 0A000 goes to the client
 };
+
+// Checked here: a field more would make every third push allocate a block of its own.
+static_assert(sizeof(PendingReply) * 3 <= 512, "three PendingReply to a std::deque block");
 
 using PendingReplies = std::deque<PendingReply>;
 

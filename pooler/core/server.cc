@@ -21,6 +21,8 @@ namespace pgsluice {
 
 namespace pp = pgsluice::protocol;
 namespace be = pgsluice::protocol::backend;
+using protocol::DescribeTarget;
+using protocol::TransactionStatus;
 
 namespace {
 // A reply larger than this that has not fully arrived is passed through in pieces instead of
@@ -80,9 +82,9 @@ void Server::set_state(State state) {
 }
 
 bool Server::at_transaction_boundary() const {
-  return tx_status_ == 'I' && client_ready_owed_ == 0 && internal_ready_owed_ == 0 &&
-         !extended_open_ && !copy_in_ && !copy_out_ && passthrough_remaining_ == 0 &&
-         pending_.empty();
+  return tx_status_ == TransactionStatus::idle && client_ready_owed_ == 0 &&
+         internal_ready_owed_ == 0 && !extended_open_ && !copy_in_ && !copy_out_ &&
+         passthrough_remaining_ == 0 && pending_.empty();
 }
 
 // --- connecting ---
@@ -268,7 +270,7 @@ bool Server::handle_login_message(const pp::Message& message) {
         return true;
       }
       uv_timer_stop(&connect_timer_);
-      tx_status_ = 'I';
+      tx_status_ = TransactionStatus::idle;
       if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id());
       set_state(State::idle);
       pool_.on_server_login_ok(*this);
@@ -424,26 +426,26 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
     size_t queued = pending_.size();
     switch (type) {
       case fe::kParse:
-        pending_.push_back(PendingReply{PendingKind::parse, 0, {}, {}, {}});
+        pending_.push_back(PendingReply{.kind = PendingKind::parse});
         break;
       case fe::kBind:
-        pending_.push_back(PendingReply{PendingKind::bind, 0, {}, {}, {}});
+        pending_.push_back(PendingReply{.kind = PendingKind::bind});
         break;
       case fe::kDescribe:
-        pending_.push_back(PendingReply{PendingKind::describe, 0, {}, {}, {}});
+        pending_.push_back(PendingReply{.kind = PendingKind::describe});
         break;
       case fe::kExecute:
-        pending_.push_back(PendingReply{PendingKind::execute, 0, {}, {}, {}});
+        pending_.push_back(PendingReply{.kind = PendingKind::execute});
         break;
       case fe::kClose:
-        pending_.push_back(PendingReply{PendingKind::close, 0, {}, {}, {}});
+        pending_.push_back(PendingReply{.kind = PendingKind::close});
         break;
       case fe::kSync:
-        pending_.push_back(PendingReply{PendingKind::sync, 0, {}, {}, {}});
+        pending_.push_back(PendingReply{.kind = PendingKind::sync});
         break;
       case fe::kQuery:
       case fe::kFunctionCall:
-        pending_.push_back(PendingReply{PendingKind::query, 0, {}, {}, {}});
+        pending_.push_back(PendingReply{.kind = PendingKind::query});
         break;
       default:
         break;
@@ -602,13 +604,14 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
   switch (message.type) {
     case be::kReadyForQuery: {
       auto rfq = pp::parse_ready_for_query(message.body);
-      tx_status_ = rfq ? rfq.value.status : 'E';
+      tx_status_ = rfq ? rfq.value.transaction_status() : TransactionStatus::failed;
       if (client_ready_owed_ > 0) --client_ready_owed_;
       ready_ms_ = worker_.now_ms();
       copy_in_ = copy_out_ = false;
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
-      timing.on_ready(pool_.stats(), tx_status_, channel_.bytes_sent(), channel_.bytes_received());
-      if (tx_status_ == 'I' && !at_transaction_boundary() &&
+      timing.on_ready(pool_.stats(), static_cast<char>(tx_status_), channel_.bytes_sent(),
+                      channel_.bytes_received());
+      if (tx_status_ == TransactionStatus::idle && !at_transaction_boundary() &&
           spdlog::should_log(spdlog::level::debug)) {
         spdlog::debug(
             "{} kept at ReadyForQuery: owed {} internal {} extended {} copy {}/{} "
@@ -658,7 +661,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
     }
     case be::kReadyForQuery: {
       auto rfq = pp::parse_ready_for_query(message.body);
-      tx_status_ = rfq ? rfq.value.status : 'E';
+      tx_status_ = rfq ? rfq.value.transaction_status() : TransactionStatus::failed;
       if (internal_ready_owed_ > 0) {
         --internal_ready_owed_;
       } else if (state_ == State::idle) {
@@ -667,7 +670,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       }
       if (query_sink_ != nullptr && internal_ready_owed_ == 0) finish_query();
       if (state_ == State::resetting && internal_ready_owed_ == 0) {
-        if (internal_failed_ || tx_status_ != 'I') {
+        if (internal_failed_ || tx_status_ != TransactionStatus::idle) {
           close(life.checking ? "server_check_query failed" : "cleaning the server failed");
           return false;
         }
@@ -759,7 +762,7 @@ void Server::expect(PendingReply reply) {
     // PostgreSQL skips everything up to the Sync after an error, so it would not have
     // answered this request either; a statement "parsed" here does not exist for the client.
     if (reply.kind == PendingKind::made_parse_complete && client_ != nullptr) {
-      client_->forget_statement(reply.text, reply.statement_id);
+      client_->forget_statement(reply.client_name, reply.statement_id);
     }
     return;
   }
@@ -778,17 +781,16 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
     // Closing costs nothing visible: the CloseComplete is swallowed. The client messages it
     // travels with carry the Sync that makes the server answer.
     size_t mark = out.size();
-    pp::write_close(out, 'S', name);
-    pending_.push_back(PendingReply{PendingKind::close_hidden, 0, std::move(name), {}, {}});
+    pp::write_close(out, DescribeTarget::statement, name);
+    pending_.push_back(
+        PendingReply{.kind = PendingKind::close_hidden, .server_name = std::move(name)});
     keep_request(out, mark);
   }
   size_t mark = out.size();
   pp::write_parse(out, stmt.server_name, stmt.query, stmt.parameter_types);
-  pending_.push_back(PendingReply{hidden ? PendingKind::parse_hidden : PendingKind::parse,
-                                  stmt.id,
-                                  std::move(client_name),
-                                  {},
-                                  {}});
+  pending_.push_back(PendingReply{.kind = hidden ? PendingKind::parse_hidden : PendingKind::parse,
+                                  .statement_id = stmt.id,
+                                  .client_name = std::move(client_name)});
   keep_request(out, mark);
   ++pool_.counters().server_parse_count;
   ++stmt.stats->server_parses;
@@ -811,17 +813,11 @@ void Server::send_made_up_replies() {
       case PendingKind::made_close_complete:
         pp::write_close_complete(out);
         break;
-      case PendingKind::made_error: {
-        pp::ErrorNotice error{.severity = "ERROR",
-                              .code = reply.code,
-                              .message = reply.text,
-                              .detail = {},
-                              .hint = reply.hint};
-        pp::write_error_response(out, error);
+      case PendingKind::made_error:
+        out.append(reply.answer);
         break;
-      }
       case PendingKind::made_command_done:
-        pp::write_command_complete(out, reply.text);
+        out.append(reply.answer);
         pp::write_ready_for_query(out, tx_status_);
         break;
       case PendingKind::parse:
@@ -847,7 +843,7 @@ void Server::skip_pending_to_sync() {
     pending_.pop_front();
     if (reply.kind == PendingKind::close_hidden) {
       // The server skipped the Close: the statement is still there, out of the cache.
-      statements_->mark_to_close(std::move(reply.text));
+      statements_->mark_to_close(std::move(reply.server_name));
       continue;
     }
     if (reply.kind == PendingKind::parse || reply.kind == PendingKind::parse_hidden ||
@@ -855,8 +851,9 @@ void Server::skip_pending_to_sync() {
       // PostgreSQL skipped that Parse: the statement does not exist there, and a client Parse
       // that "failed" must not leave its name taken.
       if (reply.kind != PendingKind::made_parse_complete) statements_->remove(reply.statement_id);
-      if (reply.kind != PendingKind::parse_hidden && client_ != nullptr && !reply.text.empty()) {
-        client_->forget_statement(reply.text, reply.statement_id);
+      if (reply.kind != PendingKind::parse_hidden && client_ != nullptr &&
+          !reply.client_name.empty()) {
+        client_->forget_statement(reply.client_name, reply.statement_id);
       }
     }
   }
@@ -933,10 +930,10 @@ Server::Match Server::match_pending(const pp::Message& message) {
     case be::kErrorResponse:
       if (front.kind != PendingKind::query) {
         if (front.kind == PendingKind::parse_duplicate) {
-          std::string client_name = front.text;
+          std::string client_name = front.client_name;
           hold_duplicate_error(message, client_name);
         } else if (front.kind == PendingKind::bind_refused) {
-          held_error_ = std::move(front.text);
+          held_error_ = std::move(front.answer);
           // Only now (not when an earlier error made the server skip it) the client has it.
           if (client_ != nullptr) client_->note_stale_plan_seen(*front.statement);
         } else if (front.statement != nullptr && hold_for_retry(message)) {
@@ -1002,7 +999,7 @@ void Server::clean_and_release(bool session_ended) {
     verifier_.expect();
   }
   std::vector<std::string> queries;
-  if (tx_status_ != 'I') queries.emplace_back("ROLLBACK");
+  if (tx_status_ != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
   const std::string& reset_query = worker_.settings().server_reset_query;
   // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).
   if (!reset_query.empty() && ((session_ended && pool_.mode() == PoolMode::session) ||

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/session_state.h"
@@ -124,7 +125,7 @@ class Server final : public ChannelOwner {
   [[nodiscard]] Pool& pool() const { return pool_; }
   Channel& channel() { return channel_; }
   [[nodiscard]] const ParameterSet& parameters() const { return tracked_; }
-  [[nodiscard]] char transaction_status() const { return tx_status_; }
+  [[nodiscard]] protocol::TransactionStatus transaction_status() const { return tx_status_; }
   // Nothing owed to the client and no transaction open: the link may end here.
   [[nodiscard]] bool at_transaction_boundary() const;
   [[nodiscard]] std::string log_id() const;
@@ -253,7 +254,7 @@ class Server final : public ChannelOwner {
   bool copy_in_ = false;
   bool copy_out_ = false;
   bool internal_failed_ = false;
-  char tx_status_ = 'I';
+  protocol::TransactionStatus tx_status_ = protocol::TransactionStatus::idle;
   // Forwarding a message that is larger than what has arrived: bytes still to pass through.
   size_t passthrough_remaining_ = 0;
 

@@ -23,12 +23,13 @@ namespace pgsluice {
 
 namespace pp = pgsluice::protocol;
 namespace be = pgsluice::protocol::backend;
+using protocol::DescribeTarget;
+using protocol::TransactionStatus;
 
 void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt,
                               std::string_view wire) {
   keep_wire_ = true;
-  PendingReply reply{kind, stmt->id, {}, {}, {}};
-  reply.statement = stmt;
+  PendingReply reply{.kind = kind, .statement_id = stmt->id, .statement = stmt};
   reply.wire.assign(wire);
   reply.replayable = true;
   pending_.push_back(std::move(reply));
@@ -78,7 +79,7 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // prepared now, only when: nothing of the batch reached the client, no transaction block
   // was open before it (the error rolled back an implicit transaction only), and the whole
   // batch up to its Sync is at the server and kept, with nothing after it.
-  if (front.retried || front.kind != PendingKind::bind || tx_status_ != 'I' ||
+  if (front.retried || front.kind != PendingKind::bind || tx_status_ != TransactionStatus::idle ||
       batch_reached_client_ || client_ == nullptr || pending_.back().kind != PendingKind::sync) {
     return false;
   }
@@ -100,7 +101,7 @@ bool Server::hold_for_retry(const pp::Message& message) {
     }
     if (!is_made_up(r.kind) && !r.replayable) return false;
     // The batch itself closes the statement (evicted by a later Parse): not worth the care.
-    if (r.kind == PendingKind::close_hidden && r.text == stmt.server_name) return false;
+    if (r.kind == PendingKind::close_hidden && r.server_name == stmt.server_name) return false;
   }
   held_error_.assign(message.wire);
   holding_error_ = true;
@@ -113,17 +114,18 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
   if (message.type != be::kReadyForQuery) return Match::out_of_step;
   holding_error_ = false;
   auto ready = pp::parse_ready_for_query(message.body);
-  char status = ready ? ready.value.status : 'E';
-  if (status == 'I' && pending_.empty() && client_ != nullptr) {
+  TransactionStatus status = ready ? ready.value.transaction_status() : TransactionStatus::failed;
+  if (status == TransactionStatus::idle && pending_.empty() && client_ != nullptr) {
     held_error_.clear();
     PreparedStatementRef stmt = held_batch_.front().statement;
     std::string& out = channel_.output();
     // The cache already describes the server as it will be after the batch; only the stale
     // statement itself changes, prepared again under the same name.
-    pp::write_close(out, 'S', stmt->server_name);
-    pending_.push_back(PendingReply{PendingKind::close_hidden, 0, stmt->server_name, {}, {}});
+    pp::write_close(out, DescribeTarget::statement, stmt->server_name);
+    pending_.push_back(
+        PendingReply{.kind = PendingKind::close_hidden, .server_name = stmt->server_name});
     pp::write_parse(out, stmt->server_name, stmt->query, stmt->parameter_types);
-    pending_.push_back(PendingReply{PendingKind::parse_hidden, stmt->id, {}, {}, {}});
+    pending_.push_back(PendingReply{.kind = PendingKind::parse_hidden, .statement_id = stmt->id});
     statements_->set_generation(stmt->id, stmt->generation);
     ++pool_.counters().server_parse_count;
     ++pool_.counters().prepared_retries;
@@ -152,7 +154,7 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
 }
 
 bool Server::may_refuse_stale_bind() const {
-  if (tx_status_ == 'E' || holding_error_ || skipping_to_sync_) return false;
+  if (tx_status_ == TransactionStatus::failed || holding_error_ || skipping_to_sync_) return false;
   for (const PendingReply& r : pending_) {
     if (r.kind == PendingKind::sync || r.kind == PendingKind::query) return false;
   }
@@ -167,9 +169,11 @@ void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& ou
   // transaction with what ran earlier in the batch: a Bind of a statement that does not exist
   // does the same on the server (26000, before any portal is touched), and its error is
   // replaced by the stale-plan error a server gave for this statement.
-  PendingReply reply{PendingKind::bind_refused, stmt->id, stmt->stale_error, {}, {}};
-  reply.statement = stmt;
-  if (reply.text.empty()) {
+  PendingReply reply{.kind = PendingKind::bind_refused,
+                     .statement_id = stmt->id,
+                     .answer = stmt->stale_error,
+                     .statement = stmt};
+  if (reply.answer.empty()) {
     // PostgreSQL's fields (asyncpg recognizes the error by its routine).
     std::string body;
     for (auto [type, value] : {std::pair<char, std::string_view>{'S', "ERROR"},
@@ -183,12 +187,12 @@ void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& ou
       body.push_back('\0');
     }
     body.push_back('\0');
-    reply.text.push_back(be::kErrorResponse);
+    reply.answer.push_back(be::kErrorResponse);
     uint32_t length = static_cast<uint32_t>(body.size() + 4);
     for (int shift = 24; shift >= 0; shift -= 8) {
-      reply.text.push_back(static_cast<char>((length >> shift) & 0xff));
+      reply.answer.push_back(static_cast<char>((length >> shift) & 0xff));
     }
-    reply.text.append(body);
+    reply.answer.append(body);
   }
   // No formats, no parameters, no result formats.
   pp::write_bind_renamed(out, "", kNoSuchStatement, std::string_view("\0\0\0\0\0\0", 6));

@@ -221,10 +221,11 @@ void check_long_holds(Worker& worker) {
     if (pool.mode() != PoolMode::transaction) return;
     pool.for_each_server([&](Server& s) {
       if (s.state() != Server::State::active || s.client() == nullptr) return;
-      const char tx = s.transaction_status();
+      const protocol::TransactionStatus tx = s.transaction_status();
       const uint64_t start = s.timing.xact_start_us;
       // Idle in a transaction: a transaction is open and no query runs.
-      if ((tx != 'T' && tx != 'E') || start == 0 || s.timing.query_start_us != 0) return;
+      if (tx == protocol::TransactionStatus::idle || start == 0 || s.timing.query_start_us != 0)
+        return;
       if (now < start + limit_us) return;
       SessionVerifier& v = s.verifier();
       if (v.long_hold_counted_xact == start) return;

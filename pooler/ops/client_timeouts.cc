@@ -116,7 +116,7 @@ void enforce_client_timeouts(Worker& worker, uint64_t now_ms) {
         if (c.server() == nullptr) return;
         in.linked = true;
         in.awaiting_reply = c.server()->awaiting_reply();
-        in.tx_status = c.server()->transaction_status();
+        in.tx_status = static_cast<char>(c.server()->transaction_status());
         in.ready_ms = c.server()->ready_ms();
         in.query_start_us = c.server()->timing.query_start_us;
         in.xact_start_us = c.server()->timing.xact_start_us;

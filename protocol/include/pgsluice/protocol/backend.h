@@ -45,8 +45,18 @@ struct ParameterStatus {
   std::string_view value;
 };
 
+// ReadyForQuery's status byte, by name.
+enum class TransactionStatus : char {
+  idle = 'I',      // no transaction block: a pooled server may go back to the pool here
+  in_block = 'T',  // inside BEGIN … COMMIT
+  failed = 'E',    // inside a failed transaction block: only ROLLBACK is accepted
+};
+
 struct ReadyForQuery {
-  char status = 'I';  // 'I' idle, 'T' in a transaction block, 'E' in a failed transaction block
+  char status = 'I';  // the byte as it came: 'I', 'T' or 'E' (checked by the parser)
+  [[nodiscard]] TransactionStatus transaction_status() const {
+    return static_cast<TransactionStatus>(status);
+  }
 };
 
 // ErrorResponse and NoticeResponse: typed fields, with the common ones picked out.

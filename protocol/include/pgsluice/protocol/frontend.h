@@ -33,9 +33,16 @@ struct Bind {
   std::vector<int16_t> result_formats;
 };
 
+// What a Describe or a Close is about: the first byte of its body.
+enum class DescribeTarget : char {
+  statement = 'S',
+  portal = 'P',
+};
+
 struct Describe {
-  char kind = 'S';  // 'S' statement, 'P' portal
+  char kind = 'S';  // the byte as it came: 'S' or 'P' (checked by the parser)
   std::string_view name;
+  [[nodiscard]] DescribeTarget target() const { return static_cast<DescribeTarget>(kind); }
 };
 
 struct Execute {
@@ -44,8 +51,9 @@ struct Execute {
 };
 
 struct Close {
-  char kind = 'S';  // 'S' statement, 'P' portal
+  char kind = 'S';  // the byte as it came: 'S' or 'P' (checked by the parser)
   std::string_view name;
+  [[nodiscard]] DescribeTarget target() const { return static_cast<DescribeTarget>(kind); }
 };
 
 struct CopyData {

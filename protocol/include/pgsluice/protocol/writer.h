@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pgsluice/protocol/backend.h"
+#include "pgsluice/protocol/frontend.h"
 
 namespace pgsluice::protocol {
 
@@ -51,6 +52,9 @@ struct ErrorNotice {
 void write_error_response(std::string& out, const ErrorNotice& error);
 void write_notice_response(std::string& out, const ErrorNotice& notice);
 void write_ready_for_query(std::string& out, char status);
+inline void write_ready_for_query(std::string& out, TransactionStatus status) {
+  write_ready_for_query(out, static_cast<char>(status));
+}
 void write_authentication_ok(std::string& out);
 void write_authentication_cleartext_password(std::string& out);
 void write_authentication_md5_password(std::string& out, std::array<uint8_t, 4> salt);
@@ -89,8 +93,14 @@ void write_parse(std::string& out, std::string_view statement, std::string_view 
 void write_bind_renamed(std::string& out, std::string_view portal, std::string_view statement,
                         std::string_view after_statement);
 void write_describe(std::string& out, char kind, std::string_view name);
+inline void write_describe(std::string& out, DescribeTarget target, std::string_view name) {
+  write_describe(out, static_cast<char>(target), name);
+}
 void write_execute(std::string& out, std::string_view portal, int32_t max_rows);
 void write_close(std::string& out, char kind, std::string_view name);
+inline void write_close(std::string& out, DescribeTarget target, std::string_view name) {
+  write_close(out, static_cast<char>(target), name);
+}
 void write_sync(std::string& out);
 void write_flush(std::string& out);
 void write_terminate(std::string& out);
