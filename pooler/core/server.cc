@@ -82,9 +82,7 @@ void Server::set_state(State state) {
 }
 
 bool Server::at_transaction_boundary() const {
-  return tx_status_ == TransactionStatus::idle && client_ready_owed_ == 0 &&
-         internal_ready_owed_ == 0 && !extended_open_ && !copy_in_ && !copy_out_ &&
-         passthrough_remaining_ == 0 && pending_.empty();
+  return replies_.at_transaction_boundary() && passthrough_remaining_ == 0;
 }
 
 // --- connecting ---
@@ -270,7 +268,7 @@ bool Server::handle_login_message(const pp::Message& message) {
         return true;
       }
       uv_timer_stop(&connect_timer_);
-      tx_status_ = TransactionStatus::idle;
+      replies_.on_login_ready();
       if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id());
       set_state(State::idle);
       pool_.on_server_login_ok(*this);
@@ -415,7 +413,7 @@ void Server::send_internal_query(const std::string& sql) {
     spdlog::debug("{} internal query: {}", log_id(), sql);
   }
   pp::write_query(channel_.output(), sql);
-  ++internal_ready_owed_;
+  replies_.on_internal_query();
   channel_.flush();
 }
 
@@ -423,70 +421,46 @@ namespace fe = pgsluice::protocol::frontend;
 
 void Server::note_client_message(char type, bool queue_reply, std::string_view wire) {
   if (statements_ != nullptr && queue_reply) {
-    size_t queued = pending_.size();
+    size_t queued = replies_.pending().size();
     switch (type) {
       case fe::kParse:
-        pending_.push_back(PendingReply{.kind = PendingKind::parse});
+        replies_.pending().push_back(PendingReply{.kind = PendingKind::parse});
         break;
       case fe::kBind:
-        pending_.push_back(PendingReply{.kind = PendingKind::bind});
+        replies_.pending().push_back(PendingReply{.kind = PendingKind::bind});
         break;
       case fe::kDescribe:
-        pending_.push_back(PendingReply{.kind = PendingKind::describe});
+        replies_.pending().push_back(PendingReply{.kind = PendingKind::describe});
         break;
       case fe::kExecute:
-        pending_.push_back(PendingReply{.kind = PendingKind::execute});
+        replies_.pending().push_back(PendingReply{.kind = PendingKind::execute});
         break;
       case fe::kClose:
-        pending_.push_back(PendingReply{.kind = PendingKind::close});
+        replies_.pending().push_back(PendingReply{.kind = PendingKind::close});
         break;
       case fe::kSync:
-        pending_.push_back(PendingReply{.kind = PendingKind::sync});
+        replies_.pending().push_back(PendingReply{.kind = PendingKind::sync});
         break;
       case fe::kQuery:
       case fe::kFunctionCall:
-        pending_.push_back(PendingReply{.kind = PendingKind::query});
+        replies_.pending().push_back(PendingReply{.kind = PendingKind::query});
         break;
       default:
         break;
     }
-    if (keep_wire_ && pending_.size() > queued && !wire.empty()) {
-      pending_.back().wire.assign(wire);
-      pending_.back().replayable = true;
+    if (keep_wire_ && replies_.pending().size() > queued && !wire.empty()) {
+      replies_.pending().back().wire.assign(wire);
+      replies_.pending().back().replayable = true;
     }
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
       type == fe::kExecute) {
     timing.on_request();  // stats: the query (and transaction) clock starts, once
   }
-  switch (type) {
-    case fe::kQuery:
-    case fe::kFunctionCall:
-      ++client_ready_owed_;
-      ++pool_.counters().queries;
-      break;
-    case fe::kSync:
-      ++client_ready_owed_;
-      extended_open_ = false;
-      break;
-    case fe::kParse:
-    case fe::kBind:
-    case fe::kDescribe:
-    case fe::kClose:
-    case fe::kFlush:
-      extended_open_ = true;
-      break;
-    case fe::kExecute:
-      extended_open_ = true;
-      ++pool_.counters().queries;
-      break;
-    case fe::kCopyDone:
-    case fe::kCopyFail:
-      copy_in_ = false;
-      break;
-    default:
-      break;
+  if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kExecute) {
+    ++pool_.counters().queries;
   }
+  replies_.on_client_message(type);
 }
 
 void Server::process_session_input() {
@@ -529,7 +503,7 @@ void Server::process_session_input() {
       return;
     }
     if (header.header.wire_size() > in.unread_size()) {
-      if (state_ == State::active && internal_ready_owed_ == 0 &&
+      if (state_ == State::active && replies_.internal_ready_owed() == 0 &&
           header.header.wire_size() > kPassthroughThreshold &&
           may_pass_through(header.header.type)) {
         passthrough_remaining_ = header.header.wire_size();
@@ -540,9 +514,9 @@ void Server::process_session_input() {
     pp::FrameResult frame = in.next();
     const pp::Message& message = frame.message;
     if (spdlog::should_log(spdlog::level::trace)) {
-      spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, pending_.size());
+      spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, replies_.pending().size());
     }
-    if (state_ != State::active || internal_ready_owed_ > 0) {
+    if (state_ != State::active || replies_.internal_ready_owed() > 0) {
       flush_batch();
       if (!handle_internal_reply(message)) return;
       continue;
@@ -577,7 +551,7 @@ void Server::process_session_input() {
     switch (action) {
       case Reply::forward:
         forward(message.wire);
-        if (!pending_.empty() && is_made_up(pending_.front().kind)) {
+        if (!replies_.pending().empty() && is_made_up(replies_.pending().front().kind)) {
           flush_batch();
           send_made_up_replies();
         }
@@ -603,21 +577,20 @@ void Server::process_session_input() {
 Server::Reply Server::inspect_reply(const pp::Message& message) {
   switch (message.type) {
     case be::kReadyForQuery: {
-      auto rfq = pp::parse_ready_for_query(message.body);
-      tx_status_ = rfq ? rfq.value.transaction_status() : TransactionStatus::failed;
-      if (client_ready_owed_ > 0) --client_ready_owed_;
+      replies_.on_client_reply(message);
       ready_ms_ = worker_.now_ms();
-      copy_in_ = copy_out_ = false;
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
-      timing.on_ready(pool_.stats(), static_cast<char>(tx_status_), channel_.bytes_sent(),
-                      channel_.bytes_received());
-      if (tx_status_ == TransactionStatus::idle && !at_transaction_boundary() &&
+      timing.on_ready(pool_.stats(), static_cast<char>(replies_.transaction_status()),
+                      channel_.bytes_sent(), channel_.bytes_received());
+      if (replies_.transaction_status() == TransactionStatus::idle && !at_transaction_boundary() &&
           spdlog::should_log(spdlog::level::debug)) {
         spdlog::debug(
             "{} kept at ReadyForQuery: owed {} internal {} extended {} copy {}/{} "
             "pending {} (front {})",
-            log_id(), client_ready_owed_, internal_ready_owed_, extended_open_, copy_in_, copy_out_,
-            pending_.size(), pending_.empty() ? -1 : static_cast<int>(pending_.front().kind));
+            log_id(), replies_.client_ready_owed(), replies_.internal_ready_owed(),
+            replies_.extended_open(), replies_.copy_in(), replies_.copy_out(),
+            replies_.pending().size(),
+            replies_.pending().empty() ? -1 : static_cast<int>(replies_.pending().front().kind));
       }
       if (pool_.mode() == PoolMode::transaction && !pinned_ && at_transaction_boundary()) {
         return Reply::forward_and_release;
@@ -625,16 +598,10 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       return Reply::forward;
     }
     case be::kCopyInResponse:
-      copy_in_ = true;
-      return Reply::forward;
     case be::kCopyOutResponse:
-      copy_out_ = true;
-      return Reply::forward;
     case be::kCopyBothResponse:
-      copy_in_ = copy_out_ = true;
-      return Reply::forward;
     case be::kCopyDone:
-      copy_out_ = false;
+      replies_.on_client_reply(message);
       return Reply::forward;
     case be::kParameterStatus: {
       auto ps = pp::parse_parameter_status(message.body);
@@ -660,17 +627,13 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       return true;
     }
     case be::kReadyForQuery: {
-      auto rfq = pp::parse_ready_for_query(message.body);
-      tx_status_ = rfq ? rfq.value.transaction_status() : TransactionStatus::failed;
-      if (internal_ready_owed_ > 0) {
-        --internal_ready_owed_;
-      } else if (state_ == State::idle) {
+      if (!replies_.on_internal_ready(ReplyQueue::status_of(message)) && state_ == State::idle) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
-      if (query_sink_ != nullptr && internal_ready_owed_ == 0) finish_query();
-      if (state_ == State::resetting && internal_ready_owed_ == 0) {
-        if (internal_failed_ || tx_status_ != TransactionStatus::idle) {
+      if (query_sink_ != nullptr && replies_.internal_ready_owed() == 0) finish_query();
+      if (state_ == State::resetting && replies_.internal_ready_owed() == 0) {
+        if (internal_failed_ || replies_.transaction_status() != TransactionStatus::idle) {
           close(life.checking ? "server_check_query failed" : "cleaning the server failed");
           return false;
         }
@@ -679,7 +642,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         pool_.on_server_idle(*this);
         return state_ == State::idle || state_ == State::active;
       }
-      if (state_ == State::active && internal_ready_owed_ == 0 && client_ != nullptr) {
+      if (state_ == State::active && replies_.internal_ready_owed() == 0 && client_ != nullptr) {
         // The link's parameter sync may have been all the server owed (the pooler answered
         // the client's DEALLOCATE itself): the link ends here, or nothing else would end it.
         release_if_nothing_owed();
@@ -734,8 +697,7 @@ void Server::release_to_pool() {
     client->on_server_released();
   }
   internal_failed_ = false;
-  pending_.clear();  // empty at a transaction boundary; a leftover would be a bug's trace
-  skipping_to_sync_ = false;
+  replies_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
   reset_retry_state();
   const Settings& settings = worker_.settings();
   if (pool_.mode() == PoolMode::transaction &&
@@ -758,7 +720,7 @@ void Server::release_to_pool() {
 // --- protocol-level prepared statements ---
 
 void Server::expect(PendingReply reply) {
-  if (skipping_to_sync_ && is_made_up(reply.kind)) {
+  if (replies_.skipping_to_sync() && is_made_up(reply.kind)) {
     // PostgreSQL skips everything up to the Sync after an error, so it would not have
     // answered this request either; a statement "parsed" here does not exist for the client.
     if (reply.kind == PendingKind::made_parse_complete && client_ != nullptr) {
@@ -766,8 +728,9 @@ void Server::expect(PendingReply reply) {
     }
     return;
   }
-  pending_.push_back(std::move(reply));
-  if (pending_.size() == 1 && is_made_up(pending_.front().kind) && !holding_error_) {
+  replies_.pending().push_back(std::move(reply));
+  if (replies_.pending().size() == 1 && is_made_up(replies_.pending().front().kind) &&
+      !holding_error_) {
     send_made_up_replies();
   }
 }
@@ -782,15 +745,16 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
     // travels with carry the Sync that makes the server answer.
     size_t mark = out.size();
     pp::write_close(out, DescribeTarget::statement, name);
-    pending_.push_back(
+    replies_.pending().push_back(
         PendingReply{.kind = PendingKind::close_hidden, .server_name = std::move(name)});
     keep_request(out, mark);
   }
   size_t mark = out.size();
   pp::write_parse(out, stmt.server_name, stmt.query, stmt.parameter_types);
-  pending_.push_back(PendingReply{.kind = hidden ? PendingKind::parse_hidden : PendingKind::parse,
-                                  .statement_id = stmt.id,
-                                  .client_name = std::move(client_name)});
+  replies_.pending().push_back(
+      PendingReply{.kind = hidden ? PendingKind::parse_hidden : PendingKind::parse,
+                   .statement_id = stmt.id,
+                   .client_name = std::move(client_name)});
   keep_request(out, mark);
   ++pool_.counters().server_parse_count;
   ++stmt.stats->server_parses;
@@ -803,9 +767,9 @@ void Server::forget_statements() {
 void Server::send_made_up_replies() {
   if (client_ == nullptr || holding_error_) return;
   std::string& out = client_->channel().output();
-  while (!pending_.empty() && is_made_up(pending_.front().kind)) {
-    PendingReply reply = std::move(pending_.front());
-    pending_.pop_front();
+  while (!replies_.pending().empty() && is_made_up(replies_.pending().front().kind)) {
+    PendingReply reply = std::move(replies_.pending().front());
+    replies_.pending().pop_front();
     switch (reply.kind) {
       case PendingKind::made_parse_complete:
         pp::write_parse_complete(out);
@@ -818,7 +782,7 @@ void Server::send_made_up_replies() {
         break;
       case PendingKind::made_command_done:
         out.append(reply.answer);
-        pp::write_ready_for_query(out, tx_status_);
+        pp::write_ready_for_query(out, replies_.transaction_status());
         break;
       case PendingKind::parse:
       case PendingKind::parse_hidden:
@@ -837,10 +801,10 @@ void Server::send_made_up_replies() {
 }
 
 void Server::skip_pending_to_sync() {
-  while (!pending_.empty() && pending_.front().kind != PendingKind::sync &&
-         pending_.front().kind != PendingKind::query) {
-    PendingReply reply = std::move(pending_.front());
-    pending_.pop_front();
+  while (!replies_.pending().empty() && replies_.pending().front().kind != PendingKind::sync &&
+         replies_.pending().front().kind != PendingKind::query) {
+    PendingReply reply = std::move(replies_.pending().front());
+    replies_.pending().pop_front();
     if (reply.kind == PendingKind::close_hidden) {
       // The server skipped the Close: the statement is still there, out of the cache.
       statements_->mark_to_close(std::move(reply.server_name));
@@ -875,13 +839,13 @@ Server::Match Server::match_pending(const pp::Message& message) {
       message.type != be::kErrorResponse && message.type != be::kReadyForQuery) {
     batch_reached_client_ = true;
   }
-  if (pending_.empty()) {
+  if (replies_.pending().empty()) {
     // A FATAL the server sends on its own (terminated, shutting down) belongs to no request;
     // the client should see PostgreSQL's reason before the connection goes.
     return message.type == be::kErrorResponse ? Match::forward : Match::out_of_step;
   }
-  PendingReply& front = pending_.front();
-  auto pop = [this] { pending_.pop_front(); };
+  PendingReply& front = replies_.pending().front();
+  auto pop = [this] { replies_.pending().pop_front(); };
   switch (message.type) {
     case be::kParseComplete:
       if (front.kind == PendingKind::parse) {
@@ -941,25 +905,25 @@ Server::Match Server::match_pending(const pp::Message& message) {
         }
         // Until the Sync, the server ignores what the client sends (and sends nothing back).
         skip_pending_to_sync();
-        skipping_to_sync_ = true;
+        replies_.skip_to_sync();
         if (!held_error_.empty()) return Match::held_error_instead;
       }
       batch_reached_client_ = true;
       return Match::forward;
     case be::kReadyForQuery:
-      if (skipping_to_sync_) {
+      if (replies_.skipping_to_sync()) {
         // Requests that arrived after the error were skipped by the server too.
         skip_pending_to_sync();
-        skipping_to_sync_ = false;
-        if (pending_.empty()) return Match::out_of_step;
+        replies_.stop_skipping();
+        if (replies_.pending().empty()) return Match::out_of_step;
       }
-      if (pending_.front().kind != PendingKind::sync &&
-          pending_.front().kind != PendingKind::query) {
+      if (replies_.pending().front().kind != PendingKind::sync &&
+          replies_.pending().front().kind != PendingKind::query) {
         return Match::out_of_step;
       }
       pop();
       batch_reached_client_ = false;
-      if (pending_.empty()) keep_wire_ = false;
+      if (replies_.pending().empty()) keep_wire_ = false;
       return Match::forward;
     default:
       // DataRow, COPY messages, FunctionCallResponse: inside the current request.
@@ -976,8 +940,7 @@ void Server::release_if_nothing_owed() {
 void Server::detach_client() {
   client_ = nullptr;
   if (state_ != State::active) return;
-  if (passthrough_remaining_ > 0 || copy_in_ || copy_out_ || client_ready_owed_ > 0 ||
-      extended_open_ || internal_ready_owed_ > 0) {
+  if (passthrough_remaining_ > 0 || replies_.request_open()) {
     // Replies are still on their way, and a COPY or a half-sent batch cannot be finished for
     // a client that is gone: closing is the only safe way.
     close("client left in the middle of a request");
@@ -999,7 +962,7 @@ void Server::clean_and_release(bool session_ended) {
     verifier_.expect();
   }
   std::vector<std::string> queries;
-  if (tx_status_ != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
+  if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
   const std::string& reset_query = worker_.settings().server_reset_query;
   // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).
   if (!reset_query.empty() && ((session_ended && pool_.mode() == PoolMode::session) ||
@@ -1025,8 +988,7 @@ void Server::clean_and_release(bool session_ended) {
   }
   // Last, after the cleaning: it sees what the cleaning left.
   if (verifier_.awaiting()) queries.push_back(verify_query(pool_.credentials().user));
-  pending_.clear();
-  skipping_to_sync_ = false;
+  replies_.forget_client_requests();
   reset_retry_state();
   if (queries.empty()) {
     set_state(State::idle);

@@ -23,6 +23,7 @@
 #include "pooler/base/intrusive_list.h"
 #include "pooler/core/pending_replies.h"
 #include "pooler/core/prepared_statements.h"
+#include "pooler/core/reply_queue.h"
 #include "pooler/core/server_lifecycle.h"
 #include "pooler/core/server_query.h"
 #include "pooler/core/stats.h"
@@ -125,7 +126,9 @@ class Server final : public ChannelOwner {
   [[nodiscard]] Pool& pool() const { return pool_; }
   Channel& channel() { return channel_; }
   [[nodiscard]] const ParameterSet& parameters() const { return tracked_; }
-  [[nodiscard]] protocol::TransactionStatus transaction_status() const { return tx_status_; }
+  [[nodiscard]] protocol::TransactionStatus transaction_status() const {
+    return replies_.transaction_status();
+  }
   // Nothing owed to the client and no transaction open: the link may end here.
   [[nodiscard]] bool at_transaction_boundary() const;
   [[nodiscard]] std::string log_id() const;
@@ -152,7 +155,7 @@ class Server final : public ChannelOwner {
   [[nodiscard]] uint64_t linked_at_ms() const { return linked_at_ms_; }
   // Client timeouts (client_timeouts.h): a reply still owed to the client (a query runs), and
   // when the last ReadyForQuery for the client came (idle in transaction since then).
-  [[nodiscard]] bool awaiting_reply() const { return client_ready_owed_ > 0; }
+  [[nodiscard]] bool awaiting_reply() const { return replies_.client_ready_owed() > 0; }
   [[nodiscard]] uint64_t ready_ms() const { return ready_ms_; }
 
  private:
@@ -247,20 +250,13 @@ class Server final : public ChannelOwner {
   bool awaiting_ssl_answer_ = false;  // SSLRequest sent; the next byte is 'S' or 'N'
   std::string backend_key_;
 
-  // What is owed and open; see the comment at the top.
-  uint32_t client_ready_owed_ = 0;
-  uint32_t internal_ready_owed_ = 0;
-  bool extended_open_ = false;
-  bool copy_in_ = false;
-  bool copy_out_ = false;
-  bool internal_failed_ = false;
-  protocol::TransactionStatus tx_status_ = protocol::TransactionStatus::idle;
+  // What is owed and open; see the comment at the top (reply_queue.h).
+  ReplyQueue replies_;
+  bool internal_failed_ = false;  // a query of the pooler's own failed
   // Forwarding a message that is larger than what has arrived: bytes still to pass through.
   size_t passthrough_remaining_ = 0;
 
   std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
-  PendingReplies pending_;
-  bool skipping_to_sync_ = false;  // an extended-protocol error: the server skips to the Sync
   // Stale plan retries (server_retry.cc).
   bool keep_wire_ = false;             // requests keep their bytes (a rewritten Bind was sent)
   bool batch_reached_client_ = false;  // a reply other than ParseComplete since ReadyForQuery

@@ -19,7 +19,7 @@ bool Server::run_query(std::string_view messages, ServerQuerySink& sink) {
   internal_failed_ = false;
   set_state(State::resetting);
   channel_.output().append(messages);
-  ++internal_ready_owed_;  // the replies take the internal path (handle_internal_reply)
+  replies_.on_internal_query();  // the replies take the internal path (handle_internal_reply)
   channel_.flush();
   return true;
 }

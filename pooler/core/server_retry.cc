@@ -32,18 +32,18 @@ void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt
   PendingReply reply{.kind = kind, .statement_id = stmt->id, .statement = stmt};
   reply.wire.assign(wire);
   reply.replayable = true;
-  pending_.push_back(std::move(reply));
+  replies_.pending().push_back(std::move(reply));
 }
 
 void Server::expect_sent(PendingReply reply, const std::string& out, size_t mark) {
-  pending_.push_back(std::move(reply));
+  replies_.pending().push_back(std::move(reply));
   keep_request(out, mark);
 }
 
 void Server::keep_request(const std::string& out, size_t mark) {
-  if (!keep_wire_ || pending_.empty()) return;
-  pending_.back().wire.assign(out, mark, std::string::npos);
-  pending_.back().replayable = true;
+  if (!keep_wire_ || replies_.pending().empty()) return;
+  replies_.pending().back().wire.assign(out, mark, std::string::npos);
+  replies_.pending().back().replayable = true;
 }
 
 void Server::reset_retry_state() {
@@ -55,7 +55,7 @@ void Server::reset_retry_state() {
 }
 
 bool Server::hold_for_retry(const pp::Message& message) {
-  PendingReply& front = pending_.front();
+  PendingReply& front = replies_.pending().front();
   auto error = pp::parse_error_fields(message.body);
   if (!error || error.value.code != sqlstate::kFeatureNotSupported) return false;
   // The routine names the stale-plan check whatever lc_messages says; a server that does not
@@ -79,8 +79,9 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // prepared now, only when: nothing of the batch reached the client, no transaction block
   // was open before it (the error rolled back an implicit transaction only), and the whole
   // batch up to its Sync is at the server and kept, with nothing after it.
-  if (front.retried || front.kind != PendingKind::bind || tx_status_ != TransactionStatus::idle ||
-      batch_reached_client_ || client_ == nullptr || pending_.back().kind != PendingKind::sync) {
+  if (front.retried || front.kind != PendingKind::bind ||
+      replies_.transaction_status() != TransactionStatus::idle || batch_reached_client_ ||
+      client_ == nullptr || replies_.pending().back().kind != PendingKind::sync) {
     return false;
   }
   // The retry's rows have the new shape: only a client that asked for the row description in
@@ -88,15 +89,18 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // relies on a description it cached (asyncpg, pgjdbc) gets the error, as from PostgreSQL,
   // and prepares again itself.
   bool described = false;
-  for (size_t i = 1; i < pending_.size() && pending_[i].kind != PendingKind::execute; ++i) {
-    if (pending_[i].kind == PendingKind::describe && pending_[i].statement == nullptr) {
+  for (size_t i = 1;
+       i < replies_.pending().size() && replies_.pending()[i].kind != PendingKind::execute; ++i) {
+    if (replies_.pending()[i].kind == PendingKind::describe &&
+        replies_.pending()[i].statement == nullptr) {
       described = true;
     }
   }
   if (!described) return false;
-  for (size_t i = 0; i < pending_.size(); ++i) {
-    const PendingReply& r = pending_[i];
-    if ((r.kind == PendingKind::sync || r.kind == PendingKind::query) && i + 1 != pending_.size()) {
+  for (size_t i = 0; i < replies_.pending().size(); ++i) {
+    const PendingReply& r = replies_.pending()[i];
+    if ((r.kind == PendingKind::sync || r.kind == PendingKind::query) &&
+        i + 1 != replies_.pending().size()) {
       return false;  // a later batch is already queued
     }
     if (!is_made_up(r.kind) && !r.replayable) return false;
@@ -105,8 +109,8 @@ bool Server::hold_for_retry(const pp::Message& message) {
   }
   held_error_.assign(message.wire);
   holding_error_ = true;
-  held_batch_ = std::move(pending_);
-  pending_.clear();
+  held_batch_ = std::move(replies_.pending());
+  replies_.pending().clear();
   return true;
 }
 
@@ -115,17 +119,18 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
   holding_error_ = false;
   auto ready = pp::parse_ready_for_query(message.body);
   TransactionStatus status = ready ? ready.value.transaction_status() : TransactionStatus::failed;
-  if (status == TransactionStatus::idle && pending_.empty() && client_ != nullptr) {
+  if (status == TransactionStatus::idle && replies_.pending().empty() && client_ != nullptr) {
     held_error_.clear();
     PreparedStatementRef stmt = held_batch_.front().statement;
     std::string& out = channel_.output();
     // The cache already describes the server as it will be after the batch; only the stale
     // statement itself changes, prepared again under the same name.
     pp::write_close(out, DescribeTarget::statement, stmt->server_name);
-    pending_.push_back(
+    replies_.pending().push_back(
         PendingReply{.kind = PendingKind::close_hidden, .server_name = stmt->server_name});
     pp::write_parse(out, stmt->server_name, stmt->query, stmt->parameter_types);
-    pending_.push_back(PendingReply{.kind = PendingKind::parse_hidden, .statement_id = stmt->id});
+    replies_.pending().push_back(
+        PendingReply{.kind = PendingKind::parse_hidden, .statement_id = stmt->id});
     statements_->set_generation(stmt->id, stmt->generation);
     ++pool_.counters().server_parse_count;
     ++pool_.counters().prepared_retries;
@@ -135,7 +140,7 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
     for (PendingReply& r : held_batch_) {
       if (r.replayable) out.append(r.wire);
       r.retried = true;  // once per batch
-      pending_.push_back(std::move(r));
+      replies_.pending().push_back(std::move(r));
     }
     held_batch_.clear();
     batch_reached_client_ = false;
@@ -145,17 +150,19 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
   // No longer safe (the client sent more meanwhile): the error goes through as it came, and
   // the batch is skipped to its Sync as PostgreSQL did.
   for (auto it = held_batch_.rbegin(); it != held_batch_.rend(); ++it) {
-    pending_.push_front(std::move(*it));
+    replies_.pending().push_front(std::move(*it));
   }
   held_batch_.clear();
-  skipping_to_sync_ = true;
+  replies_.skip_to_sync();
   Match match = match_pending(message);
   return match == Match::forward ? Match::held_error_first : match;
 }
 
 bool Server::may_refuse_stale_bind() const {
-  if (tx_status_ == TransactionStatus::failed || holding_error_ || skipping_to_sync_) return false;
-  for (const PendingReply& r : pending_) {
+  if (replies_.transaction_status() == TransactionStatus::failed || holding_error_ ||
+      replies_.skipping_to_sync())
+    return false;
+  for (const PendingReply& r : replies_.pending()) {
     if (r.kind == PendingKind::sync || r.kind == PendingKind::query) return false;
   }
   return true;
@@ -196,7 +203,7 @@ void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& ou
   }
   // No formats, no parameters, no result formats.
   pp::write_bind_renamed(out, "", kNoSuchStatement, std::string_view("\0\0\0\0\0\0", 6));
-  pending_.push_back(std::move(reply));
+  replies_.pending().push_back(std::move(reply));
 }
 
 void Server::send_held_error() {
