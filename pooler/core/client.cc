@@ -16,6 +16,7 @@
 #include "pooler/core/server.h"
 #include "pooler/core/session_checks.h"
 #include "pooler/core/worker.h"
+#include "pooler/net/forwarder.h"
 #include "pooler/net/tls_session.h"
 
 namespace pgsluice {
@@ -24,10 +25,7 @@ namespace pp = pgsluice::protocol;
 namespace fe = pgsluice::protocol::frontend;
 
 namespace {
-// A client message larger than this that has not fully arrived is passed to the server in
-// pieces (big CopyData or Bind) instead of being buffered whole.
-constexpr size_t kPassthroughThreshold = 64 * 1024;
-
+// Messages that may be streamed to the server before they have fully arrived (forwarder.h).
 bool may_pass_through(char type) {
   return type == fe::kCopyData || type == fe::kBind;
 }
@@ -449,23 +447,14 @@ void Client::on_server_linked(Server& server) {
 void Client::forward_to_server() {
   pp::FrameReader& in = channel_.input();
   Channel& out = server_->channel();
-  const char* batch_begin = nullptr;
-  size_t batch_size = 0;
-  auto flush_batch = [&] {
-    if (batch_size > 0) out.output().append(batch_begin, batch_size);
-    batch_begin = nullptr;
-    batch_size = 0;
-  };
+  std::string* to_server = &out.output();
+  Forwarder batch;
+  auto flush_batch = [&] { batch.flush(to_server); };
 
   bool answered_here = false;
   while (state_ == State::active) {
     if (passthrough_remaining_ > 0) {
-      size_t n = std::min(passthrough_remaining_, in.unread_size());
-      if (n == 0) break;
-      flush_batch();
-      out.output().append(in.unread().substr(0, n));
-      in.skip(n);
-      passthrough_remaining_ -= n;
+      if (!batch.stream(in, passthrough_remaining_, to_server)) break;
       continue;
     }
     pp::HeaderResult header = in.peek();
@@ -553,13 +542,7 @@ void Client::forward_to_server() {
     }
     std::string_view wire = frame.message.wire;
     server_->note_client_message(type, /*queue_reply=*/true, wire);
-    if (batch_begin != nullptr && batch_begin + batch_size == wire.data()) {
-      batch_size += wire.size();
-    } else {
-      flush_batch();
-      batch_begin = wire.data();
-      batch_size = wire.size();
-    }
+    batch.add(wire, to_server);
   }
   flush_batch();
   out.flush();

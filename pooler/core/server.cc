@@ -16,6 +16,7 @@
 #include "pooler/core/pool.h"
 #include "pooler/core/session_checks.h"
 #include "pooler/core/worker.h"
+#include "pooler/net/forwarder.h"
 
 namespace pgsluice {
 
@@ -25,10 +26,7 @@ using protocol::DescribeTarget;
 using protocol::TransactionStatus;
 
 namespace {
-// A reply larger than this that has not fully arrived is passed through in pieces instead of
-// being buffered whole (a big DataRow or CopyData).
-constexpr size_t kPassthroughThreshold = 64 * 1024;
-
+// Replies that may be streamed to the client before they have fully arrived (forwarder.h).
 bool may_pass_through(char type) {
   return type == be::kDataRow || type == be::kCopyData || type == be::kNoticeResponse ||
          type == be::kRowDescription || type == be::kFunctionCallResponse;
@@ -466,33 +464,18 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
 void Server::process_session_input() {
   pp::FrameReader& in = channel_.input();
   // Consecutive replies for the client are collected as one range and appended in one go.
-  const char* batch_begin = nullptr;
-  size_t batch_size = 0;
-  auto flush_batch = [&] {
-    if (batch_size > 0 && client_ != nullptr) {
-      client_->channel().output().append(batch_begin, batch_size);
-    }
-    batch_begin = nullptr;
-    batch_size = 0;
+  // The client is looked up at each step: a release at ReadyForQuery ends the link, and the
+  // next waiting client may be linked before this loop ends.
+  auto client_output = [this] {
+    return client_ != nullptr ? &client_->channel().output() : nullptr;
   };
-  auto forward = [&](std::string_view wire) {
-    if (batch_begin != nullptr && batch_begin + batch_size == wire.data()) {
-      batch_size += wire.size();
-    } else {
-      flush_batch();
-      batch_begin = wire.data();
-      batch_size = wire.size();
-    }
-  };
+  Forwarder batch;
+  auto flush_batch = [&] { batch.flush(client_output()); };
+  auto forward = [&](std::string_view wire) { batch.add(wire, client_output()); };
 
   while (state_ == State::active || state_ == State::idle || state_ == State::resetting) {
     if (passthrough_remaining_ > 0) {
-      size_t n = std::min(passthrough_remaining_, in.unread_size());
-      if (n == 0) break;
-      flush_batch();
-      if (client_ != nullptr) client_->channel().output().append(in.unread().substr(0, n));
-      in.skip(n);
-      passthrough_remaining_ -= n;
+      if (!batch.stream(in, passthrough_remaining_, client_output())) break;
       continue;
     }
     pp::HeaderResult header = in.peek();
