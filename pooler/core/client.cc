@@ -51,6 +51,26 @@ std::string peer_name(Channel& channel) {
   return fmt::format("[{}]:{}", host, port);
 }
 
+std::string_view state_name(Client::State s) {
+  switch (s) {
+    case Client::State::startup:
+      return "startup";
+    case Client::State::auth:
+      return "auth";
+    case Client::State::welcome_wait:
+      return "welcome_wait";
+    case Client::State::idle:
+      return "idle";
+    case Client::State::waiting:
+      return "waiting";
+    case Client::State::active:
+      return "active";
+    case Client::State::closing:
+      return "closing";
+  }
+  return "?";
+}
+
 bool is_false(std::string_view v) {
   return v == "false" || v == "0" || v == "off" || v == "no";
 }
@@ -72,6 +92,11 @@ void Client::start() {
 }
 
 void Client::set_state(State state) {
+  if (state == state_) return;
+  // As Server::set_state logs its transitions: one line per change, at debug level.
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("{} {} -> {}", log_id_, state_name(state_), state_name(state));
+  }
   state_ = state;
 }
 
