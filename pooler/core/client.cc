@@ -525,20 +525,9 @@ void Client::forward_to_server() {
       if (type != fe::kSync) continue;
       discard_until_sync_ = false;
     }
-    if (session_checks_ && (type == fe::kQuery || type == fe::kParse)) {
-      std::string message, hint;
-      if (check_session_state(worker_, *this, *server_, session_policy_, frame.message, message,
-                              hint) == SessionCheckResult::refused) {
-        flush_batch();
-        if (type == fe::kParse && server_->rewrites_statements()) {
-          refuse_until_sync(sqlstate::kFeatureNotSupported, message, hint);
-          server_->note_client_message(type, /*queue_reply=*/false);
-        } else {
-          write_refusal(frame.message, message, hint, out.output());
-          server_->note_client_message(type);
-        }
-        continue;
-      }
+    if (session_checks_ && (type == fe::kQuery || type == fe::kParse) &&
+        refused_by_session_checks(frame.message, batch, *to_server)) {
+      continue;
     }
     if (!refused_statements_.empty() && !server_->rewrites_statements() &&
         (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {
@@ -578,6 +567,24 @@ void Client::forward_to_server() {
     // A DEALLOCATE answered here may have been all the client sent: the link ends as usual.
     if (server_ != nullptr) server_->release_if_nothing_owed();
   }
+}
+
+bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& batch,
+                                       std::string& out) {
+  std::string text, hint;
+  if (check_session_state(worker_, *this, *server_, session_policy_, message, text, hint) !=
+      SessionCheckResult::refused) {
+    return false;
+  }
+  batch.flush(&out);
+  if (message.type == fe::kParse && server_->rewrites_statements()) {
+    refuse_until_sync(sqlstate::kFeatureNotSupported, text, hint);
+    server_->note_client_message(message.type, /*queue_reply=*/false);
+  } else {
+    write_refusal(message, text, hint, out);
+    server_->note_client_message(message.type);
+  }
+  return true;
 }
 
 void Client::on_server_released() {

@@ -25,6 +25,7 @@
 namespace pgsluice {
 
 class ConsoleSession;
+class Forwarder;
 struct AuthLookupResult;
 class Pool;
 class Server;
@@ -137,6 +138,10 @@ class Client final : public ChannelOwner {
   void process_regular_input();
   // Forwards complete (or streamable) messages to the linked server.
   void forward_to_server();
+  // A Query or Parse the session-state policy refuses (session_state/check.h): the refusal is
+  // written to `out` (after what `batch` holds) in place of the message. False: forward it.
+  bool refused_by_session_checks(const protocol::Message& message, Forwarder& batch,
+                                 std::string& out);
   void send_error(std::string_view severity, std::string_view sqlstate, std::string_view message,
                   std::string_view hint = {});
   void protocol_violation(std::string_view message);

@@ -189,6 +189,8 @@ class Server final : public ChannelOwner {
   bool handle_internal_reply(const protocol::Message& message);
   // Walks the pending replies for one server reply.
   Match match_pending(const protocol::Message& message);
+  // An ErrorResponse for the request at the front of the pending replies.
+  Match match_error(const protocol::Message& message, PendingReply& front);
   // After an error in an extended-protocol batch, PostgreSQL skips to the Sync: so do the
   // pending replies (a Parse skipped there never created its statement).
   void skip_pending_to_sync();

@@ -1,0 +1,306 @@
+// A server connection's start (members of Server, kept apart from server.cc): connecting
+// (Unix socket, address or host name), the StartupMessage, and the login (cleartext, MD5 or
+// SCRAM, with a password or with SCRAM keys passed through from a client) up to the first
+// ReadyForQuery and the database's connect_query.
+#include <spdlog/spdlog.h>
+
+#include "pgsluice/protocol/backend.h"
+#include "pgsluice/protocol/md5.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/startup.h"
+#include "pgsluice/protocol/writer.h"
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace be = pgsluice::protocol::backend;
+// --- connecting ---
+
+void Server::connect() {
+  uv_timer_init(worker_.loop(), &connect_timer_);
+  connect_timer_.data = this;
+  timer_open_ = true;
+  auto timeout = static_cast<uint64_t>(worker_.settings().server_connect_timeout.count());
+  if (timeout > 0) uv_timer_start(&connect_timer_, on_connect_timeout, timeout, 0);
+
+  const ServerAddress& address = pool_.address();
+  connect_req_.data = this;
+  if (!address.unix_path.empty()) {
+    if (channel_.init_pipe() != 0) {
+      login_failed(sqlstate::kConnectionFailure, "could not create a socket");
+      return;
+    }
+    channel_open_ = true;
+    connecting_ = true;
+    uv_pipe_connect(&connect_req_, channel_.pipe(), address.unix_path.c_str(), on_connected);
+    return;
+  }
+  sockaddr_storage storage{};
+  if (uv_ip4_addr(address.host.c_str(), address.port, reinterpret_cast<sockaddr_in*>(&storage)) ==
+          0 ||
+      uv_ip6_addr(address.host.c_str(), address.port, reinterpret_cast<sockaddr_in6*>(&storage)) ==
+          0) {
+    start_connect(reinterpret_cast<const sockaddr*>(&storage));
+    return;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  resolve_req_.data = this;
+  std::string port = std::to_string(address.port);
+  if (uv_getaddrinfo(worker_.loop(), &resolve_req_, on_resolved, address.host.c_str(), port.c_str(),
+                     &hints) == 0) {
+    resolving_ = true;
+  } else {
+    login_failed(sqlstate::kConnectionFailure,
+                 fmt::format("could not resolve host \"{}\"", address.host));
+  }
+}
+
+void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+  auto* self = static_cast<Server*>(req->data);
+  self->resolving_ = false;
+  if (self->state_ == State::closing) {
+    uv_freeaddrinfo(res);
+    self->maybe_destroy();
+    return;
+  }
+  if (status < 0 || res == nullptr) {
+    self->login_failed(sqlstate::kConnectionFailure,
+                       fmt::format("could not resolve host \"{}\": {}", self->pool_.address().host,
+                                   uv_strerror(status)));
+  } else {
+    self->start_connect(res->ai_addr);
+  }
+  uv_freeaddrinfo(res);
+}
+
+void Server::start_connect(const sockaddr* addr) {
+  if (channel_.init_tcp() != 0) {
+    login_failed(sqlstate::kConnectionFailure, "could not create a socket");
+    return;
+  }
+  channel_open_ = true;
+  uv_tcp_nodelay(channel_.tcp(), 1);
+  connecting_ = true;
+  int rc = uv_tcp_connect(&connect_req_, channel_.tcp(), addr, on_connected);
+  if (rc != 0) {
+    connecting_ = false;
+    login_failed(sqlstate::kConnectionFailure,
+                 fmt::format("could not connect to server: {}", uv_strerror(rc)));
+  }
+}
+
+void Server::on_connected(uv_connect_t* req, int status) {
+  auto* self = static_cast<Server*>(req->data);
+  self->connecting_ = false;
+  if (self->state_ == State::closing) return;
+  if (status < 0) {
+    self->login_failed(sqlstate::kConnectionFailure,
+                       fmt::format("could not connect to server {}: {}",
+                                   self->pool_.address().to_string(), uv_strerror(status)));
+    return;
+  }
+  self->set_state(State::login);
+  if (self->request_tls()) return;  // the StartupMessage follows the handshake
+  self->send_startup_message();
+}
+
+void Server::send_startup_message() {
+  const DatabaseEntry& db = pool_.database();
+  std::vector<std::pair<std::string_view, std::string_view>> params;
+  params.emplace_back("user", pool_.credentials().user);
+  params.emplace_back("database", db.dbname.empty() ? db.name : db.dbname);
+  if (!db.client_encoding.empty()) params.emplace_back("client_encoding", db.client_encoding);
+  if (!db.datestyle.empty()) params.emplace_back("DateStyle", db.datestyle);
+  if (!db.timezone.empty()) params.emplace_back("TimeZone", db.timezone);
+  if (!db.application_name.empty()) params.emplace_back("application_name", db.application_name);
+  pp::write_startup_message(channel_.output(), pp::kProtocolVersion30, params);
+  channel_.flush();
+  channel_.start_reading();
+}
+
+void Server::on_connect_timeout(uv_timer_t* timer) {
+  auto* self = static_cast<Server*>(timer->data);
+  if (self->state_ == State::connecting || self->state_ == State::login) {
+    self->login_failed(sqlstate::kConnectionFailure,
+                       "server_connect_timeout: the server did not complete the login in time");
+  }
+}
+
+// --- login ---
+
+void Server::login_failed(std::string_view code, std::string_view message) {
+  if (state_ == State::closing) return;
+  spdlog::warn("{} login failed: {}", log_id(), message);
+  pool_.on_server_login_failed(*this, code, message);
+}
+
+void Server::process_login_input() {
+  while (state_ == State::login) {
+    pp::FrameResult frame = channel_.input().next();
+    if (frame.status == pp::FrameStatus::need_more) return;
+    if (frame.status == pp::FrameStatus::error) {
+      login_failed(sqlstate::kProtocolViolation,
+                   fmt::format("invalid message from server: {}", pp::to_string(frame.error)));
+      return;
+    }
+    if (!handle_login_message(frame.message)) return;
+  }
+}
+
+bool Server::handle_login_message(const pp::Message& message) {
+  switch (message.type) {
+    case be::kAuthentication:
+      return handle_authentication(message);
+    case be::kParameterStatus: {
+      auto ps = pp::parse_parameter_status(message.body);
+      if (ps) tracked_.set(ps.value.name, ps.value.value);
+      return true;
+    }
+    case be::kBackendKeyData: {
+      auto key = pp::parse_backend_key_data(message.body);
+      if (key) {
+        backend_pid_ = key.value.process_id;
+        backend_key_ = std::string(key.value.secret_key);
+      }
+      return true;
+    }
+    case be::kNoticeResponse:
+    case be::kNegotiateProtocolVersion:
+      return true;
+    case be::kErrorResponse: {
+      auto error = pp::parse_error_fields(message.body);
+      if (error) {
+        login_failed(error.value.code, connect_query_sent_ ? fmt::format("connect_query failed: {}",
+                                                                         error.value.message)
+                                                           : std::string(error.value.message));
+      } else {
+        login_failed(sqlstate::kProtocolViolation, "malformed ErrorResponse from server");
+      }
+      return false;
+    }
+    case be::kRowDescription:
+    case be::kDataRow:
+    case be::kCommandComplete:
+    case be::kEmptyQueryResponse:
+      if (connect_query_sent_) return true;  // the connect_query's result, not for anyone
+      login_failed(sqlstate::kProtocolViolation,
+                   fmt::format("unexpected message '{}' from server during login", message.type));
+      return false;
+    case be::kReadyForQuery:
+      if (!connect_query_sent_ && !pool_.database().connect_query.empty()) {
+        // The server is logged in; it is ready for others once its connect_query has run.
+        connect_query_sent_ = true;
+        pp::write_query(channel_.output(), pool_.database().connect_query);
+        channel_.flush();
+        return true;
+      }
+      uv_timer_stop(&connect_timer_);
+      replies_.on_login_ready();
+      if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id());
+      set_state(State::idle);
+      pool_.on_server_login_ok(*this);
+      return false;
+    default:
+      login_failed(sqlstate::kProtocolViolation,
+                   fmt::format("unexpected message '{}' from server during login", message.type));
+      return false;
+  }
+}
+
+bool Server::handle_authentication(const pp::Message& message) {
+  auto auth = pp::parse_authentication(message.body);
+  if (!auth) {
+    login_failed(sqlstate::kProtocolViolation, "malformed authentication request from server");
+    return false;
+  }
+  const ServerCredentials& cred = pool_.credentials();
+  const std::string& secret = cred.password;
+  bool secret_is_plain =
+      !secret.empty() && !pp::is_md5_password_hash(secret) && !pp::is_scram_verifier(secret);
+  std::string& out = channel_.output();
+  switch (auth.value.code) {
+    case pp::AuthCode::ok:
+      return true;
+    case pp::AuthCode::cleartext_password:
+      if (!secret_is_plain) {
+        login_failed(sqlstate::kInvalidPassword,
+                     "the server asks for a cleartext password and pgsluice has none for user \"" +
+                         cred.user + "\"");
+        return false;
+      }
+      pp::write_password_message(out, secret);
+      break;
+    case pp::AuthCode::md5_password:
+      if (secret.empty() || pp::is_scram_verifier(secret)) {
+        login_failed(sqlstate::kInvalidPassword,
+                     "the server asks for an MD5 password and pgsluice has no password or MD5 "
+                     "hash for user \"" +
+                         cred.user + "\"");
+        return false;
+      }
+      pp::write_password_message(out,
+                                 pp::md5_salted_response(secret, cred.user, auth.value.md5_salt));
+      break;
+    case pp::AuthCode::sasl: {
+      bool offers_scram = false;
+      bool offers_plus = false;
+      for (auto m : auth.value.mechanisms) {
+        offers_scram |= (m == "SCRAM-SHA-256");
+        offers_plus |= (m == "SCRAM-SHA-256-PLUS");
+      }
+      if (!offers_scram && !(offers_plus && channel_.tls() != nullptr)) {
+        login_failed(sqlstate::kFeatureNotSupported,
+                     "the server offers no SASL mechanism pgsluice supports");
+        return false;
+      }
+      if (secret_is_plain) {
+        scram_ = pp::ScramClient::with_password(secret);
+      } else if (cred.scram_client_key && cred.scram_server_key) {
+        scram_ = pp::ScramClient::with_keys(*cred.scram_client_key, *cred.scram_server_key);
+      } else {
+        login_failed(sqlstate::kInvalidPassword,
+                     "the server asks for SCRAM and pgsluice has neither a password nor SCRAM "
+                     "keys proven by a client for user \"" +
+                         cred.user + "\"");
+        return false;
+      }
+      std::string_view mechanism = choose_scram_mechanism(offers_plus);
+      pp::write_sasl_initial_response(out, mechanism, scram_->client_first());
+      break;
+    }
+    case pp::AuthCode::sasl_continue: {
+      std::string client_final;
+      if (!scram_ ||
+          scram_->handle_server_first(auth.value.data, client_final) != pp::ScramStatus::ok) {
+        login_failed(sqlstate::kProtocolViolation, "invalid SCRAM server-first-message");
+        return false;
+      }
+      pp::write_sasl_response(out, client_final);
+      break;
+    }
+    case pp::AuthCode::sasl_final:
+      if (!scram_ || scram_->handle_server_final(auth.value.data) != pp::ScramStatus::ok) {
+        login_failed(sqlstate::kInvalidAuthorizationSpecification,
+                     "the server's SCRAM signature is wrong");
+        return false;
+      }
+      return true;
+    case pp::AuthCode::kerberos_v5:
+    case pp::AuthCode::gss:
+    case pp::AuthCode::gss_continue:
+    case pp::AuthCode::sspi:
+      login_failed(sqlstate::kFeatureNotSupported,
+                   "the server asks for an authentication method pgsluice does not support");
+      return false;
+  }
+  channel_.flush();
+  return true;
+}
+
+}  // namespace pgsluice
