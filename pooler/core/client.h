@@ -153,6 +153,13 @@ class Client final : public ChannelOwner {
     answered,  // answered by the pooler (its made-up reply is queued); nothing sent
   };
   Routed route_statement_message(const protocol::Message& message, std::string& out);
+  // One per message type: a client's statement name mapped to the pooler's (Parse, Bind,
+  // Describe and Close of a statement), SQL DEALLOCATE / DISCARD ALL (Query).
+  Routed route_parse(const protocol::Message& message, std::string& out);
+  Routed route_bind(const protocol::Message& message, std::string& out);
+  Routed route_describe(const protocol::Message& message, std::string& out);
+  Routed route_close(const protocol::Message& message);
+  Routed route_query(const protocol::Message& message);
   void refuse_until_sync(std::string code, std::string message, std::string hint);
   // A refused Query or Parse, replaced by a statement the server itself refuses.
   void write_refusal(const protocol::Message& message, std::string_view text, std::string_view hint,

@@ -73,146 +73,163 @@ static void ensure_on_server(Server& server, const PreparedStatement& stmt, std:
   server.prepare_statement(stmt, /*hidden=*/true, {}, out);
 }
 
-Client::Routed Client::route_statement_message(const pp::Message& message, std::string& out) {
+Client::Routed Client::route_parse(const pp::Message& message, std::string& out) {
   Server& server = *server_;
-  switch (message.type) {
-    case fe::kParse: {
-      auto parse = pp::parse_parse(message.body);
-      if (!parse) return Routed::as_is;
-      if (parse.value.statement.empty()) {
-        // psycopg sends DEALLOCATE ALL through the extended protocol after a ROLLBACK: it drops
-        // the pooler's statements on the server too.
-        DeallocateCommand command = parse_deallocate_command(parse.value.query);
-        if (command.kind == DeallocateCommand::Kind::deallocate_all ||
-            command.kind == DeallocateCommand::Kind::discard_all) {
-          statements_.clear();
-          server.statements_may_be_gone();
-        }
-        return Routed::as_is;
-      }
-      std::string name(parse.value.statement);
-      ++pool_->counters().client_parse_count;
-      auto existing = statements_.find(name);
-      if (existing != statements_.end()) {
-        // PostgreSQL's 42P05 fails the transaction (status 'E' in a block, and the COMMIT that
-        // follows rolls back): a refusal made up here could not do that. The server gets the
-        // client's Parse under the name of the statement the client's name maps to, which it
-        // has (prepared first if not); its 42P05 goes to the client under the client's name,
-        // and any error PostgreSQL checks first (syntax, an aborted transaction) as it is.
-        PreparedStatementRef held = existing->second.ref();
-        ensure_on_server(server, *held, out);
-        size_t mark = out.size();
-        pp::write_parse(out, held->server_name, parse.value.query, parse.value.parameter_types);
-        server.expect_sent(PendingReply{.kind = PendingKind::parse_duplicate, .client_name = name},
-                           out, mark);
-        // The server skips the rest of the batch after the error: so does the pooler, which
-        // must not act on Close or Parse messages PostgreSQL would not have run.
-        discard_until_sync_ = true;
-        return Routed::written;
-      }
-      PreparedStatementRef stmt =
-          worker_.prepared_registry().get_or_create(parse.value.query, parse.value.parameter_types);
-      statements_.emplace(name, ClientStatement(stmt));
-      ++stmt->stats->client_parses;
-      if (server.has_statement(*stmt)) {
-        // Prepared on this server already (by this client earlier, or by another): the client
-        // gets its ParseComplete without the server parsing anything.
-        server.touch_statement(stmt->id);
-        server.expect(PendingReply{.kind = PendingKind::made_parse_complete,
-                                   .statement_id = stmt->id,
-                                   .client_name = name});
-        return Routed::answered;
-      }
-      server.prepare_statement(*stmt, /*hidden=*/false, name, out);
+  auto parse = pp::parse_parse(message.body);
+  if (!parse) return Routed::as_is;
+  if (parse.value.statement.empty()) {
+    // psycopg sends DEALLOCATE ALL through the extended protocol after a ROLLBACK: it drops
+    // the pooler's statements on the server too.
+    DeallocateCommand command = parse_deallocate_command(parse.value.query);
+    if (command.kind == DeallocateCommand::Kind::deallocate_all ||
+        command.kind == DeallocateCommand::Kind::discard_all) {
+      statements_.clear();
+      server.statements_may_be_gone();
+    }
+    return Routed::as_is;
+  }
+  std::string name(parse.value.statement);
+  ++pool_->counters().client_parse_count;
+  auto existing = statements_.find(name);
+  if (existing != statements_.end()) {
+    // PostgreSQL's 42P05 fails the transaction (status 'E' in a block, and the COMMIT that
+    // follows rolls back): a refusal made up here could not do that. The server gets the
+    // client's Parse under the name of the statement the client's name maps to, which it
+    // has (prepared first if not); its 42P05 goes to the client under the client's name,
+    // and any error PostgreSQL checks first (syntax, an aborted transaction) as it is.
+    PreparedStatementRef held = existing->second.ref();
+    ensure_on_server(server, *held, out);
+    size_t mark = out.size();
+    pp::write_parse(out, held->server_name, parse.value.query, parse.value.parameter_types);
+    server.expect_sent(PendingReply{.kind = PendingKind::parse_duplicate, .client_name = name}, out,
+                       mark);
+    // The server skips the rest of the batch after the error: so does the pooler, which
+    // must not act on Close or Parse messages PostgreSQL would not have run.
+    discard_until_sync_ = true;
+    return Routed::written;
+  }
+  PreparedStatementRef stmt =
+      worker_.prepared_registry().get_or_create(parse.value.query, parse.value.parameter_types);
+  statements_.emplace(name, ClientStatement(stmt));
+  ++stmt->stats->client_parses;
+  if (server.has_statement(*stmt)) {
+    // Prepared on this server already (by this client earlier, or by another): the client
+    // gets its ParseComplete without the server parsing anything.
+    server.touch_statement(stmt->id);
+    server.expect(PendingReply{
+        .kind = PendingKind::made_parse_complete, .statement_id = stmt->id, .client_name = name});
+    return Routed::answered;
+  }
+  server.prepare_statement(*stmt, /*hidden=*/false, name, out);
+  return Routed::written;
+}
+
+Client::Routed Client::route_bind(const pp::Message& message, std::string& out) {
+  Server& server = *server_;
+  auto bind = pp::parse_bind(message.body);
+  if (!bind) return Routed::as_is;
+  ++pool_->counters().bind_count;
+  if (bind.value.statement.empty()) return Routed::as_is;
+  auto it = statements_.find(std::string(bind.value.statement));
+  // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
+  if (it == statements_.end()) return Routed::as_is;
+  ClientStatement& use = it->second;
+  if (use.stale()) {
+    // Another client's stale plan (0A000) made the statement be prepared again with a new
+    // row description since this client last saw it. Without a Describe of the portal it
+    // would read rows of the new shape with its cached description; PostgreSQL gives it
+    // 0A000 at Bind (failing the transaction), after which drivers prepare again.
+    bool described = batch_describes_portal(channel_.input().unread(), bind.value.portal);
+    if (!described && server.may_refuse_stale_bind()) {
+      // The client's next attempt (after preparing again) works: its seen generation is
+      // updated when the error reaches it (Client::note_stale_plan_seen).
+      ++use->stats->stale_refusals;
+      spdlog::debug("{} Bind of {} ({}) refused: the statement's result type changed", log_id_,
+                    it->first, use->server_name);
+      server.refuse_stale_bind(use.ref(), out);
+      // The server skips the rest of the batch after the error: so does the pooler, which
+      // must not act on Close or Parse messages PostgreSQL would not have run.
+      discard_until_sync_ = true;
       return Routed::written;
     }
-    case fe::kBind: {
-      auto bind = pp::parse_bind(message.body);
-      if (!bind) return Routed::as_is;
-      ++pool_->counters().bind_count;
-      if (bind.value.statement.empty()) return Routed::as_is;
-      auto it = statements_.find(std::string(bind.value.statement));
-      // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
-      if (it == statements_.end()) return Routed::as_is;
-      ClientStatement& use = it->second;
-      if (use.stale()) {
-        // Another client's stale plan (0A000) made the statement be prepared again with a new
-        // row description since this client last saw it. Without a Describe of the portal it
-        // would read rows of the new shape with its cached description; PostgreSQL gives it
-        // 0A000 at Bind (failing the transaction), after which drivers prepare again.
-        bool described = batch_describes_portal(channel_.input().unread(), bind.value.portal);
-        if (!described && server.may_refuse_stale_bind()) {
-          // The client's next attempt (after preparing again) works: its seen generation is
-          // updated when the error reaches it (Client::note_stale_plan_seen).
-          ++use->stats->stale_refusals;
-          spdlog::debug("{} Bind of {} ({}) refused: the statement's result type changed", log_id_,
-                        it->first, use->server_name);
-          server.refuse_stale_bind(use.ref(), out);
-          // The server skips the rest of the batch after the error: so does the pooler, which
-          // must not act on Close or Parse messages PostgreSQL would not have run.
-          discard_until_sync_ = true;
-          return Routed::written;
-        }
-        if (described) use.saw_current();
-      }
-      ensure_on_server(server, *use, out);
-      ++use->stats->binds;
-      size_t mark = out.size();
-      pp::write_bind_renamed(out, bind.value.portal, use->server_name, bind.value.after_statement);
-      server.expect_rewritten(PendingKind::bind, use.ref(), std::string_view(out).substr(mark));
-      return Routed::written;
-    }
-    case fe::kDescribe: {
-      auto describe = pp::parse_describe(message.body);
-      if (!describe || describe.value.target() != pp::DescribeTarget::statement ||
-          describe.value.name.empty()) {
-        return Routed::as_is;
-      }
-      auto it = statements_.find(std::string(describe.value.name));
-      if (it == statements_.end()) return Routed::as_is;
-      ensure_on_server(server, *it->second, out);
-      it->second.saw_current();  // the description the client gets is this generation's
-      size_t mark = out.size();
-      pp::write_describe(out, pp::DescribeTarget::statement, it->second->server_name);
-      server.expect_rewritten(PendingKind::describe, it->second.ref(),
-                              std::string_view(out).substr(mark));
-      return Routed::written;
-    }
-    case fe::kClose: {
-      auto close = pp::parse_close(message.body);
-      if (!close || close.value.target() != pp::DescribeTarget::statement ||
-          close.value.name.empty())
-        return Routed::as_is;
-      // The statement stays on the servers for other clients; only this client's name goes.
-      statements_.erase(std::string(close.value.name));
-      server.expect(PendingReply{.kind = PendingKind::made_close_complete});
-      return Routed::answered;
-    }
-    case fe::kQuery: {
-      auto query = pp::parse_query(message.body);
-      if (!query) return Routed::as_is;
-      DeallocateCommand command = parse_deallocate_command(query.value.sql);
-      switch (command.kind) {
-        case DeallocateCommand::Kind::none:
-          return Routed::as_is;
-        case DeallocateCommand::Kind::deallocate_name:
-          if (statements_.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
-          {
-            PendingReply reply{.kind = PendingKind::made_command_done};
-            pp::write_command_complete(reply.answer, "DEALLOCATE");
-            server.expect(std::move(reply));
-          }
-          return Routed::answered;
-        case DeallocateCommand::Kind::deallocate_all:
-        case DeallocateCommand::Kind::discard_all:
-          // Runs on the server (it has other effects), and ends the pooler's statements there
-          // (unless an error inside a transaction block makes the server refuse it).
-          statements_.clear();
-          server.statements_may_be_gone();
-          return Routed::as_is;
-      }
+    if (described) use.saw_current();
+  }
+  ensure_on_server(server, *use, out);
+  ++use->stats->binds;
+  size_t mark = out.size();
+  pp::write_bind_renamed(out, bind.value.portal, use->server_name, bind.value.after_statement);
+  server.expect_rewritten(PendingKind::bind, use.ref(), std::string_view(out).substr(mark));
+  return Routed::written;
+}
+
+Client::Routed Client::route_describe(const pp::Message& message, std::string& out) {
+  Server& server = *server_;
+  auto describe = pp::parse_describe(message.body);
+  if (!describe || describe.value.target() != pp::DescribeTarget::statement ||
+      describe.value.name.empty()) {
+    return Routed::as_is;
+  }
+  auto it = statements_.find(std::string(describe.value.name));
+  if (it == statements_.end()) return Routed::as_is;
+  ensure_on_server(server, *it->second, out);
+  it->second.saw_current();  // the description the client gets is this generation's
+  size_t mark = out.size();
+  pp::write_describe(out, pp::DescribeTarget::statement, it->second->server_name);
+  server.expect_rewritten(PendingKind::describe, it->second.ref(),
+                          std::string_view(out).substr(mark));
+  return Routed::written;
+}
+
+Client::Routed Client::route_close(const pp::Message& message) {
+  Server& server = *server_;
+  auto close = pp::parse_close(message.body);
+  if (!close || close.value.target() != pp::DescribeTarget::statement || close.value.name.empty())
+    return Routed::as_is;
+  // The statement stays on the servers for other clients; only this client's name goes.
+  statements_.erase(std::string(close.value.name));
+  server.expect(PendingReply{.kind = PendingKind::made_close_complete});
+  return Routed::answered;
+}
+
+Client::Routed Client::route_query(const pp::Message& message) {
+  Server& server = *server_;
+  auto query = pp::parse_query(message.body);
+  if (!query) return Routed::as_is;
+  DeallocateCommand command = parse_deallocate_command(query.value.sql);
+  switch (command.kind) {
+    case DeallocateCommand::Kind::none:
       return Routed::as_is;
-    }
+    case DeallocateCommand::Kind::deallocate_name:
+      if (statements_.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
+      {
+        PendingReply reply{.kind = PendingKind::made_command_done};
+        pp::write_command_complete(reply.answer, "DEALLOCATE");
+        server.expect(std::move(reply));
+      }
+      return Routed::answered;
+    case DeallocateCommand::Kind::deallocate_all:
+    case DeallocateCommand::Kind::discard_all:
+      // Runs on the server (it has other effects), and ends the pooler's statements there
+      // (unless an error inside a transaction block makes the server refuse it).
+      statements_.clear();
+      server.statements_may_be_gone();
+      return Routed::as_is;
+  }
+  return Routed::as_is;
+}
+
+Client::Routed Client::route_statement_message(const pp::Message& message, std::string& out) {
+  switch (message.type) {
+    case fe::kParse:
+      return route_parse(message, out);
+    case fe::kBind:
+      return route_bind(message, out);
+    case fe::kDescribe:
+      return route_describe(message, out);
+    case fe::kClose:
+      return route_close(message);
+    case fe::kQuery:
+      return route_query(message);
     default:
       return Routed::as_is;
   }
