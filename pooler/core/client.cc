@@ -276,7 +276,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     if (ignored) continue;
     if (name == "options") {
       std::vector<std::pair<std::string, std::string>> settings_in_options;
-      if (!parse_startup_options(value, settings_in_options)) {
+      if (!pp::parse_startup_options(value, settings_in_options)) {
         fail(sqlstate::kFeatureNotSupported,
              fmt::format("unsupported startup option \"{}\": only -c name=value settings are "
                          "supported",

@@ -4,6 +4,7 @@
 // client gets (pending_replies.h). Unnamed statements and portals pass through untouched.
 #include <spdlog/spdlog.h>
 
+#include "pgsluice/protocol/deallocate.h"
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/writer.h"
@@ -80,9 +81,9 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
   if (parse.value.statement.empty()) {
     // psycopg sends DEALLOCATE ALL through the extended protocol after a ROLLBACK: it drops
     // the pooler's statements on the server too.
-    DeallocateCommand command = parse_deallocate_command(parse.value.query);
-    if (command.kind == DeallocateCommand::Kind::deallocate_all ||
-        command.kind == DeallocateCommand::Kind::discard_all) {
+    pp::DeallocateCommand command = pp::parse_deallocate_command(parse.value.query);
+    if (command.kind == pp::DeallocateCommand::Kind::deallocate_all ||
+        command.kind == pp::DeallocateCommand::Kind::discard_all) {
       statements_.clear();
       server.statements_may_be_gone();
     }
@@ -195,11 +196,11 @@ Client::Routed Client::route_query(const pp::Message& message) {
   Server& server = *server_;
   auto query = pp::parse_query(message.body);
   if (!query) return Routed::as_is;
-  DeallocateCommand command = parse_deallocate_command(query.value.sql);
+  pp::DeallocateCommand command = pp::parse_deallocate_command(query.value.sql);
   switch (command.kind) {
-    case DeallocateCommand::Kind::none:
+    case pp::DeallocateCommand::Kind::none:
       return Routed::as_is;
-    case DeallocateCommand::Kind::deallocate_name:
+    case pp::DeallocateCommand::Kind::deallocate_name:
       if (statements_.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
       {
         PendingReply reply{.kind = PendingKind::made_command_done};
@@ -207,8 +208,8 @@ Client::Routed Client::route_query(const pp::Message& message) {
         server.expect(std::move(reply));
       }
       return Routed::answered;
-    case DeallocateCommand::Kind::deallocate_all:
-    case DeallocateCommand::Kind::discard_all:
+    case pp::DeallocateCommand::Kind::deallocate_all:
+    case pp::DeallocateCommand::Kind::discard_all:
       // Runs on the server (it has other effects), and ends the pooler's statements there
       // (unless an error inside a transaction block makes the server refuse it).
       statements_.clear();

@@ -151,15 +151,6 @@ class ServerStatementCache {
   std::vector<std::string> to_close_;
 };
 
-// What a SQL string does to a client's protocol-level statements, for the statements PHP's PDO
-// and others send: DEALLOCATE [PREPARE] name | ALL, and DISCARD ALL.
-struct DeallocateCommand {
-  enum class Kind { none, deallocate_name, deallocate_all, discard_all };
-  Kind kind = Kind::none;
-  std::string name;
-};
-DeallocateCommand parse_deallocate_command(std::string_view sql);
-
 // SHOW PREPARED_STATEMENTS shows at most this much of a query.
 inline constexpr size_t kShownQueryBytes = 200;
 // `query` on one line (each run of whitespace one space), cut to at most `max_bytes` bytes at a

@@ -46,54 +46,6 @@ std::string_view tracked_parameter_name(std::string_view name) {
   return {};
 }
 
-bool parse_startup_options(std::string_view options,
-                           std::vector<std::pair<std::string, std::string>>& settings) {
-  // Split into words; a backslash makes the next character literal (PostgreSQL's
-  // pg_split_opts rule), so "-c search_path=a,\ b" keeps its space.
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false;
-  for (size_t i = 0; i < options.size(); ++i) {
-    char c = options[i];
-    if (c == '\\' && i + 1 < options.size()) {
-      word.push_back(options[++i]);
-      in_word = true;
-    } else if (std::isspace(static_cast<unsigned char>(c))) {
-      if (in_word) words.push_back(std::move(word));
-      word.clear();
-      in_word = false;
-    } else {
-      word.push_back(c);
-      in_word = true;
-    }
-  }
-  if (in_word) words.push_back(std::move(word));
-
-  auto add = [&settings](std::string_view assignment) {
-    size_t eq = assignment.find('=');
-    if (eq == std::string_view::npos || eq == 0) return false;
-    std::string name(assignment.substr(0, eq));
-    for (char& ch : name) {
-      if (ch == '-') ch = '_';  // "--search-path=x" means search_path, as in postgres
-    }
-    settings.emplace_back(std::move(name), std::string(assignment.substr(eq + 1)));
-    return true;
-  };
-  for (size_t i = 0; i < words.size(); ++i) {
-    std::string_view w = words[i];
-    if (w == "-c") {
-      if (i + 1 >= words.size() || !add(words[++i])) return false;
-    } else if (w.starts_with("-c")) {
-      if (!add(w.substr(2))) return false;
-    } else if (w.starts_with("--")) {
-      if (!add(w.substr(2))) return false;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
 std::string quote_literal(std::string_view value) {
   std::string out;
   bool backslash = value.find('\\') != std::string_view::npos;

@@ -39,11 +39,6 @@ class ParameterSet {
 // is not tracked.
 std::string_view tracked_parameter_name(std::string_view name);
 
-// Splits a startup `options` value into name/value settings: "-c a=b", "-ca=b" and "--a=b",
-// separated by spaces, with backslash escaping a space. Returns false on anything else.
-bool parse_startup_options(std::string_view options,
-                           std::vector<std::pair<std::string, std::string>>& settings);
-
 // One simple query that makes a server's parameters equal to what the client wants: tracked
 // values that differ and extras that differ are set with set_config(…, false), extras the
 // server has but the client does not are reset. Empty when nothing differs. `server_extras` is

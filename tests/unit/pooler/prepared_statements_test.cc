@@ -129,18 +129,5 @@ TEST(AbbreviateQuery, OneLineAndCutAtACharacter) {
   EXPECT_EQ(abbreviate_query(std::string(500, 'x'), kShownQueryBytes).size(), kShownQueryBytes + 3);
 }
 
-TEST(DeallocateCommand, Recognized) {
-  using K = DeallocateCommand::Kind;
-  EXPECT_EQ(parse_deallocate_command("DEALLOCATE pdo_stmt_1").kind, K::deallocate_name);
-  EXPECT_EQ(parse_deallocate_command("  deallocate prepare \"Mixed\";").name, "Mixed");
-  EXPECT_EQ(parse_deallocate_command("DEALLOCATE ALL").kind, K::deallocate_all);
-  EXPECT_EQ(parse_deallocate_command("discard all;").kind, K::discard_all);
-  EXPECT_EQ(parse_deallocate_command("DISCARD TEMP").kind, K::none);
-  EXPECT_EQ(parse_deallocate_command("SELECT 1").kind, K::none);
-  EXPECT_EQ(parse_deallocate_command("DEALLOCATE a; SELECT 1").kind, K::none);
-  EXPECT_EQ(parse_deallocate_command("DEALLOCATE").kind, K::none);
-  EXPECT_EQ(parse_deallocate_command("").kind, K::none);
-}
-
 }  // namespace
 }  // namespace pgsluice

@@ -42,47 +42,6 @@ TEST(TrackedParameters, CanonicalNames) {
   EXPECT_EQ(tracked_parameter_name("server_version"), "");
 }
 
-TEST(StartupOptions, DashCWithSpace) {
-  std::vector<std::pair<std::string, std::string>> s;
-  ASSERT_TRUE(parse_startup_options("-c search_path=foo -c geqo=off", s));
-  ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0], (std::pair<std::string, std::string>{"search_path", "foo"}));
-  EXPECT_EQ(s[1], (std::pair<std::string, std::string>{"geqo", "off"}));
-}
-
-TEST(StartupOptions, DashCJoinedAndDoubleDash) {
-  std::vector<std::pair<std::string, std::string>> s;
-  ASSERT_TRUE(parse_startup_options("-cstatement_timeout=5s --work-mem=64MB", s));
-  ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].first, "statement_timeout");
-  EXPECT_EQ(s[0].second, "5s");
-  EXPECT_EQ(s[1].first, "work_mem");  // dashes in a --name become underscores
-  EXPECT_EQ(s[1].second, "64MB");
-}
-
-TEST(StartupOptions, BackslashEscapesSpace) {
-  std::vector<std::pair<std::string, std::string>> s;
-  ASSERT_TRUE(parse_startup_options(R"(-c search_path=a,\ b)", s));
-  ASSERT_EQ(s.size(), 1u);
-  EXPECT_EQ(s[0].second, "a, b");
-}
-
-TEST(StartupOptions, EmptyIsFine) {
-  std::vector<std::pair<std::string, std::string>> s;
-  EXPECT_TRUE(parse_startup_options("", s));
-  EXPECT_TRUE(parse_startup_options("   ", s));
-  EXPECT_TRUE(s.empty());
-}
-
-TEST(StartupOptions, RejectsOtherSwitches) {
-  std::vector<std::pair<std::string, std::string>> s;
-  EXPECT_FALSE(parse_startup_options("-d 5", s));
-  EXPECT_FALSE(parse_startup_options("-c", s));
-  EXPECT_FALSE(parse_startup_options("-c noequals", s));
-  EXPECT_FALSE(parse_startup_options("-c =value", s));
-  EXPECT_FALSE(parse_startup_options("plainword", s));
-}
-
 TEST(Quoting, Literal) {
   EXPECT_EQ(quote_literal("abc"), "'abc'");
   EXPECT_EQ(quote_literal("it's"), "'it''s'");

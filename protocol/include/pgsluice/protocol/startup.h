@@ -49,4 +49,9 @@ struct VersionNegotiation {
 VersionNegotiation negotiate_protocol_version(const StartupPacket& packet,
                                               int32_t newest_supported = kProtocolVersion32);
 
+// Splits a startup `options` value into name/value settings: "-c a=b", "-ca=b" and "--a=b",
+// separated by spaces, with backslash escaping a space. Returns false on anything else.
+bool parse_startup_options(std::string_view options,
+                           std::vector<std::pair<std::string, std::string>>& settings);
+
 }  // namespace pgsluice::protocol
