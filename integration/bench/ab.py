@@ -37,7 +37,10 @@ def one_run(pooler: harness.Pooler, clients: int, duration: int) -> tuple[float,
     used = cpu_seconds(pooler.proc.pid) - before
     if rc != 0:
         raise SystemExit(f"pgbench failed: {out}\n{err[-2000:]}")
-    tps = float(re.search(r"tps = ([\d.]+) \(without initial", out).group(1))
+    m = re.search(r"tps = ([\d.]+) \(without initial", out)
+    if m is None:
+        raise SystemExit(f"no tps in pgbench output: {out}\n{err[-2000:]}")
+    tps = float(m.group(1))
     txns = int(re.search(r"number of transactions actually processed: (\d+)", out).group(1))
     return tps, used * 1e6 / max(txns, 1)
 
