@@ -21,20 +21,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import harness  # noqa: E402
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+from measure import proc_cpu_seconds  # noqa: E402
 
 
 def one_run(pooler: harness.Pooler, clients: int, duration: int) -> tuple[float, float]:
-    before = cpu_seconds(pooler.proc.pid)
+    before = proc_cpu_seconds(pooler.proc.pid)
     rc, out, err = pooler.pgbench(["-c", str(clients), "-j", "2", "-S", "-T", str(duration),
                                    "--no-vacuum"], timeout=duration + 120)
-    used = cpu_seconds(pooler.proc.pid) - before
+    used = proc_cpu_seconds(pooler.proc.pid) - before
     if rc != 0:
         raise SystemExit(f"pgbench failed: {out}\n{err[-2000:]}")
     m = re.search(r"tps = ([\d.]+) \(without initial", out)
