@@ -1,6 +1,7 @@
 // Parameter sets, startup `options` parsing and the query that syncs a server to a client.
 #include "pooler/session_state/params.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 
@@ -11,16 +12,28 @@ constexpr std::array<std::string_view, 6> kTracked = {
     "client_encoding", "DateStyle", "IntervalStyle", "TimeZone", "standard_conforming_strings",
     "application_name"};
 
+// ASCII case-insensitive "a < b", the order ParameterSet keeps its items in.
+bool iless(std::string_view a, std::string_view b) {
+  size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    char x = ascii_lower(a[i]);
+    char y = ascii_lower(b[i]);
+    if (x != y) return x < y;
+  }
+  return a.size() < b.size();
+}
+
 }  // namespace
 
 void ParameterSet::set(std::string_view name, std::string_view value) {
-  for (auto& [n, v] : items_) {
-    if (iequals(n, name)) {
-      v.assign(value);
-      return;
-    }
+  auto it =
+      std::lower_bound(items_.begin(), items_.end(), name,
+                       [](const auto& item, std::string_view n) { return iless(item.first, n); });
+  if (it != items_.end() && iequals(it->first, name)) {
+    it->second.assign(value);
+    return;
   }
-  items_.emplace_back(std::string(name), std::string(value));
+  items_.emplace(it, std::string(name), std::string(value));
 }
 
 const std::string* ParameterSet::get(std::string_view name) const {
@@ -84,6 +97,9 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
                                        const ParameterSet& server_tracked,
                                        const ParameterSet& client_extras,
                                        ParameterSet& server_extras) {
+  // The usual case at every link: the server already has the client's values. Both sets are
+  // sorted, so equal contents are equal vectors; anything else takes the walk below.
+  if (client_extras == server_extras && client_tracked == server_tracked) return {};
   std::string sets;
   auto add_set = [&sets](std::string_view name, std::string_view value) {
     sets += sets.empty() ? "SELECT " : ", ";

@@ -17,7 +17,10 @@
 
 namespace pgsluice {
 
-// An ordered small map of name → value; names compare case-insensitively, as GUC names do.
+// A small map of name → value; names compare case-insensitively, as GUC names do. Items are kept
+// sorted by their ASCII-folded name, so two sets with the same contents have equal item vectors
+// whatever order they were filled in: the check "does this server already match this client",
+// made at every link, is then one vector comparison (build_parameter_sync_query).
 class ParameterSet {
  public:
   void set(std::string_view name, std::string_view value);

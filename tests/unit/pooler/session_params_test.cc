@@ -21,14 +21,32 @@ TEST(ParameterSet, SetGetAndCaseInsensitiveNames) {
   EXPECT_EQ(p.get("TimeZone"), nullptr);
 }
 
-TEST(ParameterSet, KeepsInsertionOrder) {
+TEST(ParameterSet, KeepsItemsSortedByFoldedName) {
   ParameterSet p;
   p.set("b", "1");
+  p.set("TimeZone", "UTC");
   p.set("a", "2");
   p.set("c", "3");
-  ASSERT_EQ(p.size(), 3u);
-  EXPECT_EQ(p.items()[0].first, "b");
+  p.set("DateStyle", "ISO");
+  ASSERT_EQ(p.size(), 5u);
+  EXPECT_EQ(p.items()[0].first, "a");
+  EXPECT_EQ(p.items()[1].first, "b");
   EXPECT_EQ(p.items()[2].first, "c");
+  EXPECT_EQ(p.items()[3].first, "DateStyle");
+  EXPECT_EQ(p.items()[4].first, "TimeZone");
+}
+
+TEST(ParameterSet, EqualContentsAreEqualWhateverTheOrderOfFilling) {
+  ParameterSet x, y;
+  x.set("application_name", "app");
+  x.set("TimeZone", "UTC");
+  x.set("client_encoding", "UTF8");
+  y.set("client_encoding", "UTF8");
+  y.set("TimeZone", "UTC");
+  y.set("application_name", "app");
+  EXPECT_EQ(x, y);
+  y.set("timezone", "Europe/Berlin");
+  EXPECT_NE(x, y);
 }
 
 TEST(TrackedParameters, CanonicalNames) {
@@ -63,6 +81,21 @@ TEST(SyncQuery, NothingWhenEqual) {
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
 }
 
+TEST(SyncQuery, NothingWhenEqualButFilledInAnotherOrder) {
+  ParameterSet client, server, extras, server_extras;
+  client.set("application_name", "pgbench");
+  client.set("client_encoding", "UTF8");
+  client.set("server_version", "15.18");
+  server.set("server_version", "15.18");
+  server.set("client_encoding", "UTF8");
+  server.set("application_name", "pgbench");
+  extras.set("search_path", "app");
+  extras.set("extra_float_digits", "3");
+  server_extras.set("extra_float_digits", "3");
+  server_extras.set("search_path", "app");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
+}
+
 TEST(SyncQuery, SetsDifferingTrackedValue) {
   ParameterSet client, server, extras, server_extras;
   client.set("TimeZone", "Europe/Berlin");
@@ -86,8 +119,8 @@ TEST(SyncQuery, AppliesExtrasAndRemembersThem) {
   extras.set("search_path", "foo,bar");
   extras.set("extra_float_digits", "3");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
-            "SELECT pg_catalog.set_config('search_path', 'foo,bar', false), "
-            "pg_catalog.set_config('extra_float_digits', '3', false);");
+            "SELECT pg_catalog.set_config('extra_float_digits', '3', false), "
+            "pg_catalog.set_config('search_path', 'foo,bar', false);");
   EXPECT_EQ(server_extras, extras);
   // Applied once: the same client on the same server needs nothing.
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
@@ -98,7 +131,7 @@ TEST(SyncQuery, ResetsExtrasTheNextClientDoesNotHave) {
   server_extras.set("search_path", "foo");
   server_extras.set("DateStyle", "ISO");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
-            "RESET search_path;RESET \"DateStyle\";");
+            "RESET \"DateStyle\";RESET search_path;");
   EXPECT_TRUE(server_extras.empty());
 }
 
