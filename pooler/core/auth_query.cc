@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/log_level.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
@@ -184,7 +185,7 @@ void AuthQuery::start(const Target& target, const std::string& user, Client& cli
   pending_.emplace(key, std::move(lookup));
   pools_.emplace(target.database.name, target.auth_user);
   Pool& pool = worker_.pool_for(target.database, target.auth_user);
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("auth_query for user \"{}\" as {}@{}", user, target.auth_user,
                   target.database.name);
   }

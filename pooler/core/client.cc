@@ -9,6 +9,7 @@
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/startup.h"
+#include "pooler/base/log_level.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/config/console_database.h"
 #include "pooler/core/auth_query.h"
@@ -94,7 +95,7 @@ void Client::start() {
 void Client::set_state(State state) {
   if (state == state_) return;
   // As Server::set_state logs its transitions: one line per change, at debug level.
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} {} -> {}", log_id_, state_name(state_), state_name(state));
   }
   state_ = state;
@@ -511,7 +512,7 @@ void Client::forward_to_server() {
       break;
     }
     pp::FrameResult frame = in.next();
-    if (spdlog::should_log(spdlog::level::trace)) {
+    if (log_enabled(spdlog::level::trace)) {
       spdlog::trace("{} -> '{}' ({} bytes)", log_id_, type, frame.message.wire.size());
     }
     if (type == fe::kTerminate) {

@@ -11,6 +11,7 @@
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/log_level.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
@@ -70,7 +71,7 @@ std::string Server::log_id() const {
 
 void Server::set_state(State state) {
   if (state == state_) return;
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} {} -> {}", log_id(), state_name(state_), state_name(state));
   }
   State old = state_;
@@ -106,7 +107,7 @@ void Server::on_channel_readable(Channel&) {
 
 void Server::link(Client& client) {
   client_ = &client;
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} linked to {}", log_id(), client.log_id());
   }
   set_state(State::active);
@@ -121,7 +122,7 @@ void Server::link(Client& client) {
 }
 
 void Server::send_internal_query(const std::string& sql) {
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} internal query: {}", log_id(), sql);
   }
   pp::write_query(channel_.output(), sql);
@@ -210,7 +211,7 @@ void Server::process_session_input() {
     }
     pp::FrameResult frame = in.next();
     const pp::Message& message = frame.message;
-    if (spdlog::should_log(spdlog::level::trace)) {
+    if (log_enabled(spdlog::level::trace)) {
       spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, replies_.pending().size());
     }
     if (state_ != State::active || replies_.internal_ready_owed() > 0) {
@@ -280,7 +281,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       timing.on_ready(pool_.stats(), static_cast<char>(replies_.transaction_status()),
                       channel_.bytes_sent(), channel_.bytes_received());
       if (replies_.transaction_status() == TransactionStatus::idle && !at_transaction_boundary() &&
-          spdlog::should_log(spdlog::level::debug)) {
+          log_enabled(spdlog::level::debug)) {
         spdlog::debug(
             "{} kept at ReadyForQuery: owed {} internal {} extended {} copy {}/{} "
             "pending {} (front {})",

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pooler/base/log_level.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
@@ -11,7 +12,7 @@ namespace pgsluice {
 
 void Server::run_check(const std::string& query) {
   if (state_ != State::idle) return;
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} server_check_query after {} ms idle", log_id(),
                   worker_.now_ms() - life.idle_since_ms);
   }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/log_level.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
@@ -75,7 +76,7 @@ void Server::handle_ssl_answer() {
 
 void Server::on_channel_tls_ready(Channel&) {
   if (state_ != State::login) return;
-  if (spdlog::should_log(spdlog::level::debug)) {
+  if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} TLS: {}", log_id(), channel_.tls()->describe());
   }
   send_startup_message();

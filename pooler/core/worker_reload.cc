@@ -2,6 +2,7 @@
 // Kept apart from worker.cc, the event loop.
 #include <spdlog/spdlog.h>
 
+#include "pooler/base/log_level.h"
 #include "pooler/config/settings_table.h"
 #include "pooler/core/auth_query.h"
 #include "pooler/core/worker.h"
@@ -17,7 +18,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
   config_ = std::move(config);
   const Config& c = *config_;
   if (c.settings.verbose_level != previous_config_->settings.verbose_level) {
-    spdlog::set_level(spdlog::level::from_str(c.settings.verbose_level));
+    set_log_level(spdlog::level::from_str(c.settings.verbose_level));
   }
   for (auto& [key, pool] : pools_) {
     // A database removed from the file drains (Pool::mark_removed): its clients finish, new

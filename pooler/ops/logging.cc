@@ -5,6 +5,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "pooler/base/log_level.h"
+
 namespace pgsluice {
 
 bool init_logging(const Settings& settings, int verbosity, std::string& error) {
@@ -21,10 +23,10 @@ bool init_logging(const Settings& settings, int verbosity, std::string& error) {
   }
   int level = spdlog::level::from_str(settings.verbose_level);
   level = std::clamp(level - verbosity, 0, static_cast<int>(spdlog::level::off));
-  logger->set_level(static_cast<spdlog::level::level_enum>(level));
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %P %l %v");
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
+  set_log_level(static_cast<spdlog::level::level_enum>(level));
   return true;
 }
 
