@@ -1,23 +1,34 @@
 // DEALLOCATE and DISCARD ALL recognised; see deallocate.h.
 #include "pgsluice/protocol/deallocate.h"
 
-#include <cctype>
 #include <vector>
 
 namespace pgsluice::protocol {
 
 namespace {
+// ASCII only, as PostgreSQL's scanner: std::isspace/std::tolower are locale-aware calls into libc,
+// and the prefilter below runs on every simple Query in transaction mode.
+constexpr bool ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+constexpr char ascii_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+constexpr bool ascii_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
 // Splits SQL into lower-cased words, stopping at the first ';' (a trailing one is allowed) and
 // giving up on anything but simple words and quoted identifiers.
 bool simple_words(std::string_view sql, std::vector<std::string>& words) {
   size_t i = 0;
   while (i < sql.size()) {
     char c = sql[i];
-    if (std::isspace(static_cast<unsigned char>(c))) {
+    if (ascii_space(c)) {
       ++i;
     } else if (c == ';') {
       for (++i; i < sql.size(); ++i) {
-        if (!std::isspace(static_cast<unsigned char>(sql[i]))) return false;
+        if (!ascii_space(sql[i])) return false;
       }
     } else if (c == '"') {
       std::string word;
@@ -36,11 +47,10 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
       if (i >= sql.size()) return false;
       ++i;
       words.push_back("\"" + word);  // marks a quoted (case-kept) name
-    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+    } else if (ascii_alnum(c) || c == '_') {
       std::string word;
-      while (i < sql.size() &&
-             (std::isalnum(static_cast<unsigned char>(sql[i])) || sql[i] == '_' || sql[i] == '$')) {
-        word.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(sql[i]))));
+      while (i < sql.size() && (ascii_alnum(sql[i]) || sql[i] == '_' || sql[i] == '$')) {
+        word.push_back(ascii_lower(sql[i]));
         ++i;
       }
       words.push_back(std::move(word));
@@ -57,11 +67,11 @@ DeallocateCommand parse_deallocate_command(std::string_view sql) {
   // Every simple Query passes here in transaction mode: look at the first word without
   // allocating, and tokenize only a DEALLOCATE or a DISCARD.
   size_t start = 0;
-  while (start < sql.size() && std::isspace(static_cast<unsigned char>(sql[start]))) ++start;
+  while (start < sql.size() && ascii_space(sql[start])) ++start;
   auto starts_with_word = [&](std::string_view word) {
     if (sql.size() - start < word.size()) return false;
     for (size_t i = 0; i < word.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(sql[start + i])) != word[i]) return false;
+      if (ascii_lower(sql[start + i]) != word[i]) return false;
     }
     return true;
   };
