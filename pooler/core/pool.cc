@@ -166,6 +166,8 @@ void Pool::on_server_login_ok(Server& server) {
   }
   while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);
   on_server_idle(server);
+  // One login at a time (launch_for_waiters): the next one when clients still wait.
+  launch_for_waiters();
 }
 
 void Pool::on_server_login_failed(Server& server, std::string_view sqlstate,

@@ -110,8 +110,8 @@ class Pool {
   // server_idle_timeout, server_fast_close, the reserve pool, min_pool_size. `clients`: how many
   // clients are attached to this pool.
   void maintain(uint64_t now_ms, int clients);
-  // Starts servers for the queue while more clients wait than servers are on their way and the
-  // limits allow; with `evict`, an idle server of another pool of the same database or user may
+  // Starts a server for the queue when clients wait, no login is in flight and the limits
+  // allow; with `evict`, an idle server of another pool of the same database or user may
   // be closed to make room under max_db_connections / max_user_connections.
   void launch_for_waiters(bool evict = true);
   // Another worker starves for a slot this pool's servers hold: the oldest idle server closes
@@ -154,6 +154,8 @@ class Pool {
   [[nodiscard]] bool limits_shared() const;
   // Clients wait here and no server is on its way for them (and the pool may start one).
   bool wants_server();
+  // Clients wait and no login is in flight (launch_for_waiters starts one server at a time).
+  bool wants_more_servers();
   // When the longest waiting client started waiting; 1 for a pool waiting for its first server.
   uint64_t queue_key();
   // Of the pools sharing this one's database or user that want a server and would be allowed

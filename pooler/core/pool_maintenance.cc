@@ -167,10 +167,15 @@ void Pool::launch_for_waiters(bool evict) {
   if (!has_welcome_ && !welcome_waiting_.empty() && login_.empty()) {
     if (!try_launch(evict)) return;
   }
-  // A server that is logging in, or being checked, will serve the queue when it is ready.
-  while (waiting_.size() + pooler_waiting_.size() > login_.size() + checks_in_flight()) {
-    if (!try_launch(evict)) return;
-  }
+  if (wants_more_servers()) try_launch(evict);
+}
+
+bool Pool::wants_more_servers() {
+  // As PgBouncer grows a pool: one login at a time. While a server logs in, released servers
+  // serve the queue too, and most bursts are over before a second login would finish; when the
+  // login is done and clients still wait, on_server_login_ok starts the next one. Servers being
+  // checked (server_check_query) will serve the queue when they answer.
+  return login_.empty() && waiting_.size() + pooler_waiting_.size() > checks_in_flight();
 }
 
 bool Pool::evict_idle_server(LaunchVerdict verdict) {
@@ -204,7 +209,7 @@ bool Pool::limits_shared() const {
 bool Pool::wants_server() {
   if (paused_ || login_retry_blocked(worker_.now_ms())) return false;
   const bool greeting = !has_welcome_ && !welcome_waiting_.empty() && login_.empty();
-  return greeting || waiting_.size() + pooler_waiting_.size() > login_.size() + checks_in_flight();
+  return greeting || wants_more_servers();
 }
 
 uint64_t Pool::queue_key() {
