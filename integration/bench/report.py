@@ -109,7 +109,9 @@ def markdown(res: dict) -> str:
     w(f"- machine: {m.get('cpus')} CPUs ({m.get('cpu_model')}), {m.get('mem_gb')} GB, "
       f"Linux {m.get('kernel')}; shared with other work while this ran (see machine busy % "
       "per run below)")
-    w(f"- {v.get('postgresql', '').split(' on ')[0]}; {v.get('pgbouncer')}; {v.get('pgbench')}; "
+    w(f"- {v.get('postgresql', '').split(' on ')[0]}; {v.get('pgbouncer')}"
+      + (f" ({res['pgbouncer_source']})" if res.get("pgbouncer_source") else "")
+      + f"; {v.get('pgbench')}; "
       f"{v.get('pgsluice')} ({res.get('pgsluice_build')}, git {res.get('git')}"
       + (f", workers = {s['pgsluice_workers']}" if s.get("pgsluice_workers") else "") + ")")
     w(f"- pgbench -i -s {s.get('scale')} (160 MB, fits in shared_buffers = 256MB, prewarmed); "
@@ -195,7 +197,7 @@ def markdown(res: dict) -> str:
               "measure that queue (and the run's length), not the latency a pooler adds. On 2 "
               "shared cores a pooler's own 20-client ceiling is about half the direct one, so "
               "half the direct ceiling sits at the edge; a busier machine tips it over. "
-              "`--rate-fraction 0.25` measures below saturation.")
+              "A lower `--rate-fraction` (the default is 0.25) measures below saturation.")
         if p99.get("direct"):
             added = [f"{LABEL[t]} {p99[t][0] - p99['direct'][0]:+.3f} ms"
                      for t in ("pgbouncer", "pgsluice") if p99.get(t)]
@@ -205,40 +207,70 @@ def markdown(res: dict) -> str:
     idle = res.get("scenarios", {}).get("idle_memory")
     if idle:
         n = idle["clients"]
-        w(f"## {n:,} idle clients: memory\n".replace(",", " "))
+        nn = f"{n:,}".replace(",", " ")
+        w(f"## {nn} idle clients: PostgreSQL backends opened and memory\n")
         w(f"`pgbench -c {n} -j 2 -f idle.sql`, where each client runs one "
           "`SELECT abalance …` and then `\\sleep 600 s`; measured 3 s after all clients are "
-          "connected. Pss from /proc/PID/smaps_rollup (shared pages divided among the "
-          "processes that map them; sum of Rss would count shared_buffers 1,000 times). "
-          "Direct: the sum over the client backends. Pooler: its own Pss, plus the server "
-          "backends it keeps open. Per client: direct = sum ÷ clients; pooler = (Pss with the "
-          "clients − Pss before) ÷ clients. One measurement (memory is not CPU-noisy).\n")
-        w("| Target | Clients connected | Process Pss (before clients) | Per client | "
-          "Server backends: n (Pss; of it anon) | Total Pss |")
-        w("|---|---:|---:|---:|---:|---:|")
+          "connected. PostgreSQL backends opened: direct, the new client backends; a pooler, "
+          "the server backends it keeps open (its sockets matched to the backends' client "
+          "ports). Pss from /proc/PID/smaps_rollup (shared pages divided among the processes "
+          f"that map them; sum of Rss would count shared_buffers {nn} times): direct, the sum "
+          "over its backends; a pooler, its own process, and the sum over its server backends. "
+          "Per client: direct = sum ÷ clients; pooler = (process Pss with the clients − Pss "
+          "before) ÷ clients. Total: process plus backends. One measurement (memory is not "
+          "CPU-noisy).\n")
+        w("| Target | Clients connected | PostgreSQL backends opened | Backends' Pss (of it "
+          "anon) | Pooler process Pss (before clients) | Per client | Total Pss |")
+        w("|---|---:|---:|---:|---:|---:|---:|")
         for t in TARGETS:
             e = idle["targets"].get(t)
             if not e:
                 continue
             if t == "direct":
                 per = e["pss_kb"] / max(1, e.get("backends") or n) if e.get("pss_kb") else None
-                w(f"| {LABEL[t]} | {e.get('connected')} | {kb(e.get('pss_kb'))} (sum of "
-                  f"{e.get('backends')} backends; of it anon {kb(e.get('pss_anon_kb'))}) | "
-                  f"{fmt(per, 0)} kB | — | {kb(e.get('pss_kb'))} |")
+                w(f"| {LABEL[t]} | {e.get('connected')} | {e.get('backends')} | "
+                  f"{kb(e.get('pss_kb'))} ({kb(e.get('pss_anon_kb'))}) | — | "
+                  f"{fmt(per, 0)} kB | {kb(e.get('pss_kb'))} |")
             else:
                 per = None
                 if e.get("pss_kb") is not None and e.get("pss_before_kb") is not None:
                     per = (e["pss_kb"] - e["pss_before_kb"]) / max(1, e.get("connected") or n)
                 total = (e.get("pss_kb") or 0) + (e.get("server_backends_pss_kb") or 0)
-                w(f"| {LABEL[t]} | {e.get('connected')} | {kb(e.get('pss_kb'))} "
-                  f"({kb(e.get('pss_before_kb'))}) | {fmt(per, 1)} kB | "
-                  f"{e.get('server_backends')} ({kb(e.get('server_backends_pss_kb'))}; "
-                  f"{kb(e.get('server_backends_pss_anon_kb'))}) | "
-                  f"{kb(total)} |")
+                w(f"| {LABEL[t]} | {e.get('connected')} | {e.get('server_backends')} | "
+                  f"{kb(e.get('server_backends_pss_kb'))} "
+                  f"({kb(e.get('server_backends_pss_anon_kb'))}) | {kb(e.get('pss_kb'))} "
+                  f"({kb(e.get('pss_before_kb'))}) | {fmt(per, 1)} kB | {kb(total)} |")
         for t in TARGETS:
             e = idle["targets"].get(t, {})
             if e.get("error") or e.get("pgbench_errors"):
                 w(f"\n{LABEL[t]}: {e.get('error', '')} {e.get('pgbench_errors', '')}")
+        w("")
+
+    seq = res.get("scenarios", {}).get("pool1_sequential")
+    if seq:
+        n = seq["clients"]
+        w(f"## Pool size 1, {n} sequential clients: PostgreSQL logins\n")
+        w(f"Database `{seq.get('database')}` with `pool_size={seq.get('pool_size')}` on both "
+          f"poolers; {n} clients one after the other, each its own connection (`psql -c "
+          "\"SELECT pg_backend_pid()\"`). Distinct pids: among the backends that answered. "
+          "Logins: the delta of `pg_stat_database.sessions` for that database, read once it "
+          f"had not moved for {seq.get('settle_s')} s (backends flush it lazily). Direct is the "
+          "reference (one login per client); a pooler that keeps its one server connection "
+          "shows 1 and 1.\n")
+        w("| Target | Clients answered | Distinct backend pids | PostgreSQL logins | "
+          "ms per client |")
+        w("|---|---:|---:|---:|---:|")
+        for t in TARGETS:
+            e = seq["targets"].get(t)
+            if not e:
+                continue
+            w(f"| {LABEL[t]} | {e.get('ok')}/{e.get('clients')} | {e.get('distinct_pids')} | "
+              f"{'—' if e.get('logins') is None else e['logins']} | "
+              f"{fmt(e.get('ms_per_client'), 1)} |")
+        for t in TARGETS:
+            e = seq["targets"].get(t, {})
+            if e.get("errors"):
+                w(f"\n{LABEL[t]}: " + "; ".join(f"{k} (×{v})" for k, v in e["errors"].items()))
         w("")
 
     targets = issue9_targets(res)
@@ -263,7 +295,7 @@ def markdown(res: dict) -> str:
       "pgbench CPU µs/txn | Connect, ms | Machine busy % | Load avg |")
     w("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, sc in res.get("scenarios", {}).items():
-        if sc.get("kind") == "idle":
+        if sc.get("kind") in ("idle", "sequential"):  # no pgbench runs
             continue
         rows = [r for t in TARGETS for r in sc["runs"].get(t, [])]
         rows.sort(key=lambda r: (r.get("round", 0)))
