@@ -515,13 +515,14 @@ def test_psycopg_rollback_deallocate_all_keeps_other_clients_working(make_pooler
         b.close()
 
 
-def test_schema_change_asyncpg_prepares_again_itself(make_pooler):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_schema_change_asyncpg_prepares_again_itself(make_pooler, workers):
     # asyncpg binds with the row description it cached (Bind, Execute: no Describe), so the
     # pooler must not retry with rows of a new shape: asyncpg gets PostgreSQL's 0A000, prepares
-    # again itself (outside a transaction), and that works.
+    # again itself (outside a transaction), and that works, at one worker or two.
     import asyncpg
 
-    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    pooler = make_pooler(default_pool_size=2, admin_users="app", workers=workers)
     make_table(pooler, "stale_asyncpg")
 
     async def main():
@@ -551,6 +552,25 @@ def show_prepared_statements(pooler) -> list[dict[str, str]]:
 
 
 PGBENCH_SELECT = "SELECT abalance FROM pgbench_accounts WHERE aid = $1;"
+
+
+def test_one_registry_entry_for_a_statement_used_on_two_workers(make_pooler):
+    # The registry is one per process: two clients on different workers that prepare the same
+    # text share one statement (one name on every server, one stale-plan generation).
+    pooler = make_pooler(workers=2, default_pool_size=2, admin_users="app")
+    query = "SELECT 42 AS across_workers"
+    with pooler.raw() as a, pooler.raw() as b:  # accepted one after the other: round robin
+        for i, c in enumerate((a, b)):
+            send_batch(c, [parse(f"s{i}", query), SYNC])
+            assert types_of(read_until_ready(c)) == "1Z"
+        rc, out, err = pooler.psql("SHOW WORKERS", db="pgsluice")
+        assert rc == 0, err
+        # a, b and this psql, in turn: a's worker has a and psql, b's worker b.
+        clients_per_worker = sorted(int(line.split("|")[1]) for line in out.strip().splitlines())
+        assert clients_per_worker == [1, 2], out
+        rows = [r for r in show_prepared_statements(pooler) if r["query"] == query]
+        assert len(rows) == 1, show_prepared_statements(pooler)
+        assert rows[0]["clients"] == "2" and rows[0]["client_parse_count"] == "2", rows[0]
 
 
 def test_show_prepared_statements_after_pgbench(pgbench_data, make_pooler):

@@ -85,8 +85,7 @@ AdminResult show_prepared(Worker& worker) {
       .int8("stale_plan_retry_count")
       .int8("registry_statements")
       .int4("max_prepared_statements");
-  uint64_t registry = 0;
-  worker.group().for_each_worker([&](Worker& w) { registry += w.prepared_registry().size(); });
+  const uint64_t registry = worker.group().prepared_registry().size();
   for (const PoolRow& row : collect_pool_rows(worker)) {
     PoolCounters c;
     for (Pool* share : row.shares) c += share->counters();
@@ -118,12 +117,8 @@ AdminResult show_prepared_statements(Worker& worker) {
       .int8("stale_plan_refusal_count")
       .text("parameter_types")
       .text("query");
-  // Each worker has its own registry (its servers' names): one row per worker's statement.
-  std::vector<PreparedStatementRef> entries;
-  worker.group().for_each_worker([&](Worker& w) {
-    for (const PreparedStatementRef& s : w.prepared_registry().entries()) entries.push_back(s);
-  });
-  for (const PreparedStatementRef& s : entries) {
+  // One registry for the process: one row per statement, whichever workers use it.
+  for (const PreparedStatementRef& s : worker.group().prepared_registry().entries()) {
     const PreparedStatementStats& c = *s->stats;
     std::string types;
     for (uint32_t t : s->parameter_types) {
@@ -132,14 +127,14 @@ AdminResult show_prepared_statements(Worker& worker) {
     }
     r.row()
         .add(s->server_name)
-        .add(c.client_names)
-        .add(c.servers)
-        .add(c.client_parses)
-        .add(c.server_parses)
-        .add(c.binds)
-        .add(s->generation)
-        .add(c.retries)
-        .add(c.stale_refusals)
+        .add(c.client_names.load())
+        .add(c.servers.load())
+        .add(c.client_parses.load())
+        .add(c.server_parses.load())
+        .add(c.binds.load())
+        .add(s->generation.load())
+        .add(c.retries.load())
+        .add(c.stale_refusals.load())
         .add(types)
         .add(abbreviate_query(s->query, kShownQueryBytes));
   }

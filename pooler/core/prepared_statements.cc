@@ -22,6 +22,7 @@ std::string PreparedRegistry::key_of(std::string_view query, const std::vector<u
 PreparedStatementRef PreparedRegistry::get_or_create(std::string_view query,
                                                      const std::vector<uint32_t>& types) {
   std::string key = key_of(query, types);
+  std::lock_guard lock(mutex_);
   auto it = index_.find(key);
   if (it != index_.end()) {
     if (auto live = it->second.lock()) return live;
@@ -36,6 +37,7 @@ PreparedStatementRef PreparedRegistry::get_or_create(std::string_view query,
 }
 
 size_t PreparedRegistry::size() {
+  std::lock_guard lock(mutex_);
   for (auto it = index_.begin(); it != index_.end();) {
     it = it->second.expired() ? index_.erase(it) : std::next(it);
   }
@@ -44,6 +46,7 @@ size_t PreparedRegistry::size() {
 
 std::vector<PreparedStatementRef> PreparedRegistry::entries() {
   std::vector<PreparedStatementRef> out;
+  std::lock_guard lock(mutex_);
   for (auto& [key, weak] : index_) {
     if (auto live = weak.lock()) out.push_back(std::move(live));
   }

@@ -6,9 +6,12 @@
 // prepared on a server once and the client never notices which server it is on.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,13 +23,14 @@ namespace pgsluice {
 // already holds the statement. Shared with the server caches that hold it (which know
 // statements by id only), so that they can count themselves out after the statement is gone.
 struct PreparedStatementStats {
-  uint64_t client_parses = 0;   // client Parses that mapped a name to it
-  uint64_t server_parses = 0;   // Parses sent to servers (first use there, stale plan)
-  uint64_t binds = 0;           // Binds sent to servers (executions)
-  uint64_t retries = 0;         // batches sent again after a stale plan
-  uint64_t stale_refusals = 0;  // 0A000 made up for a client that cached an old description
-  int64_t client_names = 0;     // client names mapped to it now
-  int64_t servers = 0;          // servers that have it prepared now
+  // Atomic: the registry is one per process, so workers count into the same statement.
+  std::atomic<uint64_t> client_parses{0};   // client Parses that mapped a name to it
+  std::atomic<uint64_t> server_parses{0};   // Parses sent to servers (first use there, stale plan)
+  std::atomic<uint64_t> binds{0};           // Binds sent to servers (executions)
+  std::atomic<uint64_t> retries{0};         // batches sent again after a stale plan
+  std::atomic<uint64_t> stale_refusals{0};  // 0A000 made up for a client with an old description
+  std::atomic<int64_t> client_names{0};     // client names mapped to it now
+  std::atomic<int64_t> servers{0};          // servers that have it prepared now
 };
 
 struct PreparedStatement {
@@ -36,12 +40,33 @@ struct PreparedStatement {
   std::vector<uint32_t> parameter_types;
   // Bumped when a server reports that the statement's plan is stale ("cached plan must not
   // change result type", 0A000, after a schema change): every server that prepared an older
-  // generation prepares it again at its next use, instead of failing until RECONNECT.
-  mutable uint64_t generation = 0;
+  // generation prepares it again at its next use, instead of failing until RECONNECT. One
+  // number for the process: a schema change seen by one worker's server is news to all.
+  mutable std::atomic<uint64_t> generation{0};
+
+  // A server found the plan stale: when it had prepared the current generation (`prepared_at`),
+  // the generation moves on, once however many servers (of any worker) report the same change;
+  // `error_wire` becomes the error the clients that still hold the old row description get.
+  void note_stale(std::optional<uint64_t> prepared_at, std::string_view error_wire) const {
+    if (prepared_at) {
+      uint64_t expected = *prepared_at;
+      generation.compare_exchange_strong(expected, expected + 1);
+    }
+    std::lock_guard lock(stale_mutex_);
+    stale_error_.assign(error_wire);
+  }
   // The ErrorResponse a server gave when the generation was last bumped: what another client
   // that still relies on the old row description gets, as PostgreSQL would have sent it.
-  mutable std::string stale_error;
+  [[nodiscard]] std::string stale_error() const {
+    std::lock_guard lock(stale_mutex_);
+    return stale_error_;
+  }
+
   std::shared_ptr<PreparedStatementStats> stats = std::make_shared<PreparedStatementStats>();
+
+ private:
+  mutable std::mutex stale_mutex_;
+  mutable std::string stale_error_;
 };
 
 using PreparedStatementRef = std::shared_ptr<const PreparedStatement>;
@@ -77,8 +102,10 @@ class ClientStatement {
   uint64_t seen_generation;
 };
 
-// The statements of one worker, keyed by (query, parameter types). An entry lives as long as a
-// client maps a name to it; servers know statements by id only.
+// The statements of the process, keyed by (query, parameter types), shared by every worker: one
+// name per statement on every server, and one stale-plan generation. An entry lives as long as a
+// client maps a name to it; servers know statements by id only. Looked up under a lock, at a
+// client's Parse only (a Bind uses the client's own map).
 class PreparedRegistry {
  public:
   PreparedStatementRef get_or_create(std::string_view query,
@@ -90,6 +117,7 @@ class PreparedRegistry {
  private:
   static std::string key_of(std::string_view query, const std::vector<uint32_t>& types);
 
+  std::mutex mutex_;
   std::unordered_map<std::string, std::weak_ptr<const PreparedStatement>> index_;
   uint64_t next_id_ = 0;
 };

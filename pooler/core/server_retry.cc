@@ -11,6 +11,8 @@
 // of a batch are kept (PendingReply::wire) from a rewritten Bind on until the queue empties.
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/writer.h"
@@ -63,14 +65,15 @@ bool Server::hold_for_retry(const pp::Message& message) {
   std::string_view routine = error.value.field('R');
   if (!routine.empty() && routine != "RevalidateCachedQuery") return false;
   const PreparedStatement& stmt = *front.statement;
-  if (statements_->has(stmt.id, stmt.generation)) {
-    // Stale for this generation: every server prepares it again at its next use. (A server
-    // that already has a newer generation does not bump it again.)
-    ++stmt.generation;
-  }
-  // Kept for the clients that still hold the old row description (they get it at their next
-  // Bind); the client that gets this error (or the retry's new description) knows it now.
-  stmt.stale_error.assign(message.wire);
+  // Stale for the generation this server prepared: every server prepares it again at its next
+  // use. (A server that already has a newer generation does not bump it again, nor does a
+  // second server reporting the same change.) The error is kept for the clients that still hold
+  // the old row description (they get it at their next Bind); the client that gets this error
+  // (or the retry's new description) knows it now.
+  const uint64_t current = stmt.generation.load();
+  stmt.note_stale(
+      statements_->has(stmt.id, current) ? std::optional<uint64_t>(current) : std::nullopt,
+      message.wire);
   if (client_ != nullptr) client_->note_stale_plan_seen(stmt);
   spdlog::info("{} statement {} has a stale plan (schema change): prepared again at its next use",
                log_id(), stmt.server_name);
@@ -178,7 +181,7 @@ void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& ou
   // replaced by the stale-plan error a server gave for this statement.
   PendingReply reply{.kind = PendingKind::bind_refused,
                      .statement_id = stmt->id,
-                     .answer = stmt->stale_error,
+                     .answer = stmt->stale_error(),
                      .statement = stmt};
   if (reply.answer.empty()) {
     // PostgreSQL's fields (asyncpg recognizes the error by its routine).

@@ -86,7 +86,7 @@ class Worker {
   // Session-state checks: the verdict cache of this thread and the findings table.
   protocol::SessionStateClassifier& classifier() { return classifier_; }
   SharedFindings& findings() { return group_.findings(); }
-  PreparedRegistry& prepared_registry() { return prepared_registry_; }
+  PreparedRegistry& prepared_registry() { return group_.prepared_registry(); }
 
   uint64_t next_client_id() { return group_.next_client_id(); }
   uint64_t next_server_id() { return group_.next_server_id(); }
@@ -168,7 +168,6 @@ class Worker {
   std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
   protocol::SessionStateClassifier classifier_;
   TlsContexts tls_;
-  PreparedRegistry prepared_registry_;
   std::unique_ptr<AuthQuery> auth_query_;
   // The snapshot a RELOAD replaced, kept one more reload: code running when it is swapped may
   // still hold references into it.

@@ -17,6 +17,7 @@
 #include "pooler/auth/sources.h"
 #include "pooler/config/config.h"
 #include "pooler/core/extensions.h"
+#include "pooler/core/prepared_statements.h"
 #include "pooler/core/shared_limits.h"
 #include "pooler/core/world.h"
 #include "pooler/session_state/findings.h"
@@ -59,6 +60,9 @@ class WorkerGroup {
   SharedLimits& limits() { return limits_; }
   SharedFindings& findings() { return findings_; }
   SharedWelcomes& welcomes() { return welcomes_; }
+  // Prepared statements are one registry per process: one name and one stale-plan generation
+  // per statement, whichever worker's client prepared it (prepared_statements.h).
+  PreparedRegistry& prepared_registry() { return prepared_; }
   // The admin console and the operations, as main.cc wired them (extensions.h); until then, none.
   Extensions& extensions() { return *extensions_; }
   void set_extensions(Extensions& extensions) { extensions_ = &extensions; }
@@ -88,6 +92,7 @@ class WorkerGroup {
   SharedLimits limits_;
   SharedFindings findings_;
   SharedWelcomes welcomes_;
+  PreparedRegistry prepared_;
   std::atomic<size_t> clients_{0};
   std::atomic<size_t> handoffs_{0};
   std::atomic<uint64_t> last_client_id_{0};

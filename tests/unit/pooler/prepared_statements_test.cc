@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace pgsluice {
 namespace {
@@ -117,6 +119,38 @@ TEST(ClientStatement, StaleWhenTheGenerationMovedOn) {
   EXPECT_FALSE(second.stale());
   first.saw_current();
   EXPECT_FALSE(first.stale());
+}
+
+TEST(PreparedStatement, StalePlanMovesTheGenerationOnOncePerChange) {
+  PreparedRegistry registry;
+  PreparedStatementRef s = registry.get_or_create("SELECT * FROM t", {});
+  // Two servers (of any worker) that prepared generation 0 report the same schema change: one
+  // bump, not two (the second server's report is the same news).
+  s->note_stale(0, "E-first");
+  s->note_stale(0, "E-second");
+  EXPECT_EQ(s->generation.load(), 1u);
+  EXPECT_EQ(s->stale_error(), "E-second");  // the latest server's words
+  // A server that does not have it prepared (nullopt) tells nothing about the generation.
+  s->note_stale(std::nullopt, "E-third");
+  EXPECT_EQ(s->generation.load(), 1u);
+  // A later change, reported by a server that prepared generation 1.
+  s->note_stale(1, "E-fourth");
+  EXPECT_EQ(s->generation.load(), 2u);
+}
+
+TEST(PreparedRegistry, WorkersOnOtherThreadsGetTheSameStatement) {
+  // One registry for the process: threads that prepare the same text get one statement.
+  PreparedRegistry registry;
+  std::vector<PreparedStatementRef> seen(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    threads.emplace_back([&registry, &seen, i] {
+      for (int k = 0; k < 1000; ++k) seen[i] = registry.get_or_create("SELECT 1", {});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& s : seen) EXPECT_EQ(s.get(), seen[0].get());
+  EXPECT_EQ(registry.size(), 1u);
 }
 
 TEST(AbbreviateQuery, OneLineAndCutAtACharacter) {
