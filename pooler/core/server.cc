@@ -267,8 +267,10 @@ void Server::process_session_input() {
   flush_batch();
   if (client_ != nullptr) {
     client_->channel().flush();
+    // The flush may have failed (the client reset the connection): the client is closing then,
+    // and has unlinked this server.
     // The client cannot take more for now: stop reading until it drains.
-    if (client_->channel().over_high_water()) channel_.stop_reading();
+    if (client_ != nullptr && client_->channel().over_high_water()) channel_.stop_reading();
   }
 }
 
