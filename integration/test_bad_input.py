@@ -426,6 +426,35 @@ def test_client_that_never_reads(make_pooler):
     print(f"RSS start {rss_start // 1024} MB, peak {peak // 1024} MB, {queries} queries")
 
 
+def test_queued_client_that_keeps_sending_is_not_buffered(make_pooler):
+    # A client waiting for a server is still read (no epoll_ctl per queued transaction), but
+    # only up to a small limit: a client that streams queries while it waits must not fill the
+    # pooler's memory.
+    pooler = make_pooler(default_pool_size=1, workers=1, query_wait_timeout=60)
+    pid = pooler.proc.pid
+    with pooler.raw() as holder:
+        holder.query("BEGIN")  # the only server stays with this client (transaction mode)
+        holder.scalar("SELECT 1")
+        rss_start = rss_kb(pid)
+        flood = pooler.raw()
+        query = b"SELECT 1;" + b" " * 1000
+        data = (b"Q" + struct.pack("!i", len(query) + 5) + query + b"\0") * 100_000  # ~100 MB
+        flood.sock.setblocking(False)
+        offset = 0
+        deadline = time.monotonic() + 5
+        while offset < len(data) and time.monotonic() < deadline:
+            try:
+                offset += flood.sock.send(data[offset:offset + (1 << 20)])
+            except BlockingIOError:
+                time.sleep(0.01)
+        peak = rss_kb(pid)
+        # The kernel's socket buffers take some; pgsluice's own buffer stays small.
+        assert peak - rss_start < 32 * 1024, f"RSS {rss_start // 1024} -> {peak // 1024} MB"
+        assert offset < len(data), "the pooler read everything while the client was queued"
+        holder.query("COMMIT")
+    flood.close()
+
+
 def test_reset_with_unsent_results_frees_the_client(make_pooler):
     # A client that drops its connection (RST) while pgsluice still has results for it in
     # flight must be freed: with max_client_conn = 4, eight of them in a row must not lock

@@ -135,6 +135,10 @@ class Client final : public ChannelOwner {
   void note_auth_failure();
   void process_auth_input();
   void auth_succeeded();
+  // A queued client's input beyond this stops its reading until a server is linked (what it
+  // sends while it waits stays in its input buffer, whose first size is 16 kB).
+  static constexpr size_t kQueuedInputLimit = 16 * 1024;
+  void stop_reading_when_queued_input_is_full();
   void process_regular_input();
   // Forwards complete (or streamable) messages to the linked server.
   void forward_to_server();
