@@ -3,20 +3,15 @@
 
 #include <vector>
 
+#include "ascii.h"
+#include "pgsluice/protocol/sql_lexer.h"
+
 namespace pgsluice::protocol {
 
 namespace {
-// ASCII only, as PostgreSQL's scanner: std::isspace/std::tolower are locale-aware calls into libc,
-// and the prefilter below runs on every simple Query in transaction mode.
-constexpr bool ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
-}
-constexpr char ascii_lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-constexpr bool ascii_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
+using ascii::is_alnum;
+using ascii::is_space;
+using ascii::lower;
 
 // Splits SQL into lower-cased words, stopping at the first ';' (a trailing one is allowed) and
 // giving up on anything but simple words and quoted identifiers.
@@ -24,11 +19,11 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
   size_t i = 0;
   while (i < sql.size()) {
     char c = sql[i];
-    if (ascii_space(c)) {
+    if (is_space(c)) {
       ++i;
     } else if (c == ';') {
       for (++i; i < sql.size(); ++i) {
-        if (!ascii_space(sql[i])) return false;
+        if (!is_space(sql[i])) return false;
       }
     } else if (c == '"') {
       std::string word;
@@ -47,10 +42,10 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
       if (i >= sql.size()) return false;
       ++i;
       words.push_back("\"" + word);  // marks a quoted (case-kept) name
-    } else if (ascii_alnum(c) || c == '_') {
+    } else if (is_alnum(c) || c == '_') {
       std::string word;
-      while (i < sql.size() && (ascii_alnum(sql[i]) || sql[i] == '_' || sql[i] == '$')) {
-        word.push_back(ascii_lower(sql[i]));
+      while (i < sql.size() && (is_alnum(sql[i]) || sql[i] == '_' || sql[i] == '$')) {
+        word.push_back(lower(sql[i]));
         ++i;
       }
       words.push_back(std::move(word));
@@ -67,13 +62,9 @@ DeallocateCommand parse_deallocate_command(std::string_view sql) {
   // Every simple Query passes here in transaction mode: look at the first word without
   // allocating, and tokenize only a DEALLOCATE or a DISCARD.
   size_t start = 0;
-  while (start < sql.size() && ascii_space(sql[start])) ++start;
+  while (start < sql.size() && is_space(sql[start])) ++start;
   auto starts_with_word = [&](std::string_view word) {
-    if (sql.size() - start < word.size()) return false;
-    for (size_t i = 0; i < word.size(); ++i) {
-      if (ascii_lower(sql[start + i]) != word[i]) return false;
-    }
-    return true;
+    return iequals_keyword(sql.substr(start, word.size()), word);
   };
   if (!starts_with_word("deallocate") && !starts_with_word("discard")) return out;
   std::vector<std::string> words;

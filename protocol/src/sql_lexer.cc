@@ -6,8 +6,14 @@
 #include <array>
 #include <cstdint>
 
+#include "ascii.h"
+
 namespace pgsluice::protocol {
 namespace {
+
+using ascii::is_digit;
+using ascii::is_space;
+using ascii::lower;
 
 // Builtins that are called in application SQL all the time and keep no session state. Kept
 // sorted (checked at compile time) for a binary search. Deliberately absent: set_config,
@@ -337,21 +343,12 @@ constexpr std::array<std::string_view, 12> kColumnListIntros = {
     "procedure", "recursive", "references", "table",    "view", "with"};
 static_assert(std::ranges::is_sorted(kColumnListIntros));
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
 bool is_word_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
          static_cast<unsigned char>(c) >= 0x80;
 }
 bool is_word_char(char c) {
   return is_word_start(c) || (c >= '0' && c <= '9') || c == '$';
-}
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
 // Lowercases `word` into `buf` when it fits; an empty view when it does not (no name we look up

@@ -3,8 +3,8 @@
 #include "pgsluice/protocol/startup.h"
 
 #include <algorithm>
-#include <cctype>
 
+#include "ascii.h"
 #include "pgsluice/protocol/bytes.h"
 
 namespace pgsluice::protocol {
@@ -123,7 +123,7 @@ bool parse_startup_options(std::string_view options,
     if (c == '\\' && i + 1 < options.size()) {
       word.push_back(options[++i]);
       in_word = true;
-    } else if (std::isspace(static_cast<unsigned char>(c))) {
+    } else if (ascii::is_space(c)) {
       if (in_word) words.push_back(std::move(word));
       word.clear();
       in_word = false;
