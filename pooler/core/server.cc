@@ -267,9 +267,8 @@ void Server::process_session_input() {
   flush_batch();
   if (client_ != nullptr) {
     client_->channel().flush();
-    // The flush may have failed (the client reset the connection): the client is closing then,
-    // and has unlinked this server.
-    // The client cannot take more for now: stop reading until it drains.
+    // The client cannot take more for now: stop reading until it drains. (A failed flush, the
+    // client resetting the connection, has closed the client and unlinked it already.)
     if (client_ != nullptr && client_->channel().over_high_water()) channel_.stop_reading();
   }
 }

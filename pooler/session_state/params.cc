@@ -23,12 +23,18 @@ bool iless(std::string_view a, std::string_view b) {
   return a.size() < b.size();
 }
 
+// Where `name` is or would go in the sorted items.
+template <class Items>
+auto lower_bound_of(Items& items, std::string_view name) {
+  return std::lower_bound(
+      items.begin(), items.end(), name,
+      [](const auto& item, std::string_view n) { return iless(item.first, n); });
+}
+
 }  // namespace
 
 void ParameterSet::set(std::string_view name, std::string_view value) {
-  auto it =
-      std::lower_bound(items_.begin(), items_.end(), name,
-                       [](const auto& item, std::string_view n) { return iless(item.first, n); });
+  auto it = lower_bound_of(items_, name);
   if (it != items_.end() && iequals(it->first, name)) {
     it->second.assign(value);
     return;
@@ -37,19 +43,13 @@ void ParameterSet::set(std::string_view name, std::string_view value) {
 }
 
 const std::string* ParameterSet::get(std::string_view name) const {
-  for (const auto& [n, v] : items_) {
-    if (iequals(n, name)) return &v;
-  }
-  return nullptr;
+  auto it = lower_bound_of(items_, name);
+  return it != items_.end() && iequals(it->first, name) ? &it->second : nullptr;
 }
 
 void ParameterSet::erase(std::string_view name) {
-  for (auto it = items_.begin(); it != items_.end(); ++it) {
-    if (iequals(it->first, name)) {
-      items_.erase(it);
-      return;
-    }
-  }
+  auto it = lower_bound_of(items_, name);
+  if (it != items_.end() && iequals(it->first, name)) items_.erase(it);
 }
 
 std::string_view tracked_parameter_name(std::string_view name) {
