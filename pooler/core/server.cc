@@ -52,8 +52,8 @@ std::string_view state_name(Server::State s) {
 }  // namespace
 
 Server::Server(Pool& pool, uint64_t id)
-    : pool_(pool),
-      worker_(pool.worker()),
+    : pool_(&pool),
+      worker_(&pool.worker()),
       id_(id),
       channel_(pool.worker().loop(), *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength) {
   int max_statements = pool.worker().settings().max_prepared_statements;
@@ -65,8 +65,8 @@ Server::Server(Pool& pool, uint64_t id)
 Server::~Server() = default;
 
 std::string Server::log_id() const {
-  return fmt::format("S-{} {}@{} {}", id_, pool_.credentials().user, pool_.database().name,
-                     pool_.address().to_string());
+  return fmt::format("S-{} {}@{} {}", id_, pool_->credentials().user, pool_->database().name,
+                     pool_->address().to_string());
 }
 
 void Server::set_state(State state) {
@@ -76,7 +76,7 @@ void Server::set_state(State state) {
   }
   State old = state_;
   state_ = state;
-  pool_.move_server(*this, old, state);
+  pool_->move_server(*this, old, state);
 }
 
 bool Server::at_transaction_boundary() const {
@@ -111,11 +111,11 @@ void Server::link(Client& client) {
     spdlog::debug("{} linked to {}", log_id(), client.log_id());
   }
   set_state(State::active);
-  linked_at_ms_ = ready_ms_ = worker_.now_ms();
+  linked_at_ms_ = ready_ms_ = worker_->now_ms();
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
                                                 client.startup_extras(), extras_);
   if (!sync.empty()) send_internal_query(sync);
-  if (worker_.settings().session_state_verify != SessionVerifyMode::off) {
+  if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(verifier_, client);
   }
   client.on_server_linked(*this);
@@ -171,7 +171,7 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
     timing.on_request();  // stats: the query (and transaction) clock starts, once
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kExecute) {
-    ++pool_.counters().queries;
+    ++pool_->counters().queries;
   }
   replies_.on_client_message(type);
 }
@@ -277,9 +277,9 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
   switch (message.type) {
     case be::kReadyForQuery: {
       replies_.on_client_reply(message);
-      ready_ms_ = worker_.now_ms();
+      ready_ms_ = worker_->now_ms();
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
-      timing.on_ready(pool_.stats(), static_cast<char>(replies_.transaction_status()),
+      timing.on_ready(pool_->stats(), static_cast<char>(replies_.transaction_status()),
                       channel_.bytes_sent(), channel_.bytes_received());
       if (replies_.transaction_status() == TransactionStatus::idle && !at_transaction_boundary() &&
           log_enabled(spdlog::level::debug)) {
@@ -291,7 +291,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
             replies_.pending().size(),
             replies_.pending().empty() ? -1 : static_cast<int>(replies_.pending().front().kind));
       }
-      if (pool_.mode() == PoolMode::transaction && !pinned_ && at_transaction_boundary()) {
+      if (pool_->mode() == PoolMode::transaction && !pinned_ && at_transaction_boundary()) {
         return Reply::forward_and_release;
       }
       return Reply::forward;
@@ -338,7 +338,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         }
         if (verifier_.awaiting() && finish_verify()) return true;
         set_state(State::idle);
-        pool_.on_server_idle(*this);
+        pool_->on_server_idle(*this);
         return state_ == State::idle || state_ == State::active;
       }
       if (state_ == State::active && replies_.internal_ready_owed() == 0 && client_ != nullptr) {
@@ -398,14 +398,14 @@ void Server::release_to_pool() {
   internal_failed_ = false;
   replies_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
   reset_retry_state();
-  const Settings& settings = worker_.settings();
-  if (pool_.mode() == PoolMode::transaction &&
+  const Settings& settings = worker_->settings();
+  if (pool_->mode() == PoolMode::transaction &&
       verify_turn(settings.session_state_verify, settings.session_state_verify_sample)) {
     verifier_.expect();
   }
   const bool reset_always = settings.server_reset_query_always &&
                             !settings.server_reset_query.empty() &&
-                            pool_.mode() == PoolMode::transaction;
+                            pool_->mode() == PoolMode::transaction;
   if (dirty_.any() || verifier_.awaiting() || reset_always) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
@@ -413,11 +413,11 @@ void Server::release_to_pool() {
     return;
   }
   set_state(State::idle);
-  pool_.on_server_idle(*this);
+  pool_->on_server_idle(*this);
 }
 
 void Server::release_if_nothing_owed() {
-  if (state_ != State::active || pool_.mode() != PoolMode::transaction || pinned_) return;
+  if (state_ != State::active || pool_->mode() != PoolMode::transaction || pinned_) return;
   if (!at_transaction_boundary()) return;
   release_to_pool();
 }
@@ -441,17 +441,17 @@ void Server::clean_and_release(bool session_ended) {
   }
   // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
   // transaction of a multi-statement query.
-  if (session_ended && pool_.mode() == PoolMode::transaction && !verifier_.awaiting() &&
-      verify_turn(worker_.settings().session_state_verify,
-                  worker_.settings().session_state_verify_sample)) {
+  if (session_ended && pool_->mode() == PoolMode::transaction && !verifier_.awaiting() &&
+      verify_turn(worker_->settings().session_state_verify,
+                  worker_->settings().session_state_verify_sample)) {
     verifier_.expect();
   }
   std::vector<std::string> queries;
   if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
-  const std::string& reset_query = worker_.settings().server_reset_query;
+  const std::string& reset_query = worker_->settings().server_reset_query;
   // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).
-  if (!reset_query.empty() && ((session_ended && pool_.mode() == PoolMode::session) ||
-                               worker_.settings().server_reset_query_always)) {
+  if (!reset_query.empty() && ((session_ended && pool_->mode() == PoolMode::session) ||
+                               worker_->settings().server_reset_query_always)) {
     queries.push_back(reset_query);
     extras_.clear();  // DISCARD ALL (the usual reset) resets what the pooler applied
   }
@@ -472,12 +472,12 @@ void Server::clean_and_release(bool session_ended) {
     if (q.find("DISCARD ALL") != std::string::npos) verifier_.track().clear();
   }
   // Last, after the cleaning: it sees what the cleaning left.
-  if (verifier_.awaiting()) queries.push_back(verify_query(pool_.credentials().user));
+  if (verifier_.awaiting()) queries.push_back(verify_query(pool_->credentials().user));
   replies_.forget_client_requests();
   reset_retry_state();
   if (queries.empty()) {
     set_state(State::idle);
-    pool_.on_server_idle(*this);
+    pool_->on_server_idle(*this);
     return;
   }
   internal_failed_ = false;
@@ -488,7 +488,7 @@ void Server::clean_and_release(bool session_ended) {
 bool Server::finish_verify() {
   std::vector<VerifyDifference> differences = verifier_.finish(tracked_, extras_);
   if (differences.empty()) return false;
-  record_hidden_findings(worker_, *this, differences);
+  record_hidden_findings(*worker_, *this, differences);
   // DISCARD ALL ends all of it; the next link applies its client's parameters again (the
   // ParameterStatus messages it brings keep tracked_ true, and no startup extra is left).
   extras_.clear();
@@ -511,8 +511,8 @@ void Server::note_orphan_notification(const pp::Message& message) {
                      .detail = channel,
                      .certainty = "definite",
                      .action = "warn",
-                     .database = pool_.database().name,
-                     .user = pool_.credentials().user,
+                     .database = pool_->database().name,
+                     .user = pool_->credentials().user,
                      .application_name = "",
                      .client_addr = "",
                      .source = "server",
@@ -520,7 +520,7 @@ void Server::note_orphan_notification(const pp::Message& message) {
   int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-  if (worker_.findings().record(event, now)) {
+  if (worker_->findings().record(event, now)) {
     spdlog::warn(
         "{} session state: a notification on channel \"{}\" reached an idle pooled "
         "server: a client LISTENed and left",
@@ -534,26 +534,26 @@ void Server::mark_dirty_unknown() {
 
 void Server::cancel_running_query() {
   if (state_ != State::active || backend_key_.empty()) return;
-  worker_.send_cancel(pool_.address(), backend_pid_, backend_key_);
+  worker_->send_cancel(pool_->address(), backend_pid_, backend_key_);
 }
 
 // --- closing ---
 
 void Server::close(std::string_view reason) {
   if (state_ == State::closing) return;
-  if (worker_.settings().log_disconnections) spdlog::info("{} closing: {}", log_id(), reason);
+  if (worker_->settings().log_disconnections) spdlog::info("{} closing: {}", log_id(), reason);
   Client* client = client_;
   client_ = nullptr;
   set_state(State::closing);
   if (client != nullptr) client->on_server_lost(reason);
   abandon_query(reason);
-  pool_.on_server_closing();
+  pool_->on_server_closing();
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
   // A logged-in server's slot is given back when its backend has gone (it closes the socket
   // after Terminate), so that pg_stat_activity never shows more than the pool size; bounded by
   // kLingerMs. Not while pgsluice stops: nobody needs the slot then.
   const bool linger =
-      channel_open_ && !connecting_ && !awaiting_ssl_answer_ && !worker_.stopping() && timer_open_;
+      channel_open_ && !connecting_ && !awaiting_ssl_answer_ && !worker_->stopping() && timer_open_;
   if (timer_open_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&connect_timer_))) {
     uv_timer_stop(&connect_timer_);
     if (linger) {
@@ -604,7 +604,7 @@ void Server::on_channel_closed(Channel&) {
 void Server::maybe_destroy() {
   // Every handle and request of libuv that points here must have called back first.
   if (state_ == State::closing && !timer_open_ && !channel_open_ && !resolving_) {
-    pool_.on_server_destroyed();  // its backend is gone: max_db_connections room
+    pool_->on_server_destroyed();  // its backend is gone: max_db_connections room
     delete this;
   }
 }

@@ -123,7 +123,7 @@ class Server final : public ChannelOwner {
   [[nodiscard]] State state() const { return state_; }
   [[nodiscard]] uint64_t id() const { return id_; }
   [[nodiscard]] Client* client() const { return client_; }
-  [[nodiscard]] Pool& pool() const { return pool_; }
+  [[nodiscard]] Pool& pool() const { return *pool_; }
   Channel& channel() { return channel_; }
   [[nodiscard]] const ParameterSet& parameters() const { return tracked_; }
   [[nodiscard]] protocol::TransactionStatus transaction_status() const {
@@ -230,8 +230,8 @@ class Server final : public ChannelOwner {
   static void on_timer_closed(uv_handle_t* handle);
   void maybe_destroy();
 
-  Pool& pool_;
-  Worker& worker_;
+  Pool* pool_;  // the pool and worker change when the server moves to another worker
+  Worker* worker_;
   uint64_t id_;
   State state_ = State::connecting;
   Channel channel_;

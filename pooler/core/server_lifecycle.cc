@@ -14,7 +14,7 @@ void Server::run_check(const std::string& query) {
   if (state_ != State::idle) return;
   if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} server_check_query after {} ms idle", log_id(),
-                  worker_.now_ms() - life.idle_since_ms);
+                  worker_->now_ms() - life.idle_since_ms);
   }
   life.checking = true;
   internal_failed_ = false;

@@ -21,13 +21,13 @@ namespace be = pgsluice::protocol::backend;
 // --- connecting ---
 
 void Server::connect() {
-  uv_timer_init(worker_.loop(), &connect_timer_);
+  uv_timer_init(worker_->loop(), &connect_timer_);
   connect_timer_.data = this;
   timer_open_ = true;
-  auto timeout = static_cast<uint64_t>(worker_.settings().server_connect_timeout.count());
+  auto timeout = static_cast<uint64_t>(worker_->settings().server_connect_timeout.count());
   if (timeout > 0) uv_timer_start(&connect_timer_, on_connect_timeout, timeout, 0);
 
-  const ServerAddress& address = pool_.address();
+  const ServerAddress& address = pool_->address();
   connect_req_.data = this;
   if (!address.unix_path.empty()) {
     if (channel_.init_pipe() != 0) {
@@ -52,8 +52,8 @@ void Server::connect() {
   hints.ai_socktype = SOCK_STREAM;
   resolve_req_.data = this;
   std::string port = std::to_string(address.port);
-  if (uv_getaddrinfo(worker_.loop(), &resolve_req_, on_resolved, address.host.c_str(), port.c_str(),
-                     &hints) == 0) {
+  if (uv_getaddrinfo(worker_->loop(), &resolve_req_, on_resolved, address.host.c_str(),
+                     port.c_str(), &hints) == 0) {
     resolving_ = true;
   } else {
     login_failed(sqlstate::kConnectionFailure,
@@ -71,7 +71,7 @@ void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
   }
   if (status < 0 || res == nullptr) {
     self->login_failed(sqlstate::kConnectionFailure,
-                       fmt::format("could not resolve host \"{}\": {}", self->pool_.address().host,
+                       fmt::format("could not resolve host \"{}\": {}", self->pool_->address().host,
                                    uv_strerror(status)));
   } else {
     self->start_connect(res->ai_addr);
@@ -102,7 +102,7 @@ void Server::on_connected(uv_connect_t* req, int status) {
   if (status < 0) {
     self->login_failed(sqlstate::kConnectionFailure,
                        fmt::format("could not connect to server {}: {}",
-                                   self->pool_.address().to_string(), uv_strerror(status)));
+                                   self->pool_->address().to_string(), uv_strerror(status)));
     return;
   }
   self->set_state(State::login);
@@ -111,9 +111,9 @@ void Server::on_connected(uv_connect_t* req, int status) {
 }
 
 void Server::send_startup_message() {
-  const DatabaseEntry& db = pool_.database();
+  const DatabaseEntry& db = pool_->database();
   std::vector<std::pair<std::string_view, std::string_view>> params;
-  params.emplace_back("user", pool_.credentials().user);
+  params.emplace_back("user", pool_->credentials().user);
   params.emplace_back("database", db.dbname.empty() ? db.name : db.dbname);
   if (!db.client_encoding.empty()) params.emplace_back("client_encoding", db.client_encoding);
   if (!db.datestyle.empty()) params.emplace_back("DateStyle", db.datestyle);
@@ -137,7 +137,7 @@ void Server::on_connect_timeout(uv_timer_t* timer) {
 void Server::login_failed(std::string_view code, std::string_view message) {
   if (state_ == State::closing) return;
   spdlog::warn("{} login failed: {}", log_id(), message);
-  pool_.on_server_login_failed(*this, code, message);
+  pool_->on_server_login_failed(*this, code, message);
 }
 
 void Server::process_login_input() {
@@ -193,18 +193,18 @@ bool Server::handle_login_message(const pp::Message& message) {
                    fmt::format("unexpected message '{}' from server during login", message.type));
       return false;
     case be::kReadyForQuery:
-      if (!connect_query_sent_ && !pool_.database().connect_query.empty()) {
+      if (!connect_query_sent_ && !pool_->database().connect_query.empty()) {
         // The server is logged in; it is ready for others once its connect_query has run.
         connect_query_sent_ = true;
-        pp::write_query(channel_.output(), pool_.database().connect_query);
+        pp::write_query(channel_.output(), pool_->database().connect_query);
         channel_.flush();
         return true;
       }
       uv_timer_stop(&connect_timer_);
       replies_.on_login_ready();
-      if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id());
+      if (worker_->settings().log_connections) spdlog::info("{} login ok", log_id());
       set_state(State::idle);
-      pool_.on_server_login_ok(*this);
+      pool_->on_server_login_ok(*this);
       return false;
     default:
       login_failed(sqlstate::kProtocolViolation,
@@ -219,7 +219,7 @@ bool Server::handle_authentication(const pp::Message& message) {
     login_failed(sqlstate::kProtocolViolation, "malformed authentication request from server");
     return false;
   }
-  const ServerCredentials& cred = pool_.credentials();
+  const ServerCredentials& cred = pool_->credentials();
   const std::string& secret = cred.password;
   bool secret_is_plain =
       !secret.empty() && !pp::is_md5_password_hash(secret) && !pp::is_scram_verifier(secret);

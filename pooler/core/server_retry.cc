@@ -135,8 +135,8 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
     replies_.pending().push_back(
         PendingReply{.kind = PendingKind::parse_hidden, .statement_id = stmt->id});
     statements_->set_generation(stmt->id, stmt->generation);
-    ++pool_.counters().server_parse_count;
-    ++pool_.counters().prepared_retries;
+    ++pool_->counters().server_parse_count;
+    ++pool_->counters().prepared_retries;
     ++stmt->stats->server_parses;
     ++stmt->stats->retries;
     keep_wire_ = true;

@@ -36,7 +36,7 @@ void Server::expect(PendingReply reply) {
 void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::string client_name,
                                std::string& out) {
   std::vector<std::string> to_close;
-  pool_.counters().prepared_evictions +=
+  pool_->counters().prepared_evictions +=
       statements_->add(stmt.id, stmt.server_name, stmt.generation, to_close, stmt.stats);
   for (std::string& name : to_close) {
     // Closing costs nothing visible: the CloseComplete is swallowed. The client messages it
@@ -54,7 +54,7 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
                    .statement_id = stmt.id,
                    .client_name = std::move(client_name)});
   keep_request(out, mark);
-  ++pool_.counters().server_parse_count;
+  ++pool_->counters().server_parse_count;
   ++stmt.stats->server_parses;
 }
 

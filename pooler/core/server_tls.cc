@@ -15,7 +15,7 @@ namespace pgsluice {
 namespace pp = pgsluice::protocol;
 
 bool Server::request_tls() {
-  const TlsContext* ctx = worker_.tls().server.get();
+  const TlsContext* ctx = worker_->tls().server.get();
   // PostgreSQL does not speak TLS over its Unix socket.
   if (ctx == nullptr || !channel_.is_tcp()) return false;
   pp::write_ssl_request(channel_.output());
@@ -28,7 +28,7 @@ bool Server::request_tls() {
 void Server::handle_ssl_answer() {
   std::string_view in = channel_.input().unread();
   if (in.empty()) return;
-  const TlsContext* ctx = worker_.tls().server.get();
+  const TlsContext* ctx = worker_->tls().server.get();
   const char answer = in[0];
   if (answer == 'E') {
     // A server that cannot take the connection at all (too many clients, shutting down) answers
@@ -66,7 +66,7 @@ void Server::handle_ssl_answer() {
   }
   awaiting_ssl_answer_ = false;
   std::unique_ptr<TlsSession> session =
-      ctx != nullptr ? ctx->new_session(pool_.address().host) : nullptr;
+      ctx != nullptr ? ctx->new_session(pool_->address().host) : nullptr;
   if (session == nullptr) {
     login_failed(sqlstate::kConnectionFailure, "cannot create a TLS session");
     return;
