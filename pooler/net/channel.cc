@@ -1,6 +1,8 @@
 // Socket IO of one connection: reading into the frame reader, batched writes, TLS, close.
 #include "pooler/net/channel.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "pooler/net/tls_session.h"
@@ -298,6 +300,41 @@ void Channel::close() {
     return;
   }
   uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
+}
+
+bool Channel::can_detach() const {
+  return initialized_ && !closing_ && !writing_ && !close_after_flush_ && output_.empty() &&
+         in_flight_.empty() && cipher_out_.empty() && input_.unread_size() == 0 &&
+         (tls_ == nullptr || (tls_ready_ && tls_->pending_output() == 0));
+}
+
+int Channel::detach() {
+  if (!can_detach()) return UV_EBUSY;
+  uv_os_fd_t fd = -1;
+  int rc = uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd);
+  if (rc != 0) return rc;
+  // libuv closes the original and removes it from its epoll set by number (EPOLL_CTL_DEL in
+  // uv_close), so the duplicate's open file description leaves no stale registration behind.
+  const int copy = ::dup(fd);
+  if (copy < 0) return uv_translate_sys_error(errno);
+  stop_reading();
+  close();
+  return copy;
+}
+
+int Channel::attach(uv_loop_t* loop, int fd) {
+  loop_ = loop;
+  closing_ = false;
+  reading_ = false;
+  initialized_ = false;
+  std::memset(&handle_, 0, sizeof(handle_));
+  int rc = is_tcp_ ? init_tcp() : init_pipe();
+  if (rc == 0) rc = is_tcp_ ? uv_tcp_open(tcp(), fd) : uv_pipe_open(pipe(), fd);
+  if (rc != 0) {
+    ::close(fd);
+    close();  // on_channel_closed follows, as for any channel
+  }
+  return rc;
 }
 
 void Channel::on_close(uv_handle_t* handle) {

@@ -89,6 +89,18 @@ class Channel {
   void close_when_peer_closes();
   [[nodiscard]] bool closing() const { return closing_; }
 
+  // Moving the socket to another loop (a server changing workers): a handle belongs to one
+  // loop, so detach() duplicates the socket's descriptor and closes the handle (on_channel_closed
+  // follows; the connection stays open through the duplicate), and attach() opens that
+  // duplicate on the other loop. The input buffer, the TLS session and the byte counts come
+  // along. Only between messages: nothing queued or being written, nothing unread.
+  [[nodiscard]] bool can_detach() const;
+  // The duplicate descriptor, or a negative libuv error (the channel is then unchanged).
+  int detach();
+  // On the new loop's thread, once on_channel_closed came: the channel reads `fd` from now on.
+  // On a libuv error `fd` is closed and so is the channel (on_channel_closed follows).
+  int attach(uv_loop_t* loop, int fd);
+
   // Switches the socket to TLS. What output() holds is sent first as it is (the 'S' answering an
   // SSLRequest); unread input must have been refused by the caller (bytes that came before the
   // handshake were not encrypted: CVE-2021-23214/23222). A connecting session sends its
