@@ -119,7 +119,7 @@ def main() -> int:
     try:
         for action in ACTIONS:
             pooler = harness.Pooler(pg, binary=os.path.abspath(args.pgsluice),
-                                    default_pool_size=1, admin_users="app", workers=1,
+                                    default_pool_size=1, admin_users="app",
                                     session_state_action=action)
             try:
                 details += [f"## session_state_action = {action}", ""]

@@ -430,7 +430,7 @@ def test_queued_client_that_keeps_sending_is_not_buffered(make_pooler):
     # A client waiting for a server is still read (no epoll_ctl per queued transaction), but
     # only up to a small limit: a client that streams queries while it waits must not fill the
     # pooler's memory.
-    pooler = make_pooler(default_pool_size=1, workers=1, query_wait_timeout=60)
+    pooler = make_pooler(default_pool_size=1, query_wait_timeout=60)
     pid = pooler.proc.pid
     with pooler.raw() as holder:
         holder.query("BEGIN")  # the only server stays with this client (transaction mode)

@@ -238,10 +238,9 @@ def test_startup_parameters_kept_across_servers(pgbench_data, make_pooler):
     """Startup parameters (options -c, search_path, extra_float_digits, application_name) are
     accepted without configuration and in effect in every transaction, though only 2 servers
     serve 6 clients with different settings."""
-    # One worker: the distinct backends seen are then bounded by the pool size. With more
-    # workers a server may move between them (a new backend, never more than 2 at once:
-    # test_workers.py samples that).
-    pooler = make_pooler(pool_mode="transaction", default_pool_size=2, workers=1)
+    # The distinct backends seen are bounded by the pool size at any worker count: servers move
+    # between workers, they are not closed and opened again (one pool per process).
+    pooler = make_pooler(pool_mode="transaction", default_pool_size=2)
     pgbench_data.psql("CREATE SCHEMA IF NOT EXISTS foo AUTHORIZATION app; "
                       "CREATE SCHEMA IF NOT EXISTS bar AUTHORIZATION app", db="app")
     iterations = 60

@@ -164,7 +164,6 @@ def test_max_db_connections_holds_across_two_users(pg, make_pooler, tmp_path, wh
     assert 0 < peak <= 2, peak
 
 
-@pytest.mark.usefixtures("one_worker")  # one backend, client after client
 def test_max_db_connections_evicts_an_idle_server_of_another_pool(pg, make_pooler):
     pooler = make_pooler(default_pool_size=2, max_db_connections=1)
     with pooler.connect(autocommit=True) as a:
@@ -259,7 +258,6 @@ def test_server_check_query_replaces_a_failing_server(pg, make_pooler):
     assert first not in backend_pids(pg)
 
 
-@pytest.mark.usefixtures("one_worker")  # one backend, client after client
 def test_server_reset_query_always_resets_in_transaction_mode(pg, make_pooler):
     def leaked(**settings) -> str:
         pooler = make_pooler(default_pool_size=1, **settings)

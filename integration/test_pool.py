@@ -235,9 +235,8 @@ def test_query_wait_timeout(make_pooler):
 
 
 def test_session_mode_reset_between_clients(make_pooler):
-    # One worker: b must get a's server back, reset (with more workers b may land on another
-    # worker, which opens its own server).
-    pooler = make_pooler(pool_mode="session", default_pool_size=1, workers=1)
+    # b gets a's server back, reset, on whichever worker b landed (one pool per process).
+    pooler = make_pooler(pool_mode="session", default_pool_size=1)
     with pooler.connect(autocommit=True) as a:
         a.execute("SET application_name = 'leaky'")
         a.execute("SET search_path = leak, public")
@@ -256,8 +255,8 @@ def test_session_mode_reset_between_clients(make_pooler):
 
 def test_session_mode_clients_wait_for_the_server(make_pooler):
     """Session mode: 6 clients over 1 server, each keeps it for its whole life (FIFO wait).
-    One worker: the clients then share one backend, which the test counts."""
-    pooler = make_pooler(pool_mode="session", default_pool_size=1, workers=1)
+    The clients share one backend, on whichever worker each landed; the test counts it."""
+    pooler = make_pooler(pool_mode="session", default_pool_size=1)
     errors, pids = [], []
 
     def client(i):

@@ -114,8 +114,8 @@ def test_one_login_at_a_time_while_clients_wait(pg, make_pooler):
 
 def test_idle_clients_do_not_open_a_server_each(pg, make_pooler):
     # 200 clients that connect, run one short query each, one after another, and stay connected
-    # need one server (one per worker, until pools are per process), not one per client: a
-    # released server is reused.
+    # need one server, not one per client, and not one per worker: a released server is reused,
+    # by whichever worker the next client landed on (one pool per process).
     pooler = make_pooler(default_pool_size=50)
     conns = []
     try:
@@ -124,7 +124,49 @@ def test_idle_clients_do_not_open_a_server_each(pg, make_pooler):
             conn.execute("SELECT 1")
             conns.append(conn)
         assert wait_until(lambda: len(pg.server_backends()) >= 1, 5)
-        assert len(pg.server_backends()) <= harness.DEFAULT_WORKERS, pg.server_backends()
+        assert len(pg.server_backends()) == 1, pg.server_backends()
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_a_pool_of_one_serves_sequential_clients_on_every_worker_with_one_backend(pg, make_pooler):
+    # default_pool_size = 1 at the default worker count: the clients land on the workers in
+    # turn, and the one server goes to whichever worker the current client is on. A pool per
+    # worker would close it and log in a new one for nearly every client.
+    assert harness.DEFAULT_WORKERS >= 2
+    pooler = make_pooler(default_pool_size=1)
+    pids = []
+    for _ in range(40):
+        with psycopg.connect(pooler.dsn(), autocommit=True) as conn:
+            pids.append(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+    assert len(set(pids)) == 1, pids
+    assert [pid for pid, _, _ in pg.server_backends()] == pids[:1]
+
+
+def test_a_server_follows_clients_between_workers_in_a_transaction_pool(pg, make_pooler):
+    # Clients on both workers, taking turns (nobody waits long): the servers move to where the
+    # next transaction is, and no transaction gets a new backend while the pool has an idle one.
+    pooler = make_pooler(default_pool_size=2, workers=2)
+    conns = [psycopg.connect(pooler.dsn(), autocommit=True) for _ in range(8)]
+    try:
+        pids = set()
+        for _ in range(25):
+            for c in conns:
+                pids.add(c.execute("SELECT pg_backend_pid()").fetchone()[0])
+        # One transaction at a time: one server serves them all.
+        assert len(pids) == 1, pids
+        # Two at a time, on different workers: two servers at most, never a third login.
+        for _ in range(10):
+            for a, b in zip(conns[0::2], conns[1::2]):
+                a.execute("BEGIN")
+                b.execute("BEGIN")
+                pids.add(a.execute("SELECT pg_backend_pid()").fetchone()[0])
+                pids.add(b.execute("SELECT pg_backend_pid()").fetchone()[0])
+                a.execute("COMMIT")
+                b.execute("COMMIT")
+        assert len(pids) == 2, pids
+        assert len(pg.server_backends()) == 2
     finally:
         for c in conns:
             c.close()

@@ -17,8 +17,6 @@ import pytest
 
 from harness import run
 
-# One backend serves client after client in these tests: one worker (conftest.one_worker).
-pytestmark = pytest.mark.usefixtures("one_worker")
 
 
 

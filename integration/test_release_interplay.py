@@ -14,8 +14,6 @@ import pytest
 
 import harness
 
-# One backend serves client after client in these tests: one worker (conftest.one_worker).
-pytestmark = pytest.mark.usefixtures("one_worker")
 
 
 ALL_AT_RELEASE = dict(session_state_action="reset", session_state_verify="always",

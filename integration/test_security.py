@@ -293,7 +293,6 @@ def state_of(conn) -> dict[str, str]:
     return {k: str(conn.execute(q).fetchone()[0]) for k, q in STATE_QUERIES.items()}
 
 
-@pytest.mark.usefixtures("one_worker")  # one backend, client after client
 def test_reset_leaves_nothing_of_a_for_b(pg, make_pooler):
     pg.psql("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sec_role') THEN "
             "CREATE ROLE sec_role NOLOGIN; END IF; END $$; GRANT sec_role TO app")

@@ -12,8 +12,6 @@ import psycopg
 import psycopg.errors
 import pytest
 
-# One backend serves client after client in these tests: one worker (conftest.one_worker).
-pytestmark = pytest.mark.usefixtures("one_worker")
 
 
 

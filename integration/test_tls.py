@@ -153,6 +153,24 @@ def test_server_tls_shown_by_pg_stat_ssl(pg, make_pooler):
     assert rows and set(rows.split()) == {"t"}, rows
 
 
+def test_a_tls_server_moves_between_workers_with_its_session(pg, make_pooler):
+    # One server, clients on both workers in turn: the encrypted connection changes workers
+    # with its TLS session (no new handshake, no new login), and keeps working on each.
+    import psycopg
+    p = make_pooler(server_tls_sslmode="require", default_pool_size=1, workers=2)
+    pids = []
+    for i in range(12):
+        with psycopg.connect(p.dsn(), autocommit=True) as conn:
+            pid, ssl = conn.execute(
+                "SELECT pid, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").fetchone()
+            assert ssl is True
+            # More than a record's worth each way, so that the moved session really streams.
+            text = conn.execute("SELECT repeat(%s, 50000)", (str(i),)).fetchone()[0]
+            assert text == str(i) * 50000
+            pids.append(pid)
+    assert len(set(pids)) == 1, pids
+
+
 def test_server_tls_disable_is_plaintext(pg, make_pooler):
     p = make_pooler(server_tls_sslmode="disable")
     rc, out, err = p.psql(SSL_OF_BACKEND)

@@ -281,6 +281,7 @@ const char* server_state(Server::State s) {
     case Server::State::resetting:
       return "used";
     case Server::State::closing:
+    case Server::State::moving:
       return nullptr;
   }
   return nullptr;
@@ -513,7 +514,13 @@ AdminResult show_version() {
 
 AdminResult show_workers(Worker& worker) {
   AdminResult r;
-  r.int4("id").int4("clients").int4("servers").int4("pools").int8("uptime");
+  r.int4("id")
+      .int4("clients")
+      .int4("servers")
+      .int4("pools")
+      .int8("uptime")
+      .int8("servers_in")
+      .int8("servers_out");
   worker.group().for_each_worker([&](Worker& w) {
     size_t servers = 0;
     w.for_each_own_pool([&](Pool& p) { servers += p.server_count(); });
@@ -522,7 +529,9 @@ AdminResult show_workers(Worker& worker) {
         .add(w.client_count())
         .add(servers)
         .add(w.pool_count())
-        .add((w.now_ms() - w.started_ms()) / 1000);
+        .add((w.now_ms() - w.started_ms()) / 1000)
+        .add(w.servers_moved_in())
+        .add(w.servers_moved_out());
   });
   r.set_tag("SHOW");
   return r;

@@ -49,6 +49,7 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
           ++r.sv_used;
           break;
         case Server::State::closing:
+        case Server::State::moving:  // on no list: never walked
           break;
       }
       if (s.pinned()) ++r.sv_pinned;

@@ -202,6 +202,7 @@ Pool::ServerList* Pool::list_for(Server::State state) {
     case Server::State::resetting:
       return &resetting_;
     case Server::State::closing:
+    case Server::State::moving:
       return nullptr;
   }
   return nullptr;
@@ -259,9 +260,12 @@ void Pool::on_server_idle(Server& server) {
     server.close("max_db_connections/max_user_connections: handed to a pool waiting longer");
     return;
   }
-  if (yield_to_other_worker()) {
-    server.close("pool limit: handed to another worker whose clients wait");
-    return;
+  if (const SharedLimits::YieldTo to = yield_to_other_worker(); to.worker >= 0) {
+    if (!to.same_pool()) {
+      server.close(to.close_reason());
+      return;
+    }
+    if (hand_to_starving_worker(server, to.worker)) return;
   }
   serve_waiters();
 }

@@ -114,9 +114,19 @@ class Pool {
   // allow; with `evict`, an idle server of another pool of the same database or user may
   // be closed to make room under max_db_connections / max_user_connections.
   void launch_for_waiters(bool evict = true);
-  // Another worker starves for a slot this pool's servers hold: the oldest idle server closes
-  // when no client of this worker waits for it. False when none closed.
+  // Another worker starves for a slot this pool's servers hold: the oldest idle server goes
+  // to it (moves there, or closes when the other worker wants the slot for another pool) when
+  // no client of this worker waits for it. False when none went.
   bool yield_idle_server_to_other_worker();
+  // --- one pool per process (pool_workers.cc) ---
+  // Worker `to` is about to log in a server for this pool: an idle server nobody waits for
+  // here moves there instead. False when there is none to give.
+  bool offer_idle_server(int to);
+  // The other workers had no idle server to give (ask_other_workers): a login, if still needed.
+  void on_no_server_offered();
+  // A server another worker's share gave up arrives here, reading `fd`; `answers_ask`: it is
+  // the answer to ask_other_workers.
+  void adopt_moved_server(Server& server, int fd, bool answers_ask);
   // Another worker passed this worker a slot (shared_limits.h): a server starts on it, or the
   // slot is given back when nobody waits here any more. False when it was given back.
   bool launch_on_handed_slot();
@@ -131,8 +141,16 @@ class Pool {
   using ServerList = IntrusiveList<Server, &Server::pool_node>;
   ServerList* list_for(Server::State state);
   void launch_server();
-  // One more server if the limits allow (pool_limits.h); false when none was started.
-  bool try_launch(bool evict);
+  // One more server if the limits allow (pool_limits.h); false when none was started. With
+  // `ask_first`, the other workers are asked for an idle server first (one pool per process:
+  // a login only when no worker has one to spare).
+  bool try_launch(bool evict, bool ask_first = false);
+  // Posts the ask to the next worker (Worker::offer_server); false when there is no other.
+  bool ask_other_workers();
+  // Hands idle `server` to worker `to`, which starves for this pool's slot: true when it went
+  // (claimed and moved), false when it stays here (another server already went to `to`).
+  // A server that cannot move closes, its slot then following it to `to`.
+  bool hand_to_starving_worker(Server& server, int to);
   LaunchInput launch_input();
   // max_db_connections / max_user_connections: closes the oldest idle server of another pool
   // of the database (or user) the verdict names; false when there is none.
@@ -141,8 +159,9 @@ class Pool {
   // waited longest rather than back here: closed, so that the other pool can start one.
   bool yield_to_other_pool();
   // A released server goes to another worker whose clients starve for its slot when this
-  // worker's clients do not need it, or hold more than their share (pool_size / workers).
-  bool yield_to_other_worker();
+  // worker's clients do not need it, or hold more than their share (pool_size / workers):
+  // which worker, and whether for this pool (the server moves) or another (it closes).
+  SharedLimits::YieldTo yield_to_other_worker();
   // Tells the other workers that this one starves (shared_limits.h).
   void note_starving(LaunchVerdict verdict);
   // Tells the other workers when this share's longest-waiting client started waiting.
@@ -185,6 +204,7 @@ class Pool {
   bool removed_ = false;            // the database is gone from the configuration: drain
   int closing_open_ = 0;            // closing servers whose socket is not closed yet
   uint64_t published_wait_us_ = 0;  // publish_wait()
+  bool asking_ = false;             // ask_other_workers() waits for its answer
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;

@@ -38,7 +38,7 @@ LaunchInput Pool::launch_input() {
   return in;
 }
 
-bool Pool::try_launch(bool evict) {
+bool Pool::try_launch(bool evict, bool ask_first) {
   if (paused_ || worker_.stopping() || login_retry_blocked(worker_.now_ms())) return false;
   const LaunchVerdict verdict = launch_verdict(launch_input());
   if (launch_allowed(verdict) && limits_shared()) {
@@ -59,6 +59,8 @@ bool Pool::try_launch(bool evict) {
     note_starving(verdict);
     return false;
   }
+  // One pool per process: another worker's idle server rather than a new login.
+  if (ask_first && ask_other_workers()) return false;
   // The same verdict again, taken with the slot under the lock of the shared counts: another
   // worker may have taken the last slot since.
   const LaunchVerdict taken =
@@ -82,7 +84,7 @@ void Pool::launch_for_waiters(bool evict) {
   if (!has_welcome_ && !welcome_waiting_.empty() && login_.empty()) {
     if (!try_launch(evict)) return;
   }
-  if (wants_more_servers()) try_launch(evict);
+  if (wants_more_servers()) try_launch(evict, /*ask_first=*/true);
 }
 
 bool Pool::wants_more_servers() {
@@ -90,7 +92,9 @@ bool Pool::wants_more_servers() {
   // serve the queue too, and most bursts are over before a second login would finish; when the
   // login is done and clients still wait, on_server_login_ok starts the next one. Servers being
   // checked (server_check_query) will serve the queue when they answer.
-  return login_.empty() && waiting_.size() + pooler_waiting_.size() > checks_in_flight();
+  // A server asked of another worker is on its way as well (ask_other_workers).
+  return login_.empty() && !asking_ &&
+         waiting_.size() + pooler_waiting_.size() > checks_in_flight();
 }
 
 bool Pool::evict_idle_server(LaunchVerdict verdict) {

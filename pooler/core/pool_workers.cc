@@ -12,6 +12,8 @@ namespace {
 // An idle server unused this long, with nobody waiting for it, is spare: another worker whose
 // clients starve may have its slot (Pool::yield_idle_server_to_other_worker()).
 constexpr uint64_t kSpareIdleMs = 100;
+// ... and this long when nothing else of the pool runs on its worker.
+constexpr uint64_t kQuietIdleMs = 1;
 }  // namespace
 
 void Pool::note_starving(LaunchVerdict verdict) {
@@ -25,17 +27,33 @@ void Pool::note_starving(LaunchVerdict verdict) {
   });
 }
 
-bool Pool::yield_to_other_worker() {
+SharedLimits::YieldTo Pool::yield_to_other_worker() {
   WorkerGroup& group = worker_.group();
   if (group.size() == 1 || !SharedLimits::other_starving(limit_slots_, worker_.index())) {
-    return false;
+    return {};
   }
   // Only towards balance (shared_limits.h): a worker whose clients are between two queries has
   // nobody waiting and nothing running for a moment, and giving its server away then would
-  // trade servers (a login each) at every transaction. Servers idle for longer go from the
+  // trade servers back and forth at every transaction. Servers idle for longer go from the
   // janitor (yield_idle_server_to_other_worker).
-  return SharedLimits::should_yield(limit_slots_, worker_.index(), now_us(),
+  return SharedLimits::yield_target(limit_slots_, worker_.index(), now_us(),
                                     waiting_.empty() ? 0 : oldest_wait_start_us());
+}
+
+bool Pool::hand_to_starving_worker(Server& server, int to) {
+  if (!server.movable()) {
+    // Its slot follows it to the starving worker once its socket is closed (give_back_slot).
+    server.close("pool limit: handed to another worker whose clients wait");
+    return true;
+  }
+  if (!SharedLimits::claim_starving(limit_slots_, to)) return false;
+  SharedLimits::move_slots(limit_slots_, worker_.index(), to);
+  if (!server.move_to(worker_.group().worker(to), /*answers_ask=*/false)) {
+    SharedLimits::move_slots(limit_slots_, to, worker_.index());
+    SharedLimits::restore_starving(limit_slots_, to);
+    server.close("pool limit: handed to another worker whose clients wait");
+  }
+  return true;
 }
 
 bool Pool::give_back_slot() {
@@ -85,15 +103,63 @@ bool Pool::yield_idle_server_to_other_worker() {
   idle_.for_each([&](Server& s) {
     if (oldest == nullptr || s.life.idle_since_ms < oldest->life.idle_since_ms) oldest = &s;
   });
-  // A server idle for a while with nobody waiting here is spare; one that is idle only between
-  // two transactions of a busy worker goes only towards balance (shared_limits.h).
+  // A server idle for a while with nobody waiting here is spare (at once when nothing else of
+  // the pool runs here, after a millisecond: not between two queries of one client); one that
+  // is idle only between two transactions of a busy worker goes only towards balance
+  // (shared_limits.h).
   const uint64_t now = worker_.now_ms();
-  const bool spare = active_.empty() || now >= oldest->life.idle_since_ms + kSpareIdleMs;
-  if (!spare && !SharedLimits::should_yield(limit_slots_, worker_.index(), now_us(), 0)) {
+  const uint64_t idle_ms = now >= oldest->life.idle_since_ms ? now - oldest->life.idle_since_ms : 0;
+  const bool spare = (active_.empty() && idle_ms >= kQuietIdleMs) || idle_ms >= kSpareIdleMs;
+  SharedLimits::YieldTo to = SharedLimits::yield_target(limit_slots_, worker_.index(), now_us(), 0);
+  if (to.worker < 0 && spare) to = SharedLimits::any_starving(limit_slots_, worker_.index());
+  if (to.worker < 0) return false;
+  if (to.same_pool()) return hand_to_starving_worker(*oldest, to.worker);
+  // The other worker starves for the database's or the user's slot, for another pool.
+  oldest->close(to.close_reason());
+  return true;
+}
+
+// --- one pool per process: an idle server of any worker before a new login ---
+
+bool Pool::ask_other_workers() {
+  WorkerGroup& group = worker_.group();
+  if (group.size() == 1) return false;
+  const int me = worker_.index();
+  Worker& next = group.worker((me + 1) % group.size());
+  const LimitSlots slots = limit_slots_;
+  const int hops = group.size() - 1;
+  if (!next.post([&next, slots, me, hops] { next.offer_server(slots, me, hops); })) return false;
+  asking_ = true;
+  return true;
+}
+
+bool Pool::offer_idle_server(int to) {
+  // PgBouncer's one pool gives an idle server to whoever asks; a client waiting here comes first.
+  if (paused_ || removed_ || worker_.stopping() || idle_.empty() || !waiting_.empty() ||
+      !pooler_waiting_.empty()) {
     return false;
   }
-  oldest->close("pool limit: handed to another worker whose clients wait");
+  Server& server = idle_.front();  // the most recently used: warm, its statements prepared
+  if (!server.movable()) return false;
+  SharedLimits::move_slots(limit_slots_, worker_.index(), to);
+  if (!server.move_to(worker_.group().worker(to), /*answers_ask=*/true)) {
+    SharedLimits::move_slots(limit_slots_, to, worker_.index());
+    return false;
+  }
   return true;
+}
+
+void Pool::on_no_server_offered() {
+  asking_ = false;
+  if (wants_more_servers()) try_launch(/*evict=*/true, /*ask_first=*/false);
+}
+
+void Pool::adopt_moved_server(Server& server, int fd, bool answers_ask) {
+  if (answers_ask) asking_ = false;
+  server.arrive(*this, fd);
+  if (server.state() == Server::State::idle) on_server_idle(server);
+  // More clients may wait than this server serves.
+  launch_for_waiters();
 }
 
 }  // namespace pgsluice

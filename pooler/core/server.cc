@@ -46,6 +46,8 @@ std::string_view state_name(Server::State s) {
       return "resetting";
     case Server::State::closing:
       return "closing";
+    case Server::State::moving:
+      return "moving";
   }
   return "?";
 }
@@ -89,6 +91,7 @@ void Server::on_channel_readable(Channel&) {
   switch (state_) {
     case State::connecting:
     case State::closing:
+    case State::moving:
       return;
     case State::login:
       if (awaiting_ssl_answer_) {
@@ -540,7 +543,8 @@ void Server::cancel_running_query() {
 // --- closing ---
 
 void Server::close(std::string_view reason) {
-  if (state_ == State::closing) return;
+  // A moving server is on no list and belongs to the worker it goes to once it arrives.
+  if (state_ == State::closing || state_ == State::moving) return;
   if (worker_->settings().log_disconnections) spdlog::info("{} closing: {}", log_id(), reason);
   Client* client = client_;
   client_ = nullptr;
@@ -603,6 +607,10 @@ void Server::on_channel_closed(Channel&) {
 
 void Server::maybe_destroy() {
   // Every handle and request of libuv that points here must have called back first.
+  if (state_ == State::moving) {
+    if (!timer_open_ && !channel_open_) finish_move_out();
+    return;
+  }
   if (state_ == State::closing && !timer_open_ && !channel_open_ && !resolving_) {
     pool_->on_server_destroyed();  // its backend is gone: max_db_connections room
     delete this;

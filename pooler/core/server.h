@@ -48,7 +48,8 @@ struct ServerCredentials {
 
 class Server final : public ChannelOwner {
  public:
-  enum class State { connecting, login, idle, active, resetting, closing };
+  // `moving`: between two workers (server_move.cc), on no pool's list.
+  enum class State { connecting, login, idle, active, resetting, closing, moving };
 
   Server(Pool& pool, uint64_t id);
   Server(const Server&) = delete;
@@ -116,6 +117,18 @@ class Server final : public ChannelOwner {
 
   // Sends the cancel request for whatever this server runs now.
   void cancel_running_query();
+
+  // --- changing workers (server_move.cc): one pool per process ---
+  // Idle, clean and between messages: the server may go to another worker's share of its pool.
+  [[nodiscard]] bool movable() const;
+  // Leaves this worker for `target` (on this worker's thread; its pool has already moved the
+  // slots, shared_limits.h): off the pool's lists at once, its socket and timer closed here, and
+  // the server is posted to `target` once libuv has let go of both. `answers_ask`: the target
+  // asked for a server (Pool::ask_other_workers). False, with nothing changed, when the socket
+  // could not be duplicated.
+  bool move_to(Worker& target, bool answers_ask);
+  // On the target's thread: the server joins `pool` (the target's share) as idle, reading `fd`.
+  void arrive(Pool& pool, int fd);
 
   // Closes the connection; `reason` is logged.
   void close(std::string_view reason);
@@ -229,6 +242,8 @@ class Server final : public ChannelOwner {
   std::string_view choose_scram_mechanism(bool offers_plus);
   static void on_timer_closed(uv_handle_t* handle);
   void maybe_destroy();
+  // Both handles are closed on the old worker: the server is posted to the new one.
+  void finish_move_out();
 
   Pool* pool_;  // the pool and worker change when the server moves to another worker
   Worker* worker_;
@@ -244,6 +259,10 @@ class Server final : public ChannelOwner {
   bool resolving_ = false;
   bool connecting_ = false;
   Client* client_ = nullptr;
+  // While moving: where to, the duplicated socket, and whether the target asked for it.
+  Worker* move_target_ = nullptr;
+  int moved_fd_ = -1;
+  bool move_answers_ask_ = false;
 
   // Login.
   std::optional<protocol::ScramClient> scram_;

@@ -7,6 +7,11 @@ namespace {
 uint64_t bit(int worker) {
   return uint64_t{1} << (static_cast<unsigned>(worker) & 63U);
 }
+
+LaunchVerdict kind_of(const LimitSlots& slots, const LimitCounter* c) {
+  if (c == slots.pool) return LaunchVerdict::pool_full;
+  return c == slots.db ? LaunchVerdict::db_full : LaunchVerdict::user_full;
+}
 }  // namespace
 
 LimitCounter& SharedLimits::counter(
@@ -96,25 +101,70 @@ bool SharedLimits::note_starving(const LimitSlots& slots, LaunchVerdict verdict,
   return (c->starving.fetch_or(bit(worker), std::memory_order_relaxed) & bit(worker)) == 0;
 }
 
-bool SharedLimits::should_yield(const LimitSlots& slots, int worker, uint64_t now_us,
-                                uint64_t oldest_wait_us) {
+SharedLimits::YieldTo SharedLimits::yield_target(const LimitSlots& slots, int worker,
+                                                 uint64_t now_us, uint64_t oldest_wait_us) {
   constexpr uint64_t kHandoverMinWaitUs = 100'000;
   const uint64_t others = ~bit(worker);
   for (LimitCounter* c : {slots.pool, slots.db, slots.user}) {
     uint64_t starving = c->starving.load(std::memory_order_relaxed) & others;
     const int mine = c->held[static_cast<size_t>(worker)].load(std::memory_order_relaxed);
     while (starving != 0) {
-      const auto w = static_cast<size_t>(__builtin_ctzll(starving));
+      const int w = __builtin_ctzll(starving);
       starving &= starving - 1;
-      const int theirs = c->held[w].load(std::memory_order_relaxed);
-      if (theirs + 1 < mine) return true;
-      if (c != slots.pool || theirs > 0 || mine == 0) continue;
-      const uint64_t since = c->waiting_since_us[w].load(std::memory_order_relaxed);
-      if (since == 0 || now_us < since + kHandoverMinWaitUs) continue;
-      if (oldest_wait_us == 0 || since < oldest_wait_us) return true;
+      const YieldTo to{.worker = w, .starving_for = kind_of(slots, c)};
+      const int theirs = c->held[static_cast<size_t>(w)].load(std::memory_order_relaxed);
+      const uint64_t since =
+          c == slots.pool
+              ? c->waiting_since_us[static_cast<size_t>(w)].load(std::memory_order_relaxed)
+              : 0;
+      if (c == slots.pool && oldest_wait_us != 0) {
+        // Clients wait here too: one queue, first come first served, with 100 ms of slack so
+        // that a server does not move for a head start of a few microseconds. The numbers
+        // held do not count here: the server that arrives for a longer wait must stay.
+        if (since != 0 && since + kHandoverMinWaitUs <= oldest_wait_us) return to;
+        continue;
+      }
+      if (theirs + 1 < mine) return to;
+      // A worker whose servers are all busy (one held by a long query) is still owed the next
+      // server once its client waited long enough, as in one queue.
+      if (c != slots.pool || mine == 0) continue;
+      if (since != 0 && now_us >= since + kHandoverMinWaitUs) return to;
     }
   }
-  return false;
+  return {};
+}
+
+const char* SharedLimits::YieldTo::close_reason() const {
+  // The words of an eviction within one worker (Pool::evict_idle_server): the same event.
+  return starving_for == LaunchVerdict::db_full
+             ? "evicted: max_db_connections reached and another pool needs a server"
+             : "evicted: max_user_connections reached and another pool needs a server";
+}
+
+SharedLimits::YieldTo SharedLimits::any_starving(const LimitSlots& slots, int worker) {
+  const uint64_t others = ~bit(worker);
+  for (LimitCounter* c : {slots.pool, slots.db, slots.user}) {
+    const uint64_t starving = c->starving.load(std::memory_order_relaxed) & others;
+    if (starving != 0) {
+      return {.worker = __builtin_ctzll(starving), .starving_for = kind_of(slots, c)};
+    }
+  }
+  return {};
+}
+
+bool SharedLimits::claim_starving(const LimitSlots& slots, int to) {
+  return (slots.pool->starving.fetch_and(~bit(to), std::memory_order_relaxed) & bit(to)) != 0;
+}
+
+void SharedLimits::restore_starving(const LimitSlots& slots, int to) {
+  slots.pool->starving.fetch_or(bit(to), std::memory_order_relaxed);
+}
+
+void SharedLimits::move_slots(const LimitSlots& slots, int from, int to) {
+  for (LimitCounter* c : {slots.pool, slots.db, slots.user}) {
+    c->held[static_cast<size_t>(from)].fetch_sub(1, std::memory_order_relaxed);
+    c->held[static_cast<size_t>(to)].fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 bool SharedLimits::other_starving(const LimitSlots& slots, int worker) {

@@ -63,12 +63,32 @@ class SharedLimits {
   // happens to ask first (this one) takes them back; otherwise they are free.
   static Release release(const LimitSlots& slots, int worker);
   // Whether `worker`, which holds a server of these slots it could keep, should give it to a
-  // starving worker instead: when that evens out the numbers (it holds two or more fewer), or
-  // when the starving worker holds none and its client has waited 100 ms longer than any
-  // here (`oldest_wait_us`: 0 when none waits here). Servers then move only towards balance,
-  // not back and forth at every transaction.
-  static bool should_yield(const LimitSlots& slots, int worker, uint64_t now_us,
-                           uint64_t oldest_wait_us);
+  // starving worker instead. For this pool's slot with clients waiting here (`oldest_wait_us`,
+  // when the longest-waiting started; 0: none), only when the starving worker's client has
+  // waited 100 ms longer. Otherwise when that evens out the numbers (it holds two or more
+  // fewer), or when the starving worker's client has waited 100 ms. Servers then move towards
+  // the longest wait and towards balance, never back and forth at every transaction.
+  struct YieldTo {
+    int worker = -1;  // -1: keep the server
+    // The worker starves for this pool's slot (the server moves there), or for the database's
+    // or the user's: another pool, which needs a login of its own (the server closes).
+    LaunchVerdict starving_for = LaunchVerdict::pool_full;
+    [[nodiscard]] bool same_pool() const { return starving_for == LaunchVerdict::pool_full; }
+    // Why the server closes for another pool (the log line).
+    [[nodiscard]] const char* close_reason() const;
+  };
+  static YieldTo yield_target(const LimitSlots& slots, int worker, uint64_t now_us,
+                              uint64_t oldest_wait_us);
+  // Any worker other than `worker` that starves for a slot these servers hold, one that
+  // starves for this pool's own slot first.
+  static YieldTo any_starving(const LimitSlots& slots, int worker);
+  // A server of the pool goes to worker `to`, which starves for a slot of it: true when this
+  // caller is the one that ends `to`'s starving spell (two workers never both answer it).
+  static bool claim_starving(const LimitSlots& slots, int to);
+  // Undoes claim_starving when the server could not go after all.
+  static void restore_starving(const LimitSlots& slots, int to);
+  // A server changes workers: its slots go with it (the totals do not change).
+  static void move_slots(const LimitSlots& slots, int from, int to);
 
   // `worker` could not start a server (the verdict names the full limit) while other workers
   // may hold slots. True when it was not marked already (the others should be told once).

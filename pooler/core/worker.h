@@ -61,6 +61,21 @@ class Worker {
   // Another worker starves for a slot: idle servers of these keys that no client here waits
   // for close, one per call.
   void yield_idle_server(const LimitSlots& slots);
+  // --- servers changing workers (server_move.cc): one pool per process ---
+  // Posts `server` (moving, its handles closed on this loop) with its duplicated socket to
+  // `target`, which adds it to its share of the pool; when `target` has stopped, the socket is
+  // closed and the server freed.
+  void send_server(Worker& target, Server& server, int fd, bool answers_ask);
+  // Worker `requester` is about to log in a server for the pool of `slots`: this worker's share
+  // gives it an idle server, or the next worker is asked (`hops_left` workers are still to
+  // ask), or the last one asked tells `requester` that none had one.
+  void offer_server(const LimitSlots& slots, int requester, int hops_left);
+  // This worker's share of the pool of `slots`; null when it has none.
+  Pool* find_pool(const LimitSlots& slots);
+  // Servers that came from and went to other workers (SHOW WORKERS; read with the world stopped).
+  [[nodiscard]] uint64_t servers_moved_in() const { return servers_moved_in_; }
+  [[nodiscard]] uint64_t servers_moved_out() const { return servers_moved_out_; }
+  void count_server_moved_out() { ++servers_moved_out_; }
   // Runs the loop until stop() (SIGQUIT, SHUTDOWN, or the end of a graceful shutdown).
   void run();
   void stop();
@@ -149,6 +164,8 @@ class Worker {
   void apply_config(std::shared_ptr<const Config> config);
   void accept_client(uv_stream_t* listener);
   void hand_off(uv_stream_t* listener, Worker& target);
+  void receive_server(Server& server, int fd, const LimitSlots& slots, const DatabaseEntry& db,
+                      const std::string& user, bool answers_ask);
 
   WorkerGroup& group_;
   const int index_;
@@ -173,6 +190,8 @@ class Worker {
   // still hold references into it.
   std::shared_ptr<const Config> previous_config_;
   uint64_t started_ms_ = 0;
+  uint64_t servers_moved_in_ = 0;
+  uint64_t servers_moved_out_ = 0;
   bool stopping_ = false;
 };
 

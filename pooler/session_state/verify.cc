@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
 
@@ -131,10 +132,13 @@ bool verify_turn(SessionVerifyMode mode, int sample) {
     case SessionVerifyMode::always:
       return true;
     case SessionVerifyMode::sample: {
-      // Per thread, as everything a worker owns; the first release is checked, so that a
-      // short staging run checks something.
-      thread_local uint64_t releases = 0;
-      return releases++ % static_cast<uint64_t>(sample > 0 ? sample : 1) == 0;
+      // One count for the process, whichever worker releases (one in N means one in N of
+      // the pool's releases); the first release is checked, so that a short staging run
+      // checks something.
+      static std::atomic<uint64_t> releases{0};
+      return releases.fetch_add(1, std::memory_order_relaxed) %
+                 static_cast<uint64_t>(sample > 0 ? sample : 1) ==
+             0;
     }
   }
   return false;

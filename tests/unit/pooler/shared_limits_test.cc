@@ -130,13 +130,14 @@ TEST(SharedLimits, ServersMoveOnlyTowardsBalance) {
   // Worker 0 holds 3 of 4 slots, worker 1 holds 1 and starves.
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(4), 0)));
   ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(4), 1)));
-  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'000'000, 0));  // nobody starves
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'000'000, 0).worker, -1);  // nobody starves
   ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
-  EXPECT_TRUE(SharedLimits::should_yield(app, 0, 1'000'000, 0));   // 3 vs 1: give one
-  EXPECT_FALSE(SharedLimits::should_yield(app, 1, 1'000'000, 0));  // the starving one keeps
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'000'000, 0).worker, 1);  // 3 vs 1: give one
+  EXPECT_TRUE(SharedLimits::yield_target(app, 0, 1'000'000, 0).same_pool());
+  EXPECT_EQ(SharedLimits::yield_target(app, 1, 1'000'000, 0).worker, -1);  // the starving one keeps
   SharedLimits::release(app, 0);
   // 2 vs 1: moving one would only swap the imbalance.
-  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'000'000, 0));
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'000'000, 0).worker, -1);
 }
 
 TEST(SharedLimits, AWorkerWithNoServerGetsOneAfterWaitingLonger) {
@@ -146,10 +147,75 @@ TEST(SharedLimits, AWorkerWithNoServerGetsOneAfterWaitingLonger) {
   ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
   app.pool->waiting_since_us[1].store(1'000'000);
   // Not before its client waited 100 ms, and not to a worker whose client came later.
-  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'050'000, 0));
-  EXPECT_TRUE(SharedLimits::should_yield(app, 0, 1'200'000, 0));
-  EXPECT_TRUE(SharedLimits::should_yield(app, 0, 1'200'000, 1'100'000));
-  EXPECT_FALSE(SharedLimits::should_yield(app, 0, 1'200'000, 900'000));
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'050'000, 0).worker, -1);
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'200'000, 0).worker, 1);
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'200'000, 1'100'000).worker, 1);
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'200'000, 900'000).worker, -1);
+}
+
+TEST(SharedLimits, AWorkerWhoseServersAreBusyGetsOneAfterWaitingLonger) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  // Worker 1 holds a server (a long query) and its next client waits; worker 0 holds one.
+  ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(2), 0)));
+  ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(2), 1)));
+  ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
+  app.pool->waiting_since_us[1].store(1'000'000);
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'050'000, 0).worker, -1);
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'200'000, 0).worker, 1);
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'200'000, 900'000).worker, -1);
+}
+
+TEST(SharedLimits, AServerThatArrivedForTheLongestWaitStays) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  // Worker 1 holds two (one busy), worker 0 none; both have clients waiting, 1's for longer.
+  ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(2), 1)));
+  ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(2), 1)));
+  ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 0));
+  ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
+  app.pool->waiting_since_us[0].store(1'150'000);
+  app.pool->waiting_since_us[1].store(1'000'000);
+  // Worker 1 keeps the server for its own client however many it holds; worker 0 would give
+  // one to worker 1.
+  EXPECT_EQ(SharedLimits::yield_target(app, 1, 1'300'000, 1'000'000).worker, -1);
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'300'000, 1'150'000).worker, 1);
+  // A head start of less than 100 ms does not move a server.
+  EXPECT_EQ(SharedLimits::yield_target(app, 0, 1'300'000, 1'050'000).worker, -1);
+}
+
+TEST(SharedLimits, AServerThatChangesWorkersTakesItsSlotsAlong) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  const LimitSlots other_user = limits.slots_for("app", "report");
+  ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(1), 0)));
+  ASSERT_TRUE(SharedLimits::note_starving(app, LaunchVerdict::pool_full, 1));
+  // One claim ends worker 1's spell: a second server (another worker's) does not also go.
+  EXPECT_TRUE(SharedLimits::claim_starving(app, 1));
+  EXPECT_FALSE(SharedLimits::claim_starving(app, 1));
+  SharedLimits::move_slots(app, 0, 1);
+  EXPECT_EQ(app.pool->servers.load(), 1);
+  EXPECT_EQ(app.pool->held[0].load(), 0);
+  EXPECT_EQ(app.pool->held[1].load(), 1);
+  EXPECT_EQ(app.db->held[1].load(), 1);
+  EXPECT_EQ(app.user->held[0].load(), 0);
+  EXPECT_EQ(other_user.user->held[1].load(), 0);
+  // A move that failed gives the spell back to whoever is next.
+  SharedLimits::restore_starving(app, 1);
+  EXPECT_TRUE(SharedLimits::other_starving(app, 0));
+}
+
+TEST(SharedLimits, AWorkerStarvingForTheDatabaseIsNotAServerOfThisPool) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  const LimitSlots report = limits.slots_for("app", "report");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(launch_allowed(limits.reserve(app, sized(4), 0)));
+  ASSERT_TRUE(SharedLimits::note_starving(report, LaunchVerdict::db_full, 1));
+  const SharedLimits::YieldTo to = SharedLimits::yield_target(app, 0, 1'000'000, 0);
+  EXPECT_EQ(to.worker, 1);
+  EXPECT_FALSE(to.same_pool());
+  EXPECT_EQ(to.starving_for,
+            LaunchVerdict::db_full);  // it needs a login of its own: the server closes
 }
 
 }  // namespace
