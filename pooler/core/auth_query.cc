@@ -19,8 +19,6 @@ namespace pp = pgsluice::protocol;
 
 namespace {
 constexpr uint64_t kNotFoundTtlMs = 5'000;
-// A bound on memory whatever the login traffic; past it the expired entries go, then all.
-constexpr size_t kMaxCacheEntries = 10'000;
 
 // Parse, Bind (the user name as the one text parameter), Execute, Sync: the name never becomes
 // part of the SQL text.
@@ -138,18 +136,16 @@ std::string AuthQuery::key_of(const Target& target, const std::string& user) {
   return key;
 }
 
+AuthCache& AuthQuery::cache() {
+  return worker_.group().auth_cache();
+}
+
 std::optional<AuthLookupResult> AuthQuery::cached(const Target& target, const std::string& user) {
-  auto it = cache_.find(key_of(target, user));
-  if (it == cache_.end()) return std::nullopt;
-  if (it->second.expires_ms <= worker_.now_ms()) {
-    cache_.erase(it);
-    return std::nullopt;
-  }
-  return it->second.result;
+  return cache().find(key_of(target, user), worker_.now_ms());
 }
 
 void AuthQuery::invalidate(const Target& target, const std::string& user) {
-  cache_.erase(key_of(target, user));
+  cache().erase(key_of(target, user));
 }
 
 void AuthQuery::store(const std::string& key, const AuthLookupResult& result) {
@@ -160,13 +156,8 @@ void AuthQuery::store(const std::string& key, const AuthLookupResult& result) {
   } else if (result.status == AuthLookupResult::Status::not_found) {
     lifetime = std::min(ttl, kNotFoundTtlMs);
   }
-  if (lifetime == 0) return;  // a failed query, or caching off
-  const uint64_t now = worker_.now_ms();
-  if (cache_.size() >= kMaxCacheEntries) {
-    std::erase_if(cache_, [now](const auto& e) { return e.second.expires_ms <= now; });
-    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-  }
-  cache_[key] = CacheEntry{result, now + lifetime};
+  // Nothing for a failed query, or with caching off (lifetime 0).
+  cache().store(key, result, lifetime, worker_.now_ms());
 }
 
 void AuthQuery::start(const Target& target, const std::string& user, Client& client) {
@@ -239,7 +230,7 @@ void AuthQuery::forget(Client& client) {
 }
 
 void AuthQuery::on_config_changed() {
-  cache_.clear();
+  cache().clear();
   // A [databases] line that changed address hands its own password to every pool of it; the
   // lookup pools log in as auth_user, with auth_user's auth_file password.
   worker_.for_each_own_pool([this](Pool& pool) {

@@ -10,6 +10,7 @@
 // moment later can log in soon, and a scan of made-up names still costs one query per name per
 // 5 s), a failed query not at all. A password that does not match a cached secret drops it, so
 // that the next attempt sees a password changed on the server. A RELOAD (or SET) clears the cache.
+// The cache is one for the process (auth_cache.h); lookups in flight are per worker.
 #pragma once
 
 #include <cstdint>
@@ -21,18 +22,12 @@
 #include <utility>
 
 #include "pooler/config/config.h"
+#include "pooler/core/auth_cache.h"
 
 namespace pgsluice {
 
 class Client;
 class Worker;
-
-struct AuthLookupResult {
-  enum class Status { found, not_found, failed };
-  Status status = Status::failed;
-  std::optional<std::string> secret;  // found: the secret; nullopt for a NULL password
-  std::string error;                  // failed: why, for the log
-};
 
 class AuthQuery {
  public:
@@ -64,14 +59,9 @@ class AuthQuery {
   // RELOAD or SET: the cache goes; lookup pools get auth_user's new password.
   void on_config_changed();
 
-  [[nodiscard]] size_t cache_size() const { return cache_.size(); }
-
  private:
   struct Lookup;
-  struct CacheEntry {
-    AuthLookupResult result;
-    uint64_t expires_ms = 0;
-  };
+  AuthCache& cache();
 
   static std::string key_of(const Target& target, const std::string& user);
   void on_server(const std::string& key, class Server* server);
@@ -81,7 +71,6 @@ class AuthQuery {
 
   Worker& worker_;
   std::map<std::string, std::unique_ptr<Lookup>> pending_;
-  std::map<std::string, CacheEntry> cache_;
   std::map<Client*, std::string> waiting_;               // client -> key of its lookup
   std::set<std::pair<std::string, std::string>> pools_;  // (database, auth_user) used
 };

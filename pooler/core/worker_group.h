@@ -1,8 +1,9 @@
 // The workers of one pgsluice process and what they share: the World they stop to act on each
 // other (world.h), the global server counts of the pool limits (shared_limits.h), the findings
-// table, client and server ids. Worker 0, the primary, listens, takes the signals, runs the
-// janitor and the metrics endpoint; it accepts every connection and hands it to the next worker
-// in turn (itself included), which owns the client from then on.
+// table, the prepared statements, auth_query's cache, client and server ids. Worker 0, the
+// primary, listens, takes the signals, runs the janitor's process-wide part and the metrics
+// endpoint; it accepts every connection and hands it to the next worker in turn (itself
+// included), which owns the client from then on. Servers move between workers (server_move.cc).
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 
 #include "pooler/auth/sources.h"
 #include "pooler/config/config.h"
+#include "pooler/core/auth_cache.h"
 #include "pooler/core/extensions.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/shared_limits.h"
@@ -63,6 +65,8 @@ class WorkerGroup {
   // Prepared statements are one registry per process: one name and one stale-plan generation
   // per statement, whichever worker's client prepared it (prepared_statements.h).
   PreparedRegistry& prepared_registry() { return prepared_; }
+  // auth_query's results: one cache per process (auth_cache.h).
+  AuthCache& auth_cache() { return auth_cache_; }
   // The admin console and the operations, as main.cc wired them (extensions.h); until then, none.
   Extensions& extensions() { return *extensions_; }
   void set_extensions(Extensions& extensions) { extensions_ = &extensions; }
@@ -93,6 +97,7 @@ class WorkerGroup {
   SharedFindings findings_;
   SharedWelcomes welcomes_;
   PreparedRegistry prepared_;
+  AuthCache auth_cache_;
   std::atomic<size_t> clients_{0};
   std::atomic<size_t> handoffs_{0};
   std::atomic<uint64_t> last_client_id_{0};
