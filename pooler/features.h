@@ -26,10 +26,15 @@ class Features final : public Extensions {
     return ops_.admit(worker, client) && console_.admit(client);
   }
   void on_new_pool(Pool& pool) override { console_.on_new_pool(pool); }
+  void on_worker_janitor(Worker& worker, uint64_t now_ms) override {
+    ops_.maintain(worker, now_ms);
+  }
+  [[nodiscard]] bool janitor_needs_world(uint64_t now_us) override {
+    return console_.tick_due(now_us) || ops_.shutting_down();
+  }
   void on_janitor(Worker& primary, uint64_t now_ms) override {
-    ops_.maintain(primary, now_ms);
     console_.tick();
-    ops_.enforce(primary, now_ms);
+    ops_.progress(primary, now_ms);  // last: it may stop the worker
   }
   [[nodiscard]] bool draining() const override { return ops_.draining(); }
 

@@ -34,6 +34,7 @@ class Console {
   void on_new_pool(Pool& pool) { control_.on_new_pool(pool); }
   // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN WAIT_FOR_CLIENTS (from the janitor).
   void tick() { control_.tick(); }
+  [[nodiscard]] bool tick_due(uint64_t now_us) const { return control_.tick_due(now_us); }
   // The /metrics endpoint (metrics_port); false when it cannot listen.
   bool start_metrics(Worker& primary);
   void stop_metrics();

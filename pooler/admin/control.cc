@@ -189,6 +189,11 @@ void AdminControl::check_waits() {
   for (const Waiter& w : ready) w.session->complete(w.tag);
 }
 
+bool AdminControl::tick_due(uint64_t now) const {
+  const auto period_us = static_cast<uint64_t>(worker_.settings().stats_period.count()) * 1000;
+  return !waiters_.empty() || (period_us > 0 && now >= stats_new_stamp_us_ + period_us);
+}
+
 void AdminControl::tick() {
   if (!waiters_.empty()) check_waits();
   const uint64_t now = now_us();

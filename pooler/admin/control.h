@@ -52,6 +52,9 @@ class AdminControl {
 
   // The janitor: waits, stats_period, SHUTDOWN WAIT_FOR_CLIENTS.
   void tick();
+  // Whether tick() has anything to do at `now_us` (read by the primary without stopping the
+  // world: what it reads changes only with the world stopped).
+  [[nodiscard]] bool tick_due(uint64_t now_us) const;
 
   [[nodiscard]] Mode mode() const { return mode_; }
   [[nodiscard]] bool db_paused(const std::string& db) const;

@@ -42,7 +42,13 @@ class Extensions {
   virtual bool admit(Worker& worker, Client& client) = 0;
   // A pool was created (a PAUSEd database's new pool starts paused).
   virtual void on_new_pool(Pool& pool) = 0;
-  // The janitor's round, on the primary with the world stopped, after the core's own sweep.
+  // Each worker's janitor tick, on its own thread and for its own clients and pools (pool
+  // maintenance, client timeouts), after the core's own sweep: no other worker stops.
+  virtual void on_worker_janitor(Worker& worker, uint64_t now_ms) = 0;
+  // The primary's tick for what spans every worker: whether there is any now (a console command
+  // waiting, the stats_period clock, a shutdown in progress), so that the world stops only then;
+  // and doing it, on the primary with the world stopped.
+  [[nodiscard]] virtual bool janitor_needs_world(uint64_t now_us) = 0;
   virtual void on_janitor(Worker& primary, uint64_t now_ms) = 0;
   // SIGINT's drain: a client whose transaction ended is closed instead of served again.
   [[nodiscard]] virtual bool draining() const = 0;
@@ -57,6 +63,8 @@ class NoExtensions final : public Extensions {
   std::unique_ptr<ConsoleSession> open_console(Worker&, Client&) override { return nullptr; }
   bool admit(Worker&, Client&) override { return true; }
   void on_new_pool(Pool&) override {}
+  void on_worker_janitor(Worker&, uint64_t) override {}
+  [[nodiscard]] bool janitor_needs_world(uint64_t) override { return false; }
   void on_janitor(Worker&, uint64_t) override {}
   [[nodiscard]] bool draining() const override { return false; }
 };

@@ -65,14 +65,19 @@ void Pool::link(Server& server, Client& client) {
   server.link(client);
 }
 
+bool Pool::adopt_shared_welcome() {
+  if (has_welcome_ || worker_.group().size() == 1) return has_welcome_;
+  auto params = worker_.group().welcomes().find(db_.name, credentials_.user);
+  if (!params) return false;
+  welcome_params_ = std::move(*params);
+  has_welcome_ = true;
+  while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);
+  return true;
+}
+
 void Pool::request_welcome(Client& client) {
-  if (!has_welcome_ && worker_.group().size() > 1) {
-    // Another worker's share of this pool has logged in a server already.
-    if (auto params = worker_.group().welcomes().find(db_.name, credentials_.user)) {
-      welcome_params_ = std::move(*params);
-      has_welcome_ = true;
-    }
-  }
+  // Another worker's share of this pool may have logged in a server already.
+  adopt_shared_welcome();
   if (has_welcome_) {
     client.on_welcome(welcome_params_);
     return;
@@ -162,6 +167,15 @@ void Pool::on_server_login_ok(Server& server) {
     has_welcome_ = true;
     if (worker_.group().size() > 1) {
       worker_.group().welcomes().publish(db_.name, credentials_.user, welcome_params_);
+      // Clients of other workers' shares may wait for it: servers move to them without a
+      // login of their own, which would otherwise be what greets them.
+      const LimitSlots slots = limit_slots_;
+      worker_.group().for_each_worker([&](Worker& w) {
+        if (&w == &worker_) return;
+        w.post([&w, slots] {
+          if (Pool* pool = w.find_pool(slots)) pool->adopt_shared_welcome();
+        });
+      });
     }
   }
   while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);

@@ -81,6 +81,9 @@ class Pool {
   // A client that passed authentication wants the greeting (ParameterStatus set): it gets it now
   // or as soon as a server has logged in.
   void request_welcome(Client& client);
+  // The greeting another worker's share published (SharedWelcomes), taken once, and the clients
+  // waiting for it greeted; false while no share has one.
+  bool adopt_shared_welcome();
   // A client with a message to run wants a server: linked now, or queued.
   void request_server(Client& client);
   // The pooler's own queries (auth_query lookups, auth_query.h): `ready` gets an idle server for
@@ -145,6 +148,8 @@ class Pool {
   // `ask_first`, the other workers are asked for an idle server first (one pool per process:
   // a login only when no worker has one to spare).
   bool try_launch(bool evict, bool ask_first = false);
+  // One server towards min_pool_size (the janitor), if every worker's servers leave room.
+  bool launch_for_min_pool_size(int min_size);
   // Posts the ask to the next worker (Worker::offer_server); false when there is no other.
   bool ask_other_workers();
   // Hands idle `server` to worker `to`, which starves for this pool's slot: true when it went

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "pooler/core/pool.h"
@@ -265,8 +266,22 @@ void Pool::maintain(uint64_t now_ms, int clients) {
   // Counted over every worker: min_pool_size is one number for the pool, not per worker.
   int deficit = min_pool_deficit(min_size, pool_size_, launch_input().pool_servers, enforced);
   while (deficit-- > 0) {
-    if (!try_launch(/*evict=*/false)) break;
+    if (!launch_for_min_pool_size(min_size)) break;
   }
+}
+
+bool Pool::launch_for_min_pool_size(int min_size) {
+  // The workers' janitors run at once: each takes its slot under the shared lock with
+  // min_pool_size as the size, so that together they open the deficit once, not once each.
+  LaunchInput in = launch_input();
+  in.pool_size = std::min(min_size, pool_size_);
+  in.reserve_pool = 0;
+  in.reserve_due = false;
+  if (!launch_allowed(worker_.group().limits().reserve(limit_slots_, in, worker_.index()))) {
+    return false;
+  }
+  launch_server();
+  return true;
 }
 
 void maintain_pools(Worker& worker, uint64_t now_ms) {
@@ -278,11 +293,11 @@ void maintain_pools(Worker& worker, uint64_t now_ms) {
   for (const auto& [name, db] : config.databases) any_min |= db.min_pool_size.value_or(0) > 0;
   std::unordered_map<const Pool*, int> clients;
   if (any_min) {
-    worker.for_each_client([&clients](Client& c) {
+    worker.for_each_own_client([&clients](Client& c) {
       if (c.pool() != nullptr) ++clients[c.pool()];
     });
   }
-  worker.for_each_pool([&](Pool& pool) {
+  worker.for_each_own_pool([&](Pool& pool) {
     auto it = clients.find(&pool);
     pool.maintain(now_ms, it == clients.end() ? 0 : it->second);
   });

@@ -156,6 +156,7 @@ void Pool::on_no_server_offered() {
 
 void Pool::adopt_moved_server(Server& server, int fd, bool answers_ask) {
   if (answers_ask) asking_ = false;
+  adopt_shared_welcome();
   server.arrive(*this, fd);
   if (server.state() == Server::State::idle) on_server_idle(server);
   // More clients may wait than this server serves.

@@ -217,7 +217,7 @@ void check_long_holds(Worker& worker) {
   if (now < last_check + 1'000'000) return;
   last_check = now;
   const std::string detail = fmt::format("idle in transaction over {}s", limit_us / 1'000'000.0);
-  worker.for_each_pool([&](Pool& pool) {
+  worker.for_each_own_pool([&](Pool& pool) {
     if (pool.mode() != PoolMode::transaction) return;
     pool.for_each_server([&](Server& s) {
       if (s.state() != Server::State::active || s.client() == nullptr) return;

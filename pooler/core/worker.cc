@@ -47,6 +47,8 @@ Worker::Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> conf
   sighup_.data = this;
   uv_timer_init(&loop_, &janitor_);
   janitor_.data = this;
+  // The primary starts its janitor once it listens; the others run theirs from the start.
+  if (index_ != 0) uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   uv_async_init(&loop_, &wake_, on_wake);
   wake_.data = this;
   started_ms_ = now_ms();
@@ -430,20 +432,23 @@ void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid,
 
 void Worker::on_janitor(uv_timer_t* timer) {
   auto* self = static_cast<Worker*>(timer->data);
-  // One round for every worker's clients and pools, with the others parked: a few tens of
-  // microseconds every 200 ms, and the janitor's code stays single-threaded.
-  WorldPause pause = self->pause_world();
+  // Every worker sweeps its own clients and pools on its own clock: no other worker waits.
   self->janitor_round();
+  // What spans every worker (a console command's wait, the stats_period roll, a shutdown's
+  // progress) stops the world, and only when there is some (docs/design.md).
+  if (self->primary() && !self->stopping_ && self->extensions().janitor_needs_world(now_us())) {
+    WorldPause pause = self->pause_world();
+    self->extensions().on_janitor(*self, self->now_ms());
+  }
 }
 
 void Worker::janitor_round() {
-  Worker* self = this;
-  uint64_t now = self->now_ms();
-  check_long_holds(*self);  // session_state_long_hold (session_checks.h)
+  uint64_t now = now_ms();
+  check_long_holds(*this);  // session_state_long_hold (session_checks.h)
   size_t released = 0;
   size_t busy = 0;  // clients queued for or linked to a server
-  auto login_timeout = static_cast<uint64_t>(self->settings().client_login_timeout.count());
-  self->for_each_client([&](Client& c) {
+  auto login_timeout = static_cast<uint64_t>(settings().client_login_timeout.count());
+  clients_.for_each([&](Client& c) {
     bool logging_in = c.state() == Client::State::startup || c.state() == Client::State::auth;
     if (logging_in && login_timeout > 0 && c.connected_ms() + login_timeout <= now) {
       c.fail(sqlstate::kProtocolViolation, "client_login_timeout");
@@ -460,9 +465,8 @@ void Worker::janitor_round() {
   // what they hold. Not under load: trimming every tick there cost ~25% more CPU per transaction
   // (pgbench -S, 1,000 clients), since the next reads fault the pages back in.
   if (released >= kTrimAfterReleasedBytes && busy == 0) malloc_trim(0);
-  // Pool maintenance, the console's waits, client timeouts, the shutdown's progress (last: it
-  // may stop the worker).
-  self->extensions().on_janitor(*self, now);
+  // Pool maintenance and client timeouts of this worker's own pools and clients.
+  extensions().on_worker_janitor(*this, now);
 }
 
 void Worker::on_sighup(uv_signal_t* handle, int) {

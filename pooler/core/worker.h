@@ -1,8 +1,9 @@
 // A worker: one thread with one libuv loop that owns its clients, its servers and its share of
 // every pool (worker_group.h). Nothing a worker owns is touched by another thread while the worker
 // runs, so none of it is locked: the other threads either post it a task (a handed-over
-// connection, a cancel request, a freed pool slot) or stop the world (world.h) and act while it
-// is parked. The primary (worker 0) also owns the listening sockets, the signals, the janitor and
+// connection, a server moving to it, a cancel request, a freed pool slot) or stop the world
+// (world.h) and act while it is parked. Each worker's janitor keeps its own objects; the primary
+// (worker 0) also owns the listening sockets, the signals, the janitor's process-wide part and
 // the metrics endpoint.
 #pragma once
 
@@ -134,6 +135,10 @@ class Worker {
   template <class Fn>
   void for_each_own_pool(Fn&& fn) {
     for (auto& [key, pool] : pools_) fn(*pool);
+  }
+  template <class Fn>
+  void for_each_own_client(Fn&& fn) {
+    clients_.for_each(fn);
   }
   [[nodiscard]] size_t pool_count() const { return pools_.size(); }
   [[nodiscard]] const AuthSecrets& secrets() const { return *secrets_; }

@@ -1,7 +1,12 @@
 // See world.h.
 #include "pooler/core/world.h"
 
+#include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <utility>
+
+#include "pooler/base/log_level.h"
 
 namespace pgsluice {
 
@@ -23,6 +28,7 @@ void World::stop(int self) {
   }
   // Another worker holds the world and waits for this one to park: park, then try again.
   while (owner_ != -1) park_locked(lock);
+  stop_started_ = std::chrono::steady_clock::now();
   owner_ = self;
   depth_ = 1;
   ++generation_;
@@ -36,6 +42,7 @@ void World::stop(int self) {
   }
   const bool self_running = !retired_[static_cast<size_t>(self)];
   changed_.wait(lock, [&] { return parked_ >= running_ - (self_running ? 1 : 0); });
+  all_parked_ = std::chrono::steady_clock::now();
 }
 
 void World::resume(int self) {
@@ -44,6 +51,15 @@ void World::resume(int self) {
   owner_ = -1;
   ++generation_;
   changed_.notify_all();
+  if (log_enabled(spdlog::level::debug)) {
+    // How long the other workers stood still (docs/design.md gives the measured figures).
+    using std::chrono::duration_cast;
+    using std::chrono::microseconds;
+    const auto now = std::chrono::steady_clock::now();
+    spdlog::debug("world stopped by worker {} for {} us ({} us to park the others)", self,
+                  duration_cast<microseconds>(now - stop_started_).count(),
+                  duration_cast<microseconds>(all_parked_ - stop_started_).count());
+  }
 }
 
 void World::park(int self) {

@@ -1,7 +1,8 @@
 // Stopping the world: one worker thread parks every other worker so that it may read and change
-// their clients, servers and pools as if the pooler ran on one thread. The admin console, the
-// janitor, signals, RELOAD and the metrics scrape do this; they are rare (a few times a second at
-// most) and short, while the forwarding path never takes a lock.
+// their clients, servers and pools as if the pooler ran on one thread. The admin console, signals,
+// RELOAD, the metrics scrape and the primary's janitor (only for what spans every worker: a
+// console command's wait, the stats_period roll, a shutdown) do this; they are rare and short,
+// while the forwarding path and each worker's own janitor never take a lock.
 //
 // A worker parks in its wake-up callback (uv_async), between two libuv callbacks: whatever the
 // stopping thread does to that worker's loop (writes, closes, timers) is then exactly what one of
@@ -10,6 +11,7 @@
 // while it waits, and tries again when the winner resumes.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,6 +52,9 @@ class World {
   uint64_t generation_ = 0;
   int parked_ = 0;  // workers parked in the current stop
   std::vector<bool> retired_;
+  // The current stop's start and the moment every other worker was parked (the debug log).
+  std::chrono::steady_clock::time_point stop_started_;
+  std::chrono::steady_clock::time_point all_parked_;
 };
 
 // Stops the world for the lifetime of the object.

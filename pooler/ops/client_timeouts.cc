@@ -98,7 +98,7 @@ void enforce_client_timeouts(Worker& worker, uint64_t now_ms) {
   const uint64_t now = now_us();
   // Failing a client changes the worker's list: collect first, act after.
   std::vector<std::pair<Client*, ClientTimeout>> due;
-  worker.for_each_client([&](Client& c) {
+  worker.for_each_own_client([&](Client& c) {
     if (c.is_admin_console()) return;
     ClientTimeoutInput in;
     in.now_ms = now_ms;

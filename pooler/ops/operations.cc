@@ -16,13 +16,13 @@ bool Operations::admit(Worker& worker, Client& client) {
   return client_limits_admit(worker, client);
 }
 
-void Operations::maintain(Worker& primary, uint64_t now_ms) {
-  maintain_pools(primary, now_ms);  // timeouts, limits, lifetimes (pool_maintenance.cc)
+void Operations::maintain(Worker& worker, uint64_t now_ms) {
+  maintain_pools(worker, now_ms);  // timeouts, limits, lifetimes (pool_maintenance.cc)
+  enforce_client_timeouts(worker, now_ms);
 }
 
-void Operations::enforce(Worker& primary, uint64_t now_ms) {
-  enforce_client_timeouts(primary, now_ms);
-  shutdown_.tick(now_ms);  // last: it may stop the worker
+void Operations::progress(Worker&, uint64_t now_ms) {
+  shutdown_.tick(now_ms);
 }
 
 }  // namespace pgsluice

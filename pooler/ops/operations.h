@@ -24,10 +24,12 @@ class Operations {
   void stop_signals() { shutdown_.close_signals(); }
   // max_db_client_connections / max_user_client_connections; false once the client is failed.
   bool admit(Worker& worker, Client& client);
-  // Before the console's tick: pool sizes, lifetimes and checks.
-  void maintain(Worker& primary, uint64_t now_ms);
-  // After it: client timeouts, then the shutdown's progress (it may stop the worker).
-  void enforce(Worker& primary, uint64_t now_ms);
+  // Each worker's tick, for its own pools and clients: pool sizes, lifetimes and checks, then
+  // client timeouts.
+  void maintain(Worker& worker, uint64_t now_ms);
+  // The primary's, with the world stopped: the shutdown's progress (it may stop the worker).
+  void progress(Worker& primary, uint64_t now_ms);
+  [[nodiscard]] bool shutting_down() const { return shutdown_.mode() != Shutdown::Mode::none; }
   [[nodiscard]] bool draining() const { return shutdown_.draining(); }
 
  private:
