@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <random>
+#include <utility>
 
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/worker.h"
@@ -84,7 +85,7 @@ void Pool::request_welcome(Client& client) {
   }
   if (refuse_while_login_blocked(client)) return;
   welcome_waiting_.push_back(client);
-  if (login_.empty() && !paused_) try_launch(/*evict=*/true);
+  if (!paused_) launch_for_waiters();
 }
 
 void Pool::request_server(Client& client) {
@@ -179,9 +180,24 @@ void Pool::on_server_login_ok(Server& server) {
     }
   }
   while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);
+  wake_login_waiters();
   on_server_idle(server);
   // One login at a time (launch_for_waiters): the next one when clients still wait.
   launch_for_waiters();
+}
+
+void Pool::wake_login_waiters() {
+  const uint64_t wake = std::exchange(login_wake_, 0);
+  if (wake == 0) return;
+  // Workers whose clients waited for this login to end may start theirs now (or take this
+  // server, once it is idle here and they ask).
+  const LimitSlots slots = limit_slots_;
+  worker_.group().for_each_worker([&](Worker& w) {
+    if (((wake >> static_cast<unsigned>(w.index())) & 1U) == 0) return;
+    w.post([&w, slots] {
+      if (Pool* pool = w.find_pool(slots)) pool->launch_for_waiters();
+    });
+  });
 }
 
 void Pool::on_server_login_failed(Server& server, std::string_view sqlstate,
@@ -222,7 +238,23 @@ Pool::ServerList* Pool::list_for(Server::State state) {
   return nullptr;
 }
 
+namespace {
+bool logging_in(Server::State s) {
+  return s == Server::State::connecting || s == Server::State::login;
+}
+}  // namespace
+
 void Pool::move_server(Server& server, Server::State from, Server::State to) {
+  if (logging_in(from) != logging_in(to)) {
+    if (logging_in(to)) {
+      SharedLimits::login_started(limit_slots_);
+    } else if (const uint64_t wake = SharedLimits::login_ended(limit_slots_); wake != 0) {
+      // A login that succeeded tells them from on_server_login_ok, once its greeting is
+      // published; one that failed, now.
+      login_wake_ |= wake;
+      if (to != Server::State::idle) wake_login_waiters();
+    }
+  }
   if (ServerList* list = list_for(from); list != nullptr && server.pool_node.linked()) {
     list->remove(server);
   }

@@ -180,6 +180,10 @@ class Pool {
   bool wants_server();
   // Clients wait and no login is in flight (launch_for_waiters starts one server at a time).
   bool wants_more_servers();
+  // More clients (and pooler lookups) wait than the servers being checked will serve.
+  bool queue_wants_server();
+  // Posts launch_for_waiters to the workers that waited for a login of this pool to end.
+  void wake_login_waiters();
   // When the longest waiting client started waiting; 1 for a pool waiting for its first server.
   uint64_t queue_key();
   // Of the pools sharing this one's database or user that want a server and would be allowed
@@ -210,6 +214,7 @@ class Pool {
   int closing_open_ = 0;            // closing servers whose socket is not closed yet
   uint64_t published_wait_us_ = 0;  // publish_wait()
   bool asking_ = false;             // ask_other_workers() waits for its answer
+  uint64_t login_wake_ = 0;         // workers to tell that a login ended (wake_login_waiters)
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;

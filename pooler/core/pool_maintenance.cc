@@ -82,20 +82,29 @@ bool Pool::try_launch(bool evict, bool ask_first) {
 
 void Pool::launch_for_waiters(bool evict) {
   if (paused_ || worker_.stopping()) return;
-  if (!has_welcome_ && !welcome_waiting_.empty() && login_.empty()) {
-    if (!try_launch(evict)) return;
+  const bool greeting = !has_welcome_ && !welcome_waiting_.empty();
+  if (!greeting && (asking_ || !queue_wants_server())) return;
+  // One login of the pool at a time, on whichever worker: told when it ends.
+  if (!SharedLimits::no_login_or_wait(limit_slots_, worker_.index())) return;
+  if (greeting) {
+    try_launch(evict);  // the first server's ParameterStatus greets every waiting client
+    return;
   }
-  if (wants_more_servers()) try_launch(evict, /*ask_first=*/true);
+  try_launch(evict, /*ask_first=*/true);
+}
+
+bool Pool::queue_wants_server() {
+  // Servers being checked (server_check_query) will serve the queue when they answer.
+  return waiting_.size() + pooler_waiting_.size() > checks_in_flight();
 }
 
 bool Pool::wants_more_servers() {
-  // As PgBouncer grows a pool: one login at a time. While a server logs in, released servers
-  // serve the queue too, and most bursts are over before a second login would finish; when the
-  // login is done and clients still wait, on_server_login_ok starts the next one. Servers being
-  // checked (server_check_query) will serve the queue when they answer.
-  // A server asked of another worker is on its way as well (ask_other_workers).
-  return login_.empty() && !asking_ &&
-         waiting_.size() + pooler_waiting_.size() > checks_in_flight();
+  // As PgBouncer grows a pool: one login at a time, counted over every worker's share. While a
+  // server logs in, released servers serve the queue too, and most bursts are over before a
+  // second login would finish; when the login is done and clients still wait,
+  // on_server_login_ok starts the next one (and the other workers waiting for it are told). A
+  // server asked of another worker is on its way as well (ask_other_workers).
+  return SharedLimits::logins(limit_slots_) == 0 && !asking_ && queue_wants_server();
 }
 
 bool Pool::evict_idle_server(LaunchVerdict verdict) {
@@ -128,7 +137,8 @@ bool Pool::limits_shared() const {
 
 bool Pool::wants_server() {
   if (paused_ || login_retry_blocked(worker_.now_ms())) return false;
-  const bool greeting = !has_welcome_ && !welcome_waiting_.empty() && login_.empty();
+  const bool greeting =
+      !has_welcome_ && !welcome_waiting_.empty() && SharedLimits::logins(limit_slots_) == 0;
   return greeting || wants_more_servers();
 }
 

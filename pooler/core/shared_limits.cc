@@ -167,6 +167,26 @@ void SharedLimits::move_slots(const LimitSlots& slots, int from, int to) {
   }
 }
 
+void SharedLimits::login_started(const LimitSlots& slots) {
+  slots.pool->logins.fetch_add(1, std::memory_order_seq_cst);
+}
+
+uint64_t SharedLimits::login_ended(const LimitSlots& slots) {
+  // Decrement, then look at the waiters: with no_or_wait's order (bit, then count) one of the
+  // two sides sees the other (both sequentially consistent).
+  slots.pool->logins.fetch_sub(1, std::memory_order_seq_cst);
+  if (slots.pool->login_waiters.load(std::memory_order_seq_cst) == 0) return 0;
+  return slots.pool->login_waiters.exchange(0, std::memory_order_seq_cst);
+}
+
+bool SharedLimits::no_login_or_wait(const LimitSlots& slots, int worker) {
+  if (slots.pool->logins.load(std::memory_order_seq_cst) == 0) return true;
+  slots.pool->login_waiters.fetch_or(bit(worker), std::memory_order_seq_cst);
+  if (slots.pool->logins.load(std::memory_order_seq_cst) != 0) return false;
+  slots.pool->login_waiters.fetch_and(~bit(worker), std::memory_order_seq_cst);
+  return true;
+}
+
 bool SharedLimits::other_starving(const LimitSlots& slots, int worker) {
   const uint64_t others = ~bit(worker);
   return ((slots.pool->starving.load(std::memory_order_relaxed) |

@@ -31,6 +31,11 @@ struct LimitCounter {
   // When the longest-waiting client of each worker's share started waiting (now_us); 0: none.
   // Only the pool's own counter keeps it.
   std::array<std::atomic<uint64_t>, kMaxWorkers> waiting_since_us{};
+  // The pool's logins in flight on every worker (PgBouncer's one at a time is per pool, not
+  // per worker), and the workers to tell when one ends (bit i: worker i has clients waiting
+  // for it). Only the pool's own counter keeps them.
+  std::atomic<int> logins{0};
+  std::atomic<uint64_t> login_waiters{0};
 };
 
 // The three counters a pool's servers take a slot of: the pool's own (pool_size), its
@@ -89,6 +94,17 @@ class SharedLimits {
   static void restore_starving(const LimitSlots& slots, int to);
   // A server changes workers: its slots go with it (the totals do not change).
   static void move_slots(const LimitSlots& slots, int from, int to);
+
+  // Logins of the pool in flight on every worker: a server entered or left connecting/login.
+  static void login_started(const LimitSlots& slots);
+  // Returns the workers that asked to be told (login_waiters, cleared).
+  static uint64_t login_ended(const LimitSlots& slots);
+  // True when no login of the pool is in flight; otherwise `worker` is told when one ends (its
+  // bit set before a second look, so that an end in between is not missed).
+  static bool no_login_or_wait(const LimitSlots& slots, int worker);
+  [[nodiscard]] static int logins(const LimitSlots& slots) {
+    return slots.pool->logins.load(std::memory_order_seq_cst);
+  }
 
   // `worker` could not start a server (the verdict names the full limit) while other workers
   // may hold slots. True when it was not marked already (the others should be told once).
