@@ -9,6 +9,7 @@ import threading
 import time
 
 import psycopg
+import pytest
 
 import harness
 from harness import wait_until
@@ -113,11 +114,14 @@ def test_one_login_at_a_time_while_clients_wait(pg, make_pooler):
         relay.close()
 
 
-def test_idle_clients_do_not_open_a_server_each(pg, make_pooler):
+@pytest.mark.parametrize("workers", [harness.DEFAULT_WORKERS, 3])
+def test_idle_clients_do_not_open_a_server_each(pg, make_pooler, workers):
     # 200 clients that connect, run one short query each, one after another, and stay connected
     # need one server, not one per client, and not one per worker: a released server is reused,
-    # by whichever worker the next client landed on (one pool per process).
-    pooler = make_pooler(default_pool_size=50)
+    # by whichever worker the next client landed on (one pool per process: below the pool's
+    # size a worker asks the others for an idle server before it logs in; at 3 workers the ask
+    # may pass through a worker that has none).
+    pooler = make_pooler(default_pool_size=50, workers=workers)
     conns = []
     try:
         for _ in range(200):
@@ -131,12 +135,15 @@ def test_idle_clients_do_not_open_a_server_each(pg, make_pooler):
             c.close()
 
 
-def test_a_pool_of_one_serves_sequential_clients_on_every_worker_with_one_backend(pg, make_pooler):
-    # default_pool_size = 1 at the default worker count: the clients land on the workers in
-    # turn, and the one server goes to whichever worker the current client is on. A pool per
-    # worker would close it and log in a new one for nearly every client.
+@pytest.mark.parametrize("workers", [harness.DEFAULT_WORKERS, 3])
+def test_a_pool_of_one_serves_sequential_clients_on_every_worker_with_one_backend(
+        pg, make_pooler, workers):
+    # default_pool_size = 1 at the default worker count (and at 3): the clients land on the
+    # workers in turn,
+    # and the one server goes to whichever worker the current client is on. A pool per worker
+    # would close it and log in a new one for nearly every client.
     assert harness.DEFAULT_WORKERS >= 2
-    pooler = make_pooler(default_pool_size=1)
+    pooler = make_pooler(default_pool_size=1, workers=workers)
     pids = []
     for _ in range(40):
         with psycopg.connect(pooler.dsn(), autocommit=True) as conn:

@@ -158,7 +158,14 @@ void Pool::adopt_moved_server(Server& server, int fd, bool answers_ask) {
   if (answers_ask) asking_ = false;
   adopt_shared_welcome();
   server.arrive(*this, fd);
-  if (server.state() == Server::State::idle) on_server_idle(server);
+  if (server.state() != Server::State::idle) return;  // the socket could not be opened here
+  if (worker_.stopping()) {
+    // Posted before this worker stopped and run after: nothing else would close it, and its
+    // handles would keep the loop from ending.
+    server.close("pgsluice is shutting down");
+    return;
+  }
+  on_server_idle(server);
   // More clients may wait than this server serves.
   launch_for_waiters();
 }
