@@ -34,12 +34,25 @@ auto lower_bound_of(Items& items, std::string_view name) {
 }  // namespace
 
 void ParameterSet::set(std::string_view name, std::string_view value) {
+  // A NUL would make two different sets pack alike; the protocol cannot carry one anyway.
+  name = name.substr(0, name.find('\0'));
+  value = value.substr(0, value.find('\0'));
   auto it = lower_bound_of(items_, name);
   if (it != items_.end() && iequals(it->first, name)) {
+    if (it->second == value) return;
     it->second.assign(value);
-    return;
+  } else {
+    items_.emplace(it, std::string(name), std::string(value));
   }
-  items_.emplace(it, std::string(name), std::string(value));
+  repack();
+}
+
+void ParameterSet::repack() {
+  packed_.clear();
+  for (const auto& [name, value] : items_) {
+    packed_.append(name).push_back('\0');
+    packed_.append(value).push_back('\0');
+  }
 }
 
 const std::string* ParameterSet::get(std::string_view name) const {
@@ -49,7 +62,10 @@ const std::string* ParameterSet::get(std::string_view name) const {
 
 void ParameterSet::erase(std::string_view name) {
   auto it = lower_bound_of(items_, name);
-  if (it != items_.end() && iequals(it->first, name)) items_.erase(it);
+  if (it != items_.end() && iequals(it->first, name)) {
+    items_.erase(it);
+    repack();
+  }
 }
 
 std::string_view tracked_parameter_name(std::string_view name) {
@@ -98,7 +114,7 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
                                        const ParameterSet& client_extras,
                                        ParameterSet& server_extras) {
   // The usual case at every link: the server already has the client's values. Both sets are
-  // sorted, so equal contents are equal vectors; anything else takes the walk below.
+  // sorted and packed, so equal contents are one memcmp; anything else takes the walk below.
   if (client_extras == server_extras && client_tracked == server_tracked) return {};
   std::string sets;
   auto add_set = [&sets](std::string_view name, std::string_view value) {

@@ -18,24 +18,34 @@
 namespace pgsluice {
 
 // A small map of name → value; names compare case-insensitively, as GUC names do. Items are kept
-// sorted by their ASCII-folded name, so two sets with the same contents have equal item vectors
-// whatever order they were filled in: the check "does this server already match this client",
-// made at every link, is then one vector comparison (build_parameter_sync_query).
+// sorted by their ASCII-folded name, so two sets with the same contents have equal items whatever
+// order they were filled in, and the items are also kept packed into one string: the check "does
+// this server already match this client", made at every link, is then one memcmp
+// (build_parameter_sync_query). Sets change rarely (a ParameterStatus, a SET), links constantly.
 class ParameterSet {
  public:
   void set(std::string_view name, std::string_view value);
   [[nodiscard]] const std::string* get(std::string_view name) const;
   void erase(std::string_view name);
-  void clear() { items_.clear(); }
+  void clear() {
+    items_.clear();
+    packed_.clear();
+  }
   [[nodiscard]] bool empty() const { return items_.empty(); }
   [[nodiscard]] size_t size() const { return items_.size(); }
   [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& items() const {
     return items_;
   }
-  bool operator==(const ParameterSet&) const = default;
+  // Same names (as spelled) with the same values.
+  bool operator==(const ParameterSet& other) const { return packed_ == other.packed_; }
 
  private:
+  void repack();
+
   std::vector<std::pair<std::string, std::string>> items_;
+  // name NUL value NUL …, in the items' order: equal exactly when the items are, since no name
+  // or value holds a NUL (the protocol's strings end at one; set() refuses to store one).
+  std::string packed_;
 };
 
 // The tracked parameter's canonical spelling ("datestyle" → "DateStyle"), or empty when `name`

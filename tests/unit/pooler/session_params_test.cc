@@ -49,6 +49,33 @@ TEST(ParameterSet, EqualContentsAreEqualWhateverTheOrderOfFilling) {
   EXPECT_NE(x, y);
 }
 
+TEST(ParameterSet, EqualityFollowsEveryChange) {
+  ParameterSet a;
+  ParameterSet b;
+  a.set("TimeZone", "UTC");
+  b.set("TimeZone", "UTC");
+  EXPECT_EQ(a, b);
+  b.set("TimeZone", "Europe/Paris");  // a value changes
+  EXPECT_NE(a, b);
+  b.set("timezone", "UTC");  // and back, through another spelling of the name
+  EXPECT_EQ(a, b);
+  a.set("search_path", "x");
+  EXPECT_NE(a, b);
+  a.erase("SEARCH_PATH");
+  EXPECT_EQ(a, b);
+  // The packing cannot be fooled by a value that looks like the next item.
+  ParameterSet c;
+  ParameterSet d;
+  c.set("a", "b");
+  c.set("c", "d");
+  d.set("a", std::string("b\0c\0d", 5));
+  EXPECT_NE(c, d);
+  EXPECT_EQ(*d.get("a"), "b");  // a NUL ends a protocol string: the rest is not kept
+  c.clear();
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(c, ParameterSet());
+}
+
 TEST(TrackedParameters, CanonicalNames) {
   EXPECT_EQ(tracked_parameter_name("datestyle"), "DateStyle");
   EXPECT_EQ(tracked_parameter_name("CLIENT_ENCODING"), "client_encoding");
