@@ -62,12 +62,3 @@ def make_pooler(pg, request):
             print(f"---- pooler log (port {p.port}) ----\n{p.log()[-8000:]}")
     if errors:
         pytest.fail("\n".join(errors))
-
-
-@pytest.fixture
-def one_worker(monkeypatch):
-    """Poolers of the test run one worker thread (unless the test sets `workers`): for tests
-    about one backend serving client after client (what a client leaves behind, what is reset or
-    prepared before the next one), since a server does not move between workers
-    (docs/design.md, "Worker threads"). Use with pytestmark or @pytest.mark.usefixtures."""
-    monkeypatch.setattr(harness, "DEFAULT_WORKERS", 1)
