@@ -170,13 +170,8 @@ void Pool::on_server_login_ok(Server& server) {
       worker_.group().welcomes().publish(db_.name, credentials_.user, welcome_params_);
       // Clients of other workers' shares may wait for it: servers move to them without a
       // login of their own, which would otherwise be what greets them.
-      const LimitSlots slots = limit_slots_;
-      worker_.group().for_each_worker([&](Worker& w) {
-        if (&w == &worker_) return;
-        w.post([&w, slots] {
-          if (Pool* pool = w.find_pool(slots)) pool->adopt_shared_welcome();
-        });
-      });
+      post_to_shares(~(uint64_t{1} << static_cast<unsigned>(worker_.index())),
+                     [](Pool& share) { share.adopt_shared_welcome(); });
     }
   }
   while (Client* client = welcome_waiting_.pop_front()) client->on_welcome(welcome_params_);
@@ -187,15 +182,18 @@ void Pool::on_server_login_ok(Server& server) {
 }
 
 void Pool::wake_login_waiters() {
-  const uint64_t wake = std::exchange(login_wake_, 0);
-  if (wake == 0) return;
   // Workers whose clients waited for this login to end may start theirs now (or take this
   // server, once it is idle here and they ask).
+  post_to_shares(std::exchange(login_wake_, 0), [](Pool& share) { share.launch_for_waiters(); });
+}
+
+void Pool::post_to_shares(uint64_t workers, void (*fn)(Pool&)) {
+  if (workers == 0) return;
   const LimitSlots slots = limit_slots_;
   worker_.group().for_each_worker([&](Worker& w) {
-    if (((wake >> static_cast<unsigned>(w.index())) & 1U) == 0) return;
-    w.post([&w, slots] {
-      if (Pool* pool = w.find_pool(slots)) pool->launch_for_waiters();
+    if (((workers >> static_cast<unsigned>(w.index())) & 1U) == 0) return;
+    w.post([&w, slots, fn] {
+      if (Pool* share = w.find_pool(slots)) fn(*share);
     });
   });
 }

@@ -184,6 +184,9 @@ class Pool {
   bool queue_wants_server();
   // Posts launch_for_waiters to the workers that waited for a login of this pool to end.
   void wake_login_waiters();
+  // Runs `fn` on each share of this pool of the workers in `workers` (bit i: worker i), on
+  // that worker's thread; a worker without a share of it is skipped.
+  void post_to_shares(uint64_t workers, void (*fn)(Pool&));
   // When the longest waiting client started waiting; 1 for a pool waiting for its first server.
   uint64_t queue_key();
   // Of the pools sharing this one's database or user that want a server and would be allowed

@@ -32,10 +32,10 @@ SharedLimits::YieldTo Pool::yield_to_other_worker() {
   if (group.size() == 1 || !SharedLimits::other_starving(limit_slots_, worker_.index())) {
     return {};
   }
-  // Only towards balance (shared_limits.h): a worker whose clients are between two queries has
-  // nobody waiting and nothing running for a moment, and giving its server away then would
-  // trade servers back and forth at every transaction. Servers idle for longer go from the
-  // janitor (yield_idle_server_to_other_worker).
+  // Towards the longest wait and towards balance only (shared_limits.h): a worker whose clients
+  // are between two queries has nobody waiting for a moment, and giving its server away then
+  // would move servers back and forth at every transaction. Servers idle for longer go from
+  // the janitor (yield_idle_server_to_other_worker).
   return SharedLimits::yield_target(limit_slots_, worker_.index(), now_us(),
                                     waiting_.empty() ? 0 : oldest_wait_start_us());
 }
@@ -103,10 +103,9 @@ bool Pool::yield_idle_server_to_other_worker() {
   idle_.for_each([&](Server& s) {
     if (oldest == nullptr || s.life.idle_since_ms < oldest->life.idle_since_ms) oldest = &s;
   });
-  // A server idle for a while with nobody waiting here is spare (at once when nothing else of
-  // the pool runs here, after a millisecond: not between two queries of one client); one that
-  // is idle only between two transactions of a busy worker goes only towards balance
-  // (shared_limits.h).
+  // A server idle for 100 ms with nobody waiting here is spare, and one idle for 1 ms when
+  // nothing else of the pool runs here (a client that left, not one between two queries); one
+  // idle only between two transactions of a busy worker goes by yield_target's rules.
   const uint64_t now = worker_.now_ms();
   const uint64_t idle_ms = now >= oldest->life.idle_since_ms ? now - oldest->life.idle_since_ms : 0;
   const bool spare = (active_.empty() && idle_ms >= kQuietIdleMs) || idle_ms >= kSpareIdleMs;

@@ -75,12 +75,14 @@ void Server::arrive(Pool& pool, int fd) {
   connect_timer_.data = this;
   timer_open_ = true;
   channel_open_ = true;
+  // Out of `moving` first: close() ignores a moving server, and a socket that cannot be opened
+  // here must close like any other (its slot given back when the handles are done).
+  set_state(State::idle);
   if (int rc = channel_.attach(worker_->loop(), fd); rc != 0) {
     close(
         fmt::format("could not take over the connection from another worker: {}", uv_strerror(rc)));
     return;
   }
-  set_state(State::idle);
   channel_.start_reading();
 }
 

@@ -44,7 +44,7 @@ class ParameterSet {
 
   std::vector<std::pair<std::string, std::string>> items_;
   // name NUL value NUL …, in the items' order: equal exactly when the items are, since no name
-  // or value holds a NUL (the protocol's strings end at one; set() refuses to store one).
+  // or value holds a NUL (the protocol's strings end at one; set() cuts a value at one).
   std::string packed_;
 };
 

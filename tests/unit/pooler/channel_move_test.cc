@@ -109,6 +109,21 @@ TEST_F(ChannelMove, TheSocketReadsAndWritesOnTheNewLoopWithItsCounts) {
   EXPECT_EQ(::read(fds_[1], &byte, 1), 0);
 }
 
+TEST_F(ChannelMove, ASocketThatCannotOpenOnTheNewLoopClosesTheChannel) {
+  Recorder owner;
+  Channel channel(&old_loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  ASSERT_EQ(channel.init_pipe(), 0);
+  ASSERT_EQ(uv_pipe_open(channel.pipe(), fds_[0]), 0);
+  const int fd = channel.detach();
+  ASSERT_GE(fd, 0);
+  run_until(&old_loop_, [&] { return owner.closed == 1; });
+  ASSERT_EQ(::close(fd), 0);  // gone before it arrives: the open fails
+  EXPECT_NE(channel.attach(&new_loop_, fd), 0);
+  EXPECT_TRUE(channel.closing());
+  run_until(&new_loop_, [&] { return owner.closed == 2; });
+  EXPECT_EQ(owner.closed, 2);  // the owner hears of it as of any close
+}
+
 TEST_F(ChannelMove, NotWithOutputQueuedOrInputUnread) {
   Recorder owner;
   Channel channel(&old_loop_, owner, protocol::FramePhase::regular, 1 << 20);
