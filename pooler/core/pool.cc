@@ -245,7 +245,8 @@ bool logging_in(Server::State s) {
 void Pool::move_server(Server& server, Server::State from, Server::State to) {
   if (logging_in(from) != logging_in(to)) {
     if (logging_in(to)) {
-      SharedLimits::login_started(limit_slots_);
+      // try_launch counted it already when it claimed the pool's only login.
+      if (!std::exchange(login_claimed_, false)) SharedLimits::login_started(limit_slots_);
     } else if (const uint64_t wake = SharedLimits::login_ended(limit_slots_); wake != 0) {
       // A login that succeeded tells them from on_server_login_ok, once its greeting is
       // published; one that failed, now.

@@ -218,6 +218,7 @@ class Pool {
   uint64_t published_wait_us_ = 0;  // publish_wait()
   bool asking_ = false;             // ask_other_workers() waits for its answer
   uint64_t login_wake_ = 0;         // workers to tell that a login ended (wake_login_waiters)
+  bool login_claimed_ = false;      // try_launch counted the login launch_server starts
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;

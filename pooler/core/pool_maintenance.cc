@@ -62,11 +62,18 @@ bool Pool::try_launch(bool evict, bool ask_first) {
   }
   // One pool per process: another worker's idle server rather than a new login.
   if (ask_first && ask_other_workers()) return false;
+  // One login of the pool at a time on every worker, claimed in one step (launch_for_waiters
+  // looked first, but another worker may have started one since); told when it ends.
+  if (!SharedLimits::begin_only_login(limit_slots_, worker_.index())) return false;
+  login_claimed_ = true;
   // The same verdict again, taken with the slot under the lock of the shared counts: another
   // worker may have taken the last slot since.
   const LaunchVerdict taken =
       worker_.group().limits().reserve(limit_slots_, launch_input(), worker_.index());
   if (!launch_allowed(taken)) {
+    login_claimed_ = false;
+    login_wake_ |= SharedLimits::login_ended(limit_slots_);
+    wake_login_waiters();
     note_starving(taken);
     return false;
   }

@@ -187,6 +187,17 @@ bool SharedLimits::no_login_or_wait(const LimitSlots& slots, int worker) {
   return true;
 }
 
+bool SharedLimits::begin_only_login(const LimitSlots& slots, int worker) {
+  for (;;) {
+    int none = 0;
+    if (slots.pool->logins.compare_exchange_strong(none, 1, std::memory_order_seq_cst)) {
+      return true;
+    }
+    if (!no_login_or_wait(slots, worker)) return false;
+    // It ended between the two looks: try again.
+  }
+}
+
 bool SharedLimits::other_starving(const LimitSlots& slots, int worker) {
   const uint64_t others = ~bit(worker);
   return ((slots.pool->starving.load(std::memory_order_relaxed) |

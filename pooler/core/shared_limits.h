@@ -102,6 +102,10 @@ class SharedLimits {
   // True when no login of the pool is in flight; otherwise `worker` is told when one ends (its
   // bit set before a second look, so that an end in between is not missed).
   static bool no_login_or_wait(const LimitSlots& slots, int worker);
+  // Starts the pool's only login in flight (the count goes from none to one in one step, so two
+  // workers that both saw none cannot both start one); when another is in flight, false and
+  // `worker` is told when it ends, as no_login_or_wait.
+  static bool begin_only_login(const LimitSlots& slots, int worker);
   [[nodiscard]] static int logins(const LimitSlots& slots) {
     return slots.pool->logins.load(std::memory_order_seq_cst);
   }

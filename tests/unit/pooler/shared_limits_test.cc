@@ -218,5 +218,48 @@ TEST(SharedLimits, AWorkerStarvingForTheDatabaseIsNotAServerOfThisPool) {
             LaunchVerdict::db_full);  // it needs a login of its own: the server closes
 }
 
+TEST(SharedLimits, OnlyOneWorkerBeginsTheLoginAndTheOtherIsToldWhenItEnds) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  EXPECT_TRUE(SharedLimits::begin_only_login(app, 0));
+  EXPECT_FALSE(SharedLimits::begin_only_login(app, 1));
+  EXPECT_EQ(SharedLimits::logins(app), 1);
+  EXPECT_EQ(SharedLimits::login_ended(app), uint64_t{1} << 1);  // worker 1 is told
+  EXPECT_EQ(SharedLimits::logins(app), 0);
+  EXPECT_TRUE(SharedLimits::begin_only_login(app, 1));
+  EXPECT_EQ(SharedLimits::login_ended(app), 0u);  // nobody waited
+}
+
+TEST(SharedLimits, ConcurrentLoginBeginsNeverOverlap) {
+  // Two workers that both see no login in flight must not both start one (a CI failure: two
+  // logins of one pool at once).
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20000;
+  std::atomic<int> in_flight{0};
+  std::atomic<int> peak{0};
+  std::atomic<int> begun{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        if (!SharedLimits::begin_only_login(app, t)) continue;
+        begun.fetch_add(1);
+        const int now = in_flight.fetch_add(1) + 1;
+        int seen = peak.load();
+        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+        }
+        in_flight.fetch_sub(1);
+        SharedLimits::login_ended(app);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(peak.load(), 1);
+  EXPECT_GT(begun.load(), 0);
+  EXPECT_EQ(SharedLimits::logins(app), 0);
+}
+
 }  // namespace
 }  // namespace pgsluice
