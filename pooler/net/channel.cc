@@ -10,6 +10,14 @@
 namespace pgsluice {
 
 namespace {
+// An emptied output buffer above this capacity is released (what one loop turn's replies to a
+// busy client need stays).
+constexpr size_t kIdleOutputCapacity = 256 * 1024;
+
+void release_if_large(std::string& buffer) {
+  if (buffer.empty() && buffer.capacity() > kIdleOutputCapacity) std::string().swap(buffer);
+}
+
 // The read size asked of the kernel; the buffer grows only when one message needs more.
 constexpr size_t kReadChunk = 16 * 1024;  // the most one read asks for
 // An emptied input buffer above this capacity is released, so an idle client costs little.
@@ -113,6 +121,7 @@ void Channel::send(std::string& pending) {
     bytes_sent_ += static_cast<uint64_t>(written);
     if (static_cast<size_t>(written) == pending.size()) {
       pending.clear();
+      release_if_large(pending);
       return;
     }
     pending.erase(0, static_cast<size_t>(written));
@@ -124,6 +133,7 @@ void Channel::send(std::string& pending) {
   }
   in_flight_.swap(pending);
   pending.clear();
+  release_if_large(pending);
   buf = uv_buf_init(in_flight_.data(), static_cast<unsigned>(in_flight_.size()));
   write_req_.data = this;
   if (uv_write(&write_req_, stream(), &buf, 1, on_write) == 0) {
@@ -138,6 +148,9 @@ void Channel::on_write(uv_write_t* req, int status) {
   self->writing_ = false;
   if (status == 0) self->bytes_sent_ += self->in_flight_.size();
   self->in_flight_.clear();
+  // A large message written leaves its capacity here (send swaps the two buffers): give it
+  // back, so that a connection that once carried 200 MB does not hold 200 MB from then on.
+  release_if_large(self->in_flight_);
   if (self->closing_) return;
   if (status < 0) {
     self->write_failed(status);

@@ -77,6 +77,11 @@ class Channel {
     return output_.size() + cipher_out_.size() + in_flight_.size();
   }
   [[nodiscard]] bool over_high_water() const { return queued_output() > kHighWaterMark; }
+  // The memory this connection's buffers hold (capacities, not contents): /metrics sums it.
+  [[nodiscard]] size_t buffer_bytes() const {
+    return input_.capacity() + output_.capacity() + in_flight_.capacity() + cipher_in_.capacity() +
+           cipher_out_.capacity();
+  }
 
   // Closes the handle (once); on_channel_closed follows from the loop. Queued output is dropped.
   void close();
