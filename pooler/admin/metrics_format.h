@@ -38,6 +38,11 @@ struct ProcessMetrics {
   bool paused = false;  // PAUSE or SUSPEND of everything
   std::vector<FindingCount> findings;
   uint64_t findings_dropped = 0;  // events not recorded because the table was full
+  // Memory held by connection buffers (capacities), clients' and servers'.
+  uint64_t client_buffer_bytes = 0;
+  uint64_t server_buffer_bytes = 0;
+  // What was refused from peers (refusals.h), by reason.
+  std::vector<std::pair<std::string, uint64_t>> refusals;
 };
 
 void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,

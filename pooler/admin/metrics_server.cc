@@ -139,10 +139,25 @@ std::string MetricsServer::render() {
   ProcessMetrics process;
   worker_.for_each_client([&](Client& c) {
     ++process.clients;
+    process.client_buffer_bytes += c.channel().buffer_bytes();
     if (c.state() == Client::State::startup || c.state() == Client::State::auth) {
       ++process.login_clients;
     }
   });
+  worker_.for_each_pool([&](Pool& p) {
+    p.for_each_server(
+        [&](Server& s) { process.server_buffer_bytes += s.channel().buffer_bytes(); });
+  });
+  const Refusals& refused = worker_.refusals();
+  const std::pair<const char*, const std::atomic<uint64_t>*> refusal_counts[] = {
+      {"oversized_login_message", &refused.oversized_login_messages},
+      {"oversized_message", &refused.oversized_messages},
+      {"malformed_client_auth", &refused.malformed_client_auth},
+      {"server_login", &refused.server_logins},
+  };
+  for (const auto& [reason, count] : refusal_counts) {
+    process.refusals.emplace_back(reason, count->load(std::memory_order_relaxed));
+  }
   process.uptime_seconds = (worker_.now_ms() - worker_.started_ms()) / 1000;
   process.paused = control_.mode() != AdminControl::Mode::active;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, uint64_t> findings;

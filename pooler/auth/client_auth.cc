@@ -142,6 +142,12 @@ ClientAuth::Result ClientAuth::check_cleartext(std::string_view password) {
   return Result::ok;
 }
 
+ClientAuth::Result ClientAuth::malformed(std::string reason) {
+  failure_reason_ = std::move(reason);
+  step_ = Step::done;
+  return Result::protocol_violation;
+}
+
 ClientAuth::Result ClientAuth::on_response(std::string_view body, std::string& out) {
   if (step_ == Step::initial || step_ == Step::done) return Result::protocol_violation;
   switch (method_) {
@@ -175,9 +181,10 @@ ClientAuth::Result ClientAuth::on_response(std::string_view body, std::string& o
         }
         std::string server_first;
         auto status = scram_->handle_client_first(*msg.value.data, server_first);
-        if (status != pp::ScramStatus::ok) {
-          return fail("malformed SCRAM client-first-message (or a channel binding mismatch)");
+        if (status == pp::ScramStatus::malformed) {
+          return malformed("malformed SCRAM client-first-message (or a channel binding mismatch)");
         }
+        if (status != pp::ScramStatus::ok) return fail("unsupported SCRAM client-first-message");
         pp::write_authentication_sasl_continue(out, server_first);
         step_ = Step::sasl_continue;
         return Result::need_response;
@@ -186,6 +193,10 @@ ClientAuth::Result ClientAuth::on_response(std::string_view body, std::string& o
       if (!msg) return Result::protocol_violation;
       std::string server_final;
       auto status = scram_->handle_client_final(msg.value.data, server_final);
+      // Malformed whatever the user (the message alone decides): no hint whether it exists.
+      if (status == pp::ScramStatus::malformed) {
+        return malformed("malformed SCRAM client-final-message");
+      }
       if (status != pp::ScramStatus::ok) {
         if (!secret_) return fail("no such user (auth_file, auth_query) or no password");
         if (pp::is_md5_password_hash(*secret_)) {

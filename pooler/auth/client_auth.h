@@ -52,6 +52,8 @@ class ClientAuth {
   enum class Step { initial, sent_request, sasl_continue, done };
 
   Result fail(std::string reason);
+  // A message that breaks the protocol (08P01, as PostgreSQL answers it), not a wrong password.
+  Result malformed(std::string reason);
   Result check_cleartext(std::string_view password);
 
   Method method_ = Method::trust;

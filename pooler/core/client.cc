@@ -234,6 +234,9 @@ bool Client::handle_startup_packet(const pp::Message& message) {
       return false;
     case pp::StartupKind::startup_message:
       channel_.input().set_phase(pp::FramePhase::regular);
+      // Until login, PostgreSQL's cap on an authentication message (max_packet_size after).
+      channel_.input().set_max_length(
+          std::min(worker_.settings().max_packet_size, pp::kMaxAuthMessageLength));
       if (!tls_requirement_met()) return false;
       return handle_startup_message(packet.value);
   }
@@ -341,6 +344,10 @@ void Client::process_auth_input() {
     pp::FrameResult frame = channel_.input().next();
     if (frame.status == pp::FrameStatus::need_more) return;
     if (frame.status == pp::FrameStatus::error) {
+      if (frame.error == pp::ParseError::too_long) {
+        refuse_oversized_login_message();
+        return;
+      }
       protocol_violation(fmt::format("invalid message: {}", pp::to_string(frame.error)));
       return;
     }
@@ -365,13 +372,31 @@ void Client::process_auth_input() {
         close("authentication failed");
         return;
       case ClientAuth::Result::protocol_violation:
-        protocol_violation("malformed authentication response");
+        worker_.refusals().malformed_client_auth.fetch_add(1, std::memory_order_relaxed);
+        protocol_violation(auth_->failure_reason().empty() ? "malformed authentication response"
+                                                           : auth_->failure_reason());
         return;
     }
   }
 }
 
+void Client::refuse_oversized_login_message() {
+  const pp::HeaderResult header = channel_.input().peek();
+  worker_.refusals().oversized_login_messages.fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn("{} sent a {} byte message before login (at most {}): refused", log_id_,
+               header.header.length, channel_.input().max_length());
+  protocol_violation(fmt::format("invalid message length {} during authentication (at most {})",
+                                 header.header.length, channel_.input().max_length()));
+}
+
+void Client::refuse_oversized_message(const pp::MessageHeader& header) {
+  worker_.refusals().oversized_messages.fetch_add(1, std::memory_order_relaxed);
+  protocol_violation(fmt::format("message too long: {} bytes (max_packet_size = {})", header.length,
+                                 channel_.input().max_length()));
+}
+
 void Client::auth_succeeded() {
+  channel_.input().set_max_length(worker_.settings().max_packet_size);
   if (admin_console_) {
     // No pool: the console session checks admin_users / stats_users and greets (or fails).
     auth_.reset();
@@ -443,6 +468,10 @@ void Client::process_regular_input() {
   pp::HeaderResult header = channel_.input().peek();
   if (header.status == pp::FrameStatus::need_more) return;
   if (header.status == pp::FrameStatus::error) {
+    if (header.error == pp::ParseError::too_long) {
+      refuse_oversized_message(header.header);
+      return;
+    }
     protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
     return;
   }
@@ -498,9 +527,11 @@ void Client::forward_to_server() {
     if (header.status == pp::FrameStatus::error) {
       flush_batch();
       out.flush();
-      protocol_violation(header.error == pp::ParseError::too_long
-                             ? "message too long (max_packet_size)"
-                             : fmt::format("invalid message: {}", pp::to_string(header.error)));
+      if (header.error == pp::ParseError::too_long) {
+        refuse_oversized_message(header.header);
+        return;
+      }
+      protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
       return;
     }
     char type = header.header.type;

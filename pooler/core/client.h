@@ -133,6 +133,10 @@ class Client final : public ChannelOwner {
   bool peer_matches();
   void start_exchange(std::optional<std::string> secret);
   void note_auth_failure();
+  // A message above PostgreSQL's cap before login: FATAL 08P01, counted, logged.
+  void refuse_oversized_login_message();
+  // One above max_packet_size after login: the same, in the words PgBouncer's users know.
+  void refuse_oversized_message(const protocol::MessageHeader& header);
   void process_auth_input();
   void auth_succeeded();
   // A queued client's input beyond this stops its reading until a server is linked (what it

@@ -308,6 +308,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
     case be::kParameterStatus: {
       auto ps = pp::parse_parameter_status(message.body);
       if (!ps) return Reply::forward;
+      if (!may_track_parameter(ps.value.name)) return Reply::swallow;
       tracked_.set(ps.value.name, ps.value.value);
       client_->on_server_parameter(ps.value.name, ps.value.value);
       return Reply::swallow;
@@ -317,12 +318,24 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
   }
 }
 
+bool Server::may_track_parameter(std::string_view name) {
+  // PostgreSQL reports a few dozen parameters at most (GUC_REPORT ones); a server that reports
+  // thousands of names would make every report cost more (the sets are sorted and compared
+  // whole). Beyond the cap new names are dropped, once logged; known ones still update.
+  if (tracked_.size() < kMaxServerParameters || tracked_.get(name) != nullptr) return true;
+  if (!std::exchange(parameter_cap_logged_, true)) {
+    spdlog::warn("{} reports more than {} parameters: new ones are ignored", log_id(),
+                 kMaxServerParameters);
+  }
+  return false;
+}
+
 bool Server::handle_internal_reply(const pp::Message& message) {
   if (query_sink_ != nullptr && deliver_query_reply(message)) return true;
   switch (message.type) {
     case be::kParameterStatus: {
       auto ps = pp::parse_parameter_status(message.body);
-      if (ps) {
+      if (ps && may_track_parameter(ps.value.name)) {
         tracked_.set(ps.value.name, ps.value.value);
         if (client_ != nullptr) client_->on_server_parameter(ps.value.name, ps.value.value);
       }

@@ -34,6 +34,10 @@
 
 namespace pgsluice {
 
+// The most parameters a server may report (PostgreSQL: a few dozen, GUC_REPORT ones): at login
+// more fail the login, later new names beyond it are ignored (server_login.cc, server.cc).
+inline constexpr size_t kMaxServerParameters = 1000;
+
 class Client;
 class Pool;
 class Worker;
@@ -240,6 +244,10 @@ class Server final : public ChannelOwner {
   void handle_ssl_answer();
   void send_startup_message();
   std::string_view choose_scram_mechanism(bool offers_plus);
+  // A ParameterStatus of `name` is tracked (and passed to the client): false past the cap.
+  bool may_track_parameter(std::string_view name);
+  // A login refused for what the server sent (counted in /metrics as server_login).
+  void refuse_server_login(std::string_view code, std::string_view message);
   static void on_timer_closed(uv_handle_t* handle);
   void maybe_destroy();
   // Both handles are closed on the old worker: the server is posted to the new one.
@@ -268,6 +276,10 @@ class Server final : public ChannelOwner {
   std::optional<protocol::ScramClient> scram_;
   int32_t backend_pid_ = 0;
   bool connect_query_sent_ = false;
+  // What the server sent before its login's ReadyForQuery (capped: server_login.cc).
+  size_t login_bytes_ = 0;
+  size_t login_parameter_reports_ = 0;
+  bool parameter_cap_logged_ = false;
   bool awaiting_ssl_answer_ = false;  // SSLRequest sent; the next byte is 'S' or 'N'
   std::string backend_key_;
 

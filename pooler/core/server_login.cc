@@ -16,6 +16,11 @@
 
 namespace pgsluice {
 
+namespace {
+// What a server may send before its login's ReadyForQuery (process_login_input).
+constexpr size_t kMaxLoginBytes = 1024 * 1024;
+}  // namespace
+
 namespace pp = pgsluice::protocol;
 namespace be = pgsluice::protocol::backend;
 // --- connecting ---
@@ -140,14 +145,41 @@ void Server::login_failed(std::string_view code, std::string_view message) {
   pool_->on_server_login_failed(*this, code, message);
 }
 
+void Server::refuse_server_login(std::string_view code, std::string_view message) {
+  worker_->refusals().server_logins.fetch_add(1, std::memory_order_relaxed);
+  login_failed(code, message);
+}
+
 void Server::process_login_input() {
+  // Until its login's ReadyForQuery a server sends a few hundred bytes (PostgreSQL 18: 17
+  // ParameterStatus, BackendKeyData, perhaps a NOTICE). More than kMaxLoginBytes, or one message
+  // announcing more, is no PostgreSQL: the login fails (and the host is backed off as for any
+  // failed login) before the pooler buffers it.
+  channel_.input().set_max_length(kMaxLoginBytes);
   while (state_ == State::login) {
     pp::FrameResult frame = channel_.input().next();
     if (frame.status == pp::FrameStatus::need_more) return;
     if (frame.status == pp::FrameStatus::error) {
+      if (frame.error == pp::ParseError::too_long) {
+        refuse_server_login(sqlstate::kProtocolViolation,
+                            fmt::format("the server sent a message of more than {} bytes during "
+                                        "login",
+                                        kMaxLoginBytes));
+        return;
+      }
       login_failed(sqlstate::kProtocolViolation,
                    fmt::format("invalid message from server: {}", pp::to_string(frame.error)));
       return;
+    }
+    // The connect_query's rows are the operator's own query: not capped.
+    if (!connect_query_sent_) {
+      login_bytes_ += frame.message.wire.size();
+      if (login_bytes_ > kMaxLoginBytes) {
+        refuse_server_login(
+            sqlstate::kProtocolViolation,
+            fmt::format("the server sent more than {} bytes before ReadyForQuery", kMaxLoginBytes));
+        return;
+      }
     }
     if (!handle_login_message(frame.message)) return;
   }
@@ -158,6 +190,12 @@ bool Server::handle_login_message(const pp::Message& message) {
     case be::kAuthentication:
       return handle_authentication(message);
     case be::kParameterStatus: {
+      if (++login_parameter_reports_ > kMaxServerParameters) {
+        refuse_server_login(sqlstate::kProtocolViolation,
+                            fmt::format("the server reported more than {} parameters at login",
+                                        kMaxServerParameters));
+        return false;
+      }
       auto ps = pp::parse_parameter_status(message.body);
       if (ps) tracked_.set(ps.value.name, ps.value.value);
       return true;
@@ -201,6 +239,7 @@ bool Server::handle_login_message(const pp::Message& message) {
         return true;
       }
       uv_timer_stop(&connect_timer_);
+      channel_.input().set_max_length(pp::kDefaultMaxMessageLength);
       replies_.on_login_ready();
       if (worker_->settings().log_connections) spdlog::info("{} login ok", log_id());
       set_state(State::idle);
@@ -226,6 +265,14 @@ bool Server::handle_authentication(const pp::Message& message) {
   std::string& out = channel_.output();
   switch (auth.value.code) {
     case pp::AuthCode::ok:
+      if (scram_ && !scram_->completed()) {
+        // PostgreSQL always sends SASLFinal: its signature is what proves the server knows the
+        // password (or verifier). Without it anyone could have answered.
+        refuse_server_login(sqlstate::kProtocolViolation,
+                            "the server ended SCRAM authentication without its signature "
+                            "(AuthenticationOk before SASLFinal)");
+        return false;
+      }
       return true;
     case pp::AuthCode::cleartext_password:
       if (!secret_is_plain) {
@@ -278,7 +325,8 @@ bool Server::handle_authentication(const pp::Message& message) {
       std::string client_final;
       if (!scram_ ||
           scram_->handle_server_first(auth.value.data, client_final) != pp::ScramStatus::ok) {
-        login_failed(sqlstate::kProtocolViolation, "invalid SCRAM server-first-message");
+        refuse_server_login(sqlstate::kProtocolViolation,
+                            "invalid SCRAM server-first-message (or a second one)");
         return false;
       }
       pp::write_sasl_response(out, client_final);
@@ -286,8 +334,8 @@ bool Server::handle_authentication(const pp::Message& message) {
     }
     case pp::AuthCode::sasl_final:
       if (!scram_ || scram_->handle_server_final(auth.value.data) != pp::ScramStatus::ok) {
-        login_failed(sqlstate::kInvalidAuthorizationSpecification,
-                     "the server's SCRAM signature is wrong");
+        refuse_server_login(sqlstate::kInvalidAuthorizationSpecification,
+                            "the server's SCRAM signature is wrong");
         return false;
       }
       return true;

@@ -103,6 +103,7 @@ class Worker {
   protocol::SessionStateClassifier& classifier() { return classifier_; }
   SharedFindings& findings() { return group_.findings(); }
   PreparedRegistry& prepared_registry() { return group_.prepared_registry(); }
+  Refusals& refusals() { return group_.refusals(); }
 
   uint64_t next_client_id() { return group_.next_client_id(); }
   uint64_t next_server_id() { return group_.next_server_id(); }

@@ -20,6 +20,7 @@
 #include "pooler/core/auth_cache.h"
 #include "pooler/core/extensions.h"
 #include "pooler/core/prepared_statements.h"
+#include "pooler/core/refusals.h"
 #include "pooler/core/shared_limits.h"
 #include "pooler/core/world.h"
 #include "pooler/session_state/findings.h"
@@ -67,6 +68,8 @@ class WorkerGroup {
   PreparedRegistry& prepared_registry() { return prepared_; }
   // auth_query's results: one cache per process (auth_cache.h).
   AuthCache& auth_cache() { return auth_cache_; }
+  // What was refused from peers (refusals.h).
+  Refusals& refusals() { return refusals_; }
   // The admin console and the operations, as main.cc wired them (extensions.h); until then, none.
   Extensions& extensions() { return *extensions_; }
   void set_extensions(Extensions& extensions) { extensions_ = &extensions; }
@@ -98,6 +101,7 @@ class WorkerGroup {
   SharedWelcomes welcomes_;
   PreparedRegistry prepared_;
   AuthCache auth_cache_;
+  Refusals refusals_;
   std::atomic<size_t> clients_{0};
   std::atomic<size_t> handoffs_{0};
   std::atomic<uint64_t> last_client_id_{0};

@@ -26,6 +26,10 @@ constexpr std::string_view kServerKeyLabel = "Server Key";
 // A server asking for more PBKDF2 rounds than this is broken or hostile (it would pin a core for
 // minutes per login); PostgreSQL's default is 4096.
 constexpr long kMaxClientIterations = 10'000'000;
+// PostgreSQL's nonces are 24 characters from each side (18 random bytes in base64) and its salts
+// 16 bytes; these leave room for other servers and clients and refuse what only an attacker sends.
+constexpr size_t kMaxNonceLength = 512;
+constexpr size_t kMaxSaltBase64Length = 1024;
 
 // ---- crypto primitives (each returns false only if libcrypto itself fails, e.g. out of memory)
 
@@ -118,6 +122,53 @@ bool split_attributes(std::string_view text, std::vector<std::string_view>& out)
     if (comma == std::string_view::npos) return true;
     start = comma + 1;
   }
+}
+
+// No attribute name twice (RFC 5802 gives each one meaning once; PostgreSQL's own order checks
+// would read a second r= as an extension).
+bool names_unique(const std::vector<std::string_view>& attrs) {
+  uint64_t seen = 0;
+  for (std::string_view attr : attrs) {
+    const char c = attr[0];
+    const unsigned bit =
+        c >= 'a' ? static_cast<unsigned>(c - 'a') + 26 : static_cast<unsigned>(c - 'A');
+    if ((seen >> bit) & 1U) return false;
+    seen |= uint64_t{1} << bit;
+  }
+  return true;
+}
+
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), as a
+// saslname must be.
+bool is_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t extra = 0;
+    uint32_t cp = 0;
+    uint32_t min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      extra = 1, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      extra = 2, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      extra = 3, cp = c & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + extra >= text.size()) return false;  // cut short
+    for (size_t k = 1; k <= extra; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += extra + 1;
+  }
+  return true;
 }
 
 bool has_name(std::string_view attr, char name) {
@@ -258,7 +309,13 @@ std::optional<ScramVerifier> parse_scram_verifier(std::string_view text) {
   if (colon1 == std::string_view::npos || colon2 == std::string_view::npos) return std::nullopt;
 
   ScramVerifier verifier;
-  if (!parse_count(params.substr(0, colon1), INT_MAX, verifier.iterations)) return std::nullopt;
+  // The iteration count and salt go to every client that logs in with this verifier: a count
+  // that would keep clients busy for minutes (up to 2^31 - 1 from a crafted auth_query answer)
+  // is refused, with the bounds pgsluice takes from a server.
+  if (!parse_count(params.substr(0, colon1), kMaxClientIterations, verifier.iterations)) {
+    return std::nullopt;
+  }
+  if (params.size() - colon1 - 1 > kMaxSaltBase64Length) return std::nullopt;
   std::optional<std::string> salt = base64_decode(params.substr(colon1 + 1));
   if (!salt || salt->empty()) return std::nullopt;
   verifier.salt = std::move(*salt);
@@ -358,11 +415,14 @@ ScramStatus ScramServer::handle_client_first(std::string_view client_first,
   if (has_name(attrs[0], 'm')) return ScramStatus::unsupported;  // mandatory extension
   // The user name is ignored, as PostgreSQL does: the startup packet's user is authoritative and
   // clients (libpq) send "n=" empty. Extensions after the nonce are ignored.
-  if (attrs.size() < 2 || !has_name(attrs[0], 'n') || !has_name(attrs[1], 'r')) {
+  if (attrs.size() < 2 || !has_name(attrs[0], 'n') || !has_name(attrs[1], 'r') ||
+      !names_unique(attrs) || !is_utf8(value_of(attrs[0]))) {
     return ScramStatus::malformed;
   }
   const std::string_view client_nonce = value_of(attrs[1]);
-  if (!is_printable_nonce(client_nonce)) return ScramStatus::malformed;
+  if (!is_printable_nonce(client_nonce) || client_nonce.size() > kMaxNonceLength) {
+    return ScramStatus::malformed;
+  }
 
   gs2_header_ = std::string(gs2_header);
   client_first_bare_ = std::string(bare);
@@ -383,7 +443,7 @@ ScramStatus ScramServer::handle_client_final(std::string_view client_final,
   std::vector<std::string_view> attrs;
   if (!split_attributes(client_final, attrs)) return ScramStatus::malformed;
   if (attrs.size() < 3 || !has_name(attrs[0], 'c') || !has_name(attrs[1], 'r') ||
-      !has_name(attrs.back(), 'p')) {
+      !has_name(attrs.back(), 'p') || !names_unique(attrs)) {
     return ScramStatus::malformed;
   }
   // c= must repeat the GS2 header of the client-first: it is what ties the (unauthenticated)
@@ -478,6 +538,8 @@ ScramStatus ScramClient::handle_server_first(std::string_view server_first,
   client_final.clear();
   awaiting_server_final_ = false;
   if (client_first_bare_.empty()) return ScramStatus::malformed;  // no client-first sent
+  // One server-first per exchange: answering a second would sign whatever a server makes up.
+  if (std::exchange(server_first_seen_, true)) return ScramStatus::malformed;
 
   // server-first-message = [reserved-mext ","] nonce "," salt "," iteration-count ["," ext]
   std::vector<std::string_view> attrs;
@@ -491,9 +553,10 @@ ScramStatus ScramClient::handle_server_first(std::string_view server_first,
   // from our side.
   const std::string_view nonce = value_of(attrs[0]);
   if (!is_printable_nonce(nonce) || nonce.size() <= client_nonce_.size() ||
-      !nonce.starts_with(client_nonce_)) {
+      nonce.size() > kMaxNonceLength || !nonce.starts_with(client_nonce_)) {
     return ScramStatus::malformed;
   }
+  if (value_of(attrs[1]).size() > kMaxSaltBase64Length) return ScramStatus::malformed;
   const std::optional<std::string> salt = base64_decode(value_of(attrs[1]));
   if (!salt || salt->empty()) return ScramStatus::malformed;
   int iterations = 0;
@@ -551,6 +614,7 @@ ScramStatus ScramClient::handle_server_final(std::string_view server_final) {
   if (!constant_time_equal(key_view(signature), key_view(expected_server_signature_))) {
     return ScramStatus::wrong_server_signature;
   }
+  completed_ = true;
   return ScramStatus::ok;
 }
 

@@ -38,7 +38,10 @@ TEST(MetricsFormat, EveryLineIsValidExposition) {
                          .uptime_seconds = 9,
                          .paused = false,
                          .findings = {{"set", "warn", "app", "a\"b", 7}},
-                         .findings_dropped = 0};
+                         .findings_dropped = 0,
+                         .client_buffer_bytes = 4096,
+                         .server_buffer_bytes = 8192,
+                         .refusals = {{"oversized_login_message", 2}}};
   write_prometheus(out, sample_pools(), process);
   const std::regex comment(R"(^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* .+$)");
   const std::regex sample(
@@ -69,6 +72,11 @@ TEST(MetricsFormat, EveryLineIsValidExposition) {
                      "database=\"app\",user=\"a\\\"b\"} 7\n"),
             std::string::npos)
       << out;
+  EXPECT_EQ(types["pgsluice_refused_total"], "counter");
+  EXPECT_EQ(types["pgsluice_buffer_bytes"], "gauge");
+  EXPECT_NE(out.find("pgsluice_refused_total{reason=\"oversized_login_message\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(out.find("pgsluice_buffer_bytes{side=\"server\"} 8192\n"), std::string::npos);
 }
 
 TEST(MetricsFormat, ValuesAndLabels) {

@@ -224,6 +224,10 @@ TEST(ScramVerifierTest, RejectsMalformedVerifiers) {
       "SCRAM-SHA-256$4096:" + salt + stored + ":" + server,
       "SCRAM-SHA-256$4096" + salt + "$" + stored + ":" + server,
       "SCRAM-SHA-256$4096:dGSM!Yu3FYD42oSO4CtVZw==$" + stored + ":" + server,
+      // Counts a crafted auth_query answer could hand every client: beyond what a server may ask.
+      "SCRAM-SHA-256$10000001:" + salt + "$" + stored + ":" + server,
+      "SCRAM-SHA-256$2147483647:" + salt + "$" + stored + ":" + server,
+      "SCRAM-SHA-256$4096:" + base64_encode(std::string(1024, 's')) + "$" + stored + ":" + server,
   };
   for (const std::string& text : invalid) {
     EXPECT_FALSE(parse_scram_verifier(text).has_value()) << text;
@@ -404,6 +408,13 @@ TEST(ScramServerTest, RejectsMalformedClientFirst) {
       "n,,n=,rr=abc",    // attribute name of two letters
       "n,,n=,1=abc",     // not a letter
       std::string("n,,n=,r=a\0c", 11),
+      "n,,n=,r=abc,r=def",                 // the nonce twice
+      "n,,n=,r=abc,x=1,x=2",               // an extension twice
+      "n,,n=\xff\xfe,r=abc",               // a user name that is not UTF-8
+      "n,,n=\xc0\xaf,r=abc",               // an overlong '/'
+      "n,,n=\xed\xa0\x80,r=abc",           // a surrogate
+      "n,,n=ab\xe2\x82,r=abc",             // cut short
+      "n,,n=,r=" + std::string(513, 'a'),  // an oversized nonce
   };
   for (const std::string& first : malformed) {
     ScramServer server(rfc_verifier());
@@ -435,6 +446,7 @@ TEST(ScramServerTest, RejectsMalformedClientFinal) {
       "c=biws,r=" + nonce + ",p=" + proof + proof,                          // 64 bytes
       "c=biws,r=" + nonce + ",p=" + proof + ",",
       "c=biws,,r=" + nonce + ",p=" + proof,
+      "c=biws,r=" + nonce + ",r=" + nonce + ",p=" + proof,  // the nonce twice
   };
   for (const std::string& final_message : malformed) {
     ScramServer server = rfc_server_after_first();
@@ -515,6 +527,8 @@ TEST(ScramClientTest, RejectsMalformedServerFirst) {
       "r=" + nonce + "\x01,s=" + salt + ",i=4096",         // unprintable
       "r=" + nonce + ",s=" + salt + ",i=4096,",
       "r=" + nonce + ",,s=" + salt + ",i=4096",
+      "r=" + nonce + std::string(600, 'n') + ",s=" + salt + ",i=4096",           // oversized nonce
+      "r=" + nonce + ",s=" + base64_encode(std::string(1024, 's')) + ",i=4096",  // and salt
   };
   for (const std::string& server_first : malformed) {
     ScramClient client = rfc_client_after_first();
@@ -628,6 +642,38 @@ TEST(ScramClientTest, OutOfOrderMessagesAreMalformed) {
   EXPECT_EQ(client.handle_server_final(kRfcServerFinal), ScramStatus::ok);
   // One answer per exchange.
   EXPECT_EQ(client.handle_server_final(kRfcServerFinal), ScramStatus::malformed);
+}
+
+TEST(ScramServerTest, AcceptsAUtf8UserName) {
+  ScramServer server(rfc_verifier());
+  std::string server_first;
+  EXPECT_EQ(server.handle_client_first("n,,n=J\xc3\xbcrgen \xf0\x9f\x90\x98,r=abc", server_first),
+            ScramStatus::ok);
+}
+
+TEST(ScramClientTest, ASecondServerFirstIsRefused) {
+  // Answering again would sign whatever a second server-first says (a server steering the
+  // exchange); PostgreSQL sends one.
+  ScramClient client = rfc_client_after_first();
+  std::string client_final;
+  ASSERT_EQ(client.handle_server_first(kRfcServerFirst, client_final), ScramStatus::ok);
+  EXPECT_EQ(client.handle_server_first(kRfcServerFirst, client_final), ScramStatus::malformed);
+  EXPECT_EQ(client_final, "");
+}
+
+TEST(ScramClientTest, CompletedOnlyAfterTheServerSignatureChecks) {
+  ScramClient client = rfc_client_after_first();
+  EXPECT_FALSE(client.completed());
+  std::string client_final;
+  ASSERT_EQ(client.handle_server_first(kRfcServerFirst, client_final), ScramStatus::ok);
+  EXPECT_FALSE(client.completed());  // AuthenticationOk now would be a server that never signed
+  ScramClient wrong = rfc_client_after_first();
+  ASSERT_EQ(wrong.handle_server_first(kRfcServerFirst, client_final), ScramStatus::ok);
+  EXPECT_EQ(wrong.handle_server_final("v=" + base64_encode(std::string(32, 'x'))),
+            ScramStatus::wrong_server_signature);
+  EXPECT_FALSE(wrong.completed());
+  EXPECT_EQ(client.handle_server_final(kRfcServerFinal), ScramStatus::ok);
+  EXPECT_TRUE(client.completed());
 }
 
 TEST(ScramClientTest, FailedSignatureCheckEndsTheExchange) {

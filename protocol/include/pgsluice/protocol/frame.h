@@ -17,6 +17,9 @@ enum class FramePhase { startup, regular };
 inline constexpr uint32_t kDefaultMaxMessageLength = 0x7fffffff;
 // PostgreSQL itself refuses startup packets above 10000 bytes (MAX_STARTUP_PACKET_LENGTH).
 inline constexpr uint32_t kMaxStartupPacketLength = 10000;
+// ... and messages during authentication above 65535 (PG_MAX_AUTH_TOKEN_LENGTH): before login
+// nobody is known, so nobody may make the pooler buffer more.
+inline constexpr uint32_t kMaxAuthMessageLength = 65535;
 
 struct MessageHeader {
   char type = 0;        // 0 for a startup-phase packet

@@ -98,6 +98,8 @@ class ScramClient {
   std::string client_first(std::string_view user_name);
   ScramStatus handle_server_first(std::string_view server_first, std::string& client_final);
   ScramStatus handle_server_final(std::string_view server_final);
+  // The server's signature was checked: the exchange is over and the server authenticated.
+  [[nodiscard]] bool completed() const { return completed_; }
 
  private:
   ScramClient() = default;
@@ -112,6 +114,8 @@ class ScramClient {
   // Set by a successful handle_server_first: a server-final before it must not be accepted (the
   // expected signature would still be all zeros).
   bool awaiting_server_final_ = false;
+  bool server_first_seen_ = false;  // a second server-first-message is refused
+  bool completed_ = false;
 };
 
 }  // namespace pgsluice::protocol
