@@ -173,6 +173,69 @@ def test_a_password_at_the_cap_still_logs_in(make_pooler):
 # after login
 
 
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.peak = max(self.peak, rss_kb(self.pid))
+            time.sleep(0.005)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.join(TIMEOUT)
+
+
+@pytest.mark.parametrize("protocol", ["simple", "extended"])
+def test_a_200mb_statement_streams_through(make_pooler, protocol):
+    # The statement goes on to the server as it arrives: pgsluice never holds all of it.
+    # (max_prepared_statements = 0: a Parse is rewritten, so held whole, when statements are.)
+    pooler = make_pooler(max_prepared_statements=0 if protocol == "extended" else 100)
+    pid = pooler.proc.pid
+    size = 200 * 1024 * 1024
+    sql = b"SELECT length('" + b"x" * size + b"')"
+    with pooler.raw() as c, RssSampler(pid) as rss:
+        if protocol == "simple":
+            c.sendall(message(b"Q", sql + b"\0"))
+        else:
+            c.sendall(message(b"P", b"\0" + sql + b"\0\0\0") +
+                      message(b"B", b"\0\0\0\0\0\0\0\0") + message(b"E", b"\0\0\0\0\0") +
+                      message(b"S", b""))
+        del sql
+        c.sock.settimeout(120)
+        value = None
+        while True:
+            kind, body = read_message(c.sock)
+            if kind == b"D":
+                value = body[6:].decode()
+            if kind == b"E":
+                raise AssertionError(error_fields(body))
+            if kind == b"Z":
+                break
+        assert value == str(size)
+        assert c.scalar("SELECT 'still here'") == "still here"
+    assert rss.peak < 100 * 1024, f"RSS peaked at {rss.peak // 1024} MB"
+    assert rss_kb(pid) < 30 * 1024, f"RSS {rss_kb(pid) // 1024} MB after"
+
+
+def test_a_large_statement_that_may_change_session_state_is_checked_whole(make_pooler):
+    # What the checks must see is in the statement's first 64 KB, or the statement waits whole.
+    pooler = make_pooler(session_state_action="reject")
+    with pooler.raw() as c:
+        with pytest.raises(harness.PgError) as err:
+            c.query("SET application_name = 'x'; SELECT length('" + "y" * (1 << 20) + "')")
+        assert err.value.fields["C"] == "0A000", err.value.fields
+        assert c.scalar("SELECT 1") == "1"
+
+
 def test_buffers_shrink_after_a_large_message(make_pooler):
     mport = harness.free_port()
     pooler = make_pooler(metrics_port=mport)

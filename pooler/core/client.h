@@ -137,6 +137,9 @@ class Client final : public ChannelOwner {
   void refuse_oversized_login_message();
   // One above max_packet_size after login: the same, in the words PgBouncer's users know.
   void refuse_oversized_message(const protocol::MessageHeader& header);
+  // The message at the front of the input, larger than what has arrived, may go to the server
+  // in pieces (forwarder.h) instead of waiting whole in memory.
+  bool may_stream(char type);
   void process_auth_input();
   void auth_succeeded();
   // A queued client's input beyond this stops its reading until a server is linked (what it

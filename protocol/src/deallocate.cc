@@ -57,16 +57,22 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
 }
 }  // namespace
 
+bool starts_like_deallocate_command(std::string_view sql) {
+  size_t start = 0;
+  while (start < sql.size() && is_space(sql[start])) ++start;
+  auto starts_with_word = [&](std::string_view word) {
+    const size_t end = start + word.size();
+    return iequals_keyword(sql.substr(start, word.size()), word) &&
+           (end >= sql.size() || !(is_alnum(sql[end]) || sql[end] == '_' || sql[end] == '$'));
+  };
+  return starts_with_word("deallocate") || starts_with_word("discard");
+}
+
 DeallocateCommand parse_deallocate_command(std::string_view sql) {
   DeallocateCommand out;
   // Every simple Query passes here in transaction mode: look at the first word without
   // allocating, and tokenize only a DEALLOCATE or a DISCARD.
-  size_t start = 0;
-  while (start < sql.size() && is_space(sql[start])) ++start;
-  auto starts_with_word = [&](std::string_view word) {
-    return iequals_keyword(sql.substr(start, word.size()), word);
-  };
-  if (!starts_with_word("deallocate") && !starts_with_word("discard")) return out;
+  if (!starts_like_deallocate_command(sql)) return out;
   std::vector<std::string> words;
   if (!simple_words(sql, words) || words.empty()) return out;
   if (words.size() == 2 && words[0] == "discard" && words[1] == "all") {

@@ -61,5 +61,15 @@ TEST(DeallocateCommand, Recognized) {
   EXPECT_EQ(parse_deallocate_command("").kind, K::none);
 }
 
+TEST(DeallocateCommand, StartOfALongStatement) {
+  // A statement that has not fully arrived streams only if it cannot be one of these.
+  EXPECT_TRUE(starts_like_deallocate_command("  DISCARD ALL" + std::string(100, ' ')));
+  EXPECT_TRUE(starts_like_deallocate_command("deallocate prep"));
+  EXPECT_TRUE(starts_like_deallocate_command("\n\tDeAllocate"));
+  EXPECT_FALSE(starts_like_deallocate_command("SELECT 'discard'"));
+  EXPECT_FALSE(starts_like_deallocate_command("discarded"));
+  EXPECT_FALSE(starts_like_deallocate_command(""));
+}
+
 }  // namespace
 }  // namespace pgsluice::protocol

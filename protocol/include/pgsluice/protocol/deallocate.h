@@ -16,5 +16,8 @@ struct DeallocateCommand {
   std::string name;
 };
 DeallocateCommand parse_deallocate_command(std::string_view sql);
+// Whether `sql` (or a statement it is the start of) begins with DEALLOCATE or DISCARD: the
+// first-word test of parse_deallocate_command, for a statement that has not fully arrived.
+bool starts_like_deallocate_command(std::string_view sql);
 
 }  // namespace pgsluice::protocol
