@@ -54,6 +54,23 @@ std::string n(uint64_t v) {
   return std::to_string(v);
 }
 
+// Memory and what hostile or broken peers were refused (issue 23's numbers for an operator).
+void write_buffers_and_refusals(std::string& out, const ProcessMetrics& process) {
+  header(out, "pgsluice_buffer_bytes", "gauge",
+         "Memory held by connection buffers, clients' and servers' (it shrinks back after a "
+         "large message).");
+  fmt::format_to(std::back_inserter(out), "pgsluice_buffer_bytes{{side=\"client\"}} {}\n",
+                 process.client_buffer_bytes);
+  fmt::format_to(std::back_inserter(out), "pgsluice_buffer_bytes{{side=\"server\"}} {}\n",
+                 process.server_buffer_bytes);
+  header(out, "pgsluice_refused_total", "counter",
+         "Messages and logins refused from hostile or broken peers, by reason.");
+  for (const auto& [reason, count] : process.refusals) {
+    fmt::format_to(std::back_inserter(out), "pgsluice_refused_total{{reason=\"{}\"}} {}\n",
+                   escape_label_value(reason), count);
+  }
+}
+
 }  // namespace
 
 std::string escape_label_value(std::string_view value) {
@@ -154,19 +171,7 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
   fmt::format_to(std::back_inserter(out), "pgsluice_session_state_findings_dropped_total {}\n",
                  process.findings_dropped);
 
-  header(out, "pgsluice_buffer_bytes", "gauge",
-         "Memory held by connection buffers, clients' and servers' (it shrinks back after a "
-         "large message).");
-  fmt::format_to(std::back_inserter(out), "pgsluice_buffer_bytes{{side=\"client\"}} {}\n",
-                 process.client_buffer_bytes);
-  fmt::format_to(std::back_inserter(out), "pgsluice_buffer_bytes{{side=\"server\"}} {}\n",
-                 process.server_buffer_bytes);
-  header(out, "pgsluice_refused_total", "counter",
-         "Messages and logins refused from hostile or broken peers, by reason.");
-  for (const auto& [reason, count] : process.refusals) {
-    fmt::format_to(std::back_inserter(out), "pgsluice_refused_total{{reason=\"{}\"}} {}\n",
-                   escape_label_value(reason), count);
-  }
+  write_buffers_and_refusals(out, process);
 
   histogram(out, pools, "pgsluice_transaction_duration_seconds",
             "Transaction durations, first query to ReadyForQuery 'I'.", &PoolMetrics::xact_time);

@@ -6,10 +6,8 @@
 
 #include <algorithm>
 
-#include "pgsluice/protocol/deallocate.h"
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
-#include "pgsluice/protocol/sql_lexer.h"
 #include "pgsluice/protocol/startup.h"
 #include "pooler/base/log_level.h"
 #include "pooler/base/sqlstate.h"
@@ -28,15 +26,6 @@ namespace pp = pgsluice::protocol;
 namespace fe = pgsluice::protocol::frontend;
 
 namespace {
-// The SQL of a Query or Parse body (its start, when only that has arrived).
-std::string_view statement_start(char type, std::string_view body) {
-  if (type == fe::kParse) {
-    const size_t name_end = body.find('\0');
-    return name_end == std::string_view::npos ? std::string_view() : body.substr(name_end + 1);
-  }
-  return body;
-}
-
 std::string peer_name(Channel& channel) {
   if (!channel.is_tcp()) return "unix";
   sockaddr_storage addr{};
@@ -386,21 +375,6 @@ void Client::process_auth_input() {
   }
 }
 
-void Client::refuse_oversized_login_message() {
-  const pp::HeaderResult header = channel_.input().peek();
-  worker_.refusals().oversized_login_messages.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("{} sent a {} byte message before login (at most {}): refused", log_id_,
-               header.header.length, channel_.input().max_length());
-  protocol_violation(fmt::format("invalid message length {} during authentication (at most {})",
-                                 header.header.length, channel_.input().max_length()));
-}
-
-void Client::refuse_oversized_message(const pp::MessageHeader& header) {
-  worker_.refusals().oversized_messages.fetch_add(1, std::memory_order_relaxed);
-  protocol_violation(fmt::format("message too long: {} bytes (max_packet_size = {})", header.length,
-                                 channel_.input().max_length()));
-}
-
 void Client::auth_succeeded() {
   channel_.input().set_max_length(worker_.settings().max_packet_size);
   if (admin_console_) {
@@ -613,41 +587,6 @@ void Client::forward_to_server() {
     // A DEALLOCATE answered here may have been all the client sent: the link ends as usual.
     if (server_ != nullptr) server_->release_if_nothing_owed();
   }
-}
-
-bool Client::may_stream(char type) {
-  // After an error the messages up to Sync are dropped, not forwarded.
-  if (discard_until_sync_) return false;
-  switch (type) {
-    case fe::kCopyData:
-      return true;
-    case fe::kBind:
-      // Rewritten (its statement's name), or perhaps answered here (a refused statement's):
-      // whole.
-      return !server_->rewrites_statements() && refused_statements_.empty();
-    case fe::kParse:
-      if (server_->rewrites_statements() || !refused_statements_.empty()) return false;
-      break;
-    case fe::kQuery:
-      break;
-    default:
-      return false;
-  }
-  // A statement streams once its first kPassthroughThreshold bytes are here, if they decide
-  // what the pooler must know of it: the session-state prefilter finds nothing there (what lies
-  // beyond is not checked: session_state_verify's samples still see state it left), and under
-  // statement rewriting it is no DEALLOCATE or DISCARD (which the pooler must follow). Otherwise
-  // it waits whole, bounded by max_packet_size, as every message did before.
-  const pp::FrameReader& in = channel_.input();
-  if (in.unread_size() < kPassthroughThreshold) return false;
-  const std::string_view body = in.unread().substr(5, kPassthroughThreshold - 5);
-  const std::string_view sql = statement_start(type, body);
-  if (sql.empty()) return false;
-  if (type == fe::kQuery && server_->rewrites_statements() &&
-      pp::starts_like_deallocate_command(sql)) {
-    return false;
-  }
-  return !(session_checks_ && pp::may_change_session_state(sql));
 }
 
 bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& batch,
