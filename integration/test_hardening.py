@@ -483,3 +483,22 @@ def test_parameter_flood_after_login_stays_cheap(pg, make_pooler):
         assert pooler.wait_for_log(r"reports more than 1000 parameters: new ones are ignored")
     finally:
         fake.close()
+
+
+@pytest.mark.parametrize("auth_type", ["scram-sha-256", "plain"])
+def test_a_verifier_with_a_huge_iteration_count_is_not_computed(make_pooler, auth_type):
+    # 2^31 - 1 PBKDF2 rounds would take minutes of pgsluice's (plain) or the client's (SCRAM)
+    # CPU per login: such a verifier (auth_file here; auth_query answers the same way) is not
+    # used, and is never taken for a plain password either.
+    verifier = ("SCRAM-SHA-256$2147483647:dGSMaYu3FYD42oSO4CtVZw==$"
+                "K6xMynoZgY/HcpHquDxMuS9zEV8tPWn4rR5AIXHC27A=:"
+                "LebNsaIQfq8ctgVpq5xmbu3PwgksVzpqiwpNPc6HycU=")
+    pooler = make_pooler(users={"app": verifier}, auth_type=auth_type)
+    for password in ("app", verifier):
+        t0 = time.monotonic()
+        with pytest.raises(harness.PgError) as err:
+            with pooler.raw(password=password) as c:
+                c.scalar("SELECT 1")
+        assert err.value.fields["C"] == "28P01", err.value.fields
+        assert time.monotonic() - t0 < 2.0
+    assert pooler.wait_for_log(r"iteration count 2147483647 is above 10000000: not used")

@@ -1,6 +1,7 @@
 // Client authentication by auth_type; see client_auth.h.
 #include "pooler/auth/client_auth.h"
 
+#include <fmt/format.h>
 #include <openssl/rand.h>
 
 #include <algorithm>
@@ -95,6 +96,9 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
       pp::ScramVerifier verifier;
       if (secret_ && pp::is_scram_verifier(*secret_)) {
         auto parsed = pp::parse_scram_verifier(*secret_);
+        if (parsed && parsed->iterations > pp::kMaxScramIterations) {
+          return fail(too_many_iterations(parsed->iterations));
+        }
         verifier = parsed ? *parsed : doomed_verifier();
         scram_from_verifier_ = parsed.has_value();
       } else if (secret_ && !pp::is_md5_password_hash(*secret_)) {
@@ -126,6 +130,8 @@ ClientAuth::Result ClientAuth::check_cleartext(std::string_view password) {
   bool ok = false;
   if (pp::is_scram_verifier(s)) {
     auto v = pp::parse_scram_verifier(s);
+    if (v && v->iterations > pp::kMaxScramIterations)
+      return fail(too_many_iterations(v->iterations));
     if (v) {
       auto derived = pp::make_scram_verifier(password, v->salt, v->iterations);
       ok = pp::constant_time_equal(
@@ -140,6 +146,11 @@ ClientAuth::Result ClientAuth::check_cleartext(std::string_view password) {
   if (!ok) return fail("password does not match");
   step_ = Step::done;
   return Result::ok;
+}
+
+std::string ClientAuth::too_many_iterations(int iterations) {
+  return fmt::format("the SCRAM verifier's iteration count {} is above {}: not used", iterations,
+                     pp::kMaxScramIterations);
 }
 
 ClientAuth::Result ClientAuth::malformed(std::string reason) {

@@ -54,6 +54,8 @@ class ClientAuth {
   Result fail(std::string reason);
   // A message that breaks the protocol (08P01, as PostgreSQL answers it), not a wrong password.
   Result malformed(std::string reason);
+  // Why a verifier (auth_file, auth_query) is refused: a count that costs minutes per login.
+  static std::string too_many_iterations(int iterations);
   Result check_cleartext(std::string_view password);
 
   Method method_ = Method::trust;

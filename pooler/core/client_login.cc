@@ -105,6 +105,7 @@ void Client::start_exchange(std::optional<std::string> secret) {
       return;
     case ClientAuth::Result::failed:
     case ClientAuth::Result::protocol_violation:
+      spdlog::warn("{} login failed: {}", log_id_, auth_->failure_reason());
       fail(sqlstate::kInvalidPassword,
            fmt::format("password authentication failed for user \"{}\"", user_));
       return;

@@ -14,6 +14,11 @@ namespace pgsluice::protocol {
 
 using ScramKey = std::array<uint8_t, 32>;
 
+// The largest iteration count pgsluice computes with or hands to clients: PostgreSQL's default
+// is 4096; a count from a hostile server or a crafted auth_query answer (up to 2^31 - 1) would
+// keep the pooler, or every client, busy for minutes per login.
+inline constexpr int kMaxScramIterations = 10'000'000;
+
 struct ScramVerifier {
   int iterations = 0;
   std::string salt;  // raw bytes
