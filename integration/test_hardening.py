@@ -504,4 +504,29 @@ def test_a_verifier_with_a_huge_iteration_count_is_not_computed(make_pooler, aut
                 c.scalar("SELECT 1")
         assert err.value.fields["C"] == "28P01", err.value.fields
         assert time.monotonic() - t0 < 2.0
-    assert pooler.wait_for_log(r"iteration count 2147483647 is above 10000000: not used")
+    assert pooler.wait_for_log(r"iteration count 2147483647 is above 10000000 \(scram_max_iterations\): "
+                                r"not used")
+
+
+def test_scram_max_iterations_is_configurable(pg, make_pooler):
+    # A verifier of 20,000 iterations is refused under scram_max_iterations = 10000 and used
+    # under the default (PostgreSQL gets the same verifier, for the same password "app", so
+    # that SCRAM pass-through logs the pool in).
+    import hashlib, hmac, os as _os
+    salt = _os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", b"app", salt, 20000)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", "sha256").digest()
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    verifier = f"SCRAM-SHA-256$20000:{b64(salt)}${b64(stored)}:{b64(server_key)}"
+    pg.psql(f"ALTER ROLE app PASSWORD '{verifier}'")
+    strict = make_pooler(users={"app": verifier}, scram_max_iterations=10000)
+    with pytest.raises(harness.PgError) as err:
+        with strict.raw() as c:
+            c.scalar("SELECT 1")
+    assert err.value.fields["C"] == "28P01", err.value.fields
+    assert strict.wait_for_log(r"iteration count 20000 is above 10000")
+    default = make_pooler(users={"app": verifier})
+    with default.raw() as c:
+        assert c.scalar("SELECT 1") == "1"

@@ -96,7 +96,7 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
       pp::ScramVerifier verifier;
       if (secret_ && pp::is_scram_verifier(*secret_)) {
         auto parsed = pp::parse_scram_verifier(*secret_);
-        if (parsed && parsed->iterations > pp::kMaxScramIterations) {
+        if (parsed && parsed->iterations > max_iterations_) {
           return fail(too_many_iterations(parsed->iterations));
         }
         verifier = parsed ? *parsed : doomed_verifier();
@@ -130,8 +130,7 @@ ClientAuth::Result ClientAuth::check_cleartext(std::string_view password) {
   bool ok = false;
   if (pp::is_scram_verifier(s)) {
     auto v = pp::parse_scram_verifier(s);
-    if (v && v->iterations > pp::kMaxScramIterations)
-      return fail(too_many_iterations(v->iterations));
+    if (v && v->iterations > max_iterations_) return fail(too_many_iterations(v->iterations));
     if (v) {
       auto derived = pp::make_scram_verifier(password, v->salt, v->iterations);
       ok = pp::constant_time_equal(
@@ -148,9 +147,11 @@ ClientAuth::Result ClientAuth::check_cleartext(std::string_view password) {
   return Result::ok;
 }
 
-std::string ClientAuth::too_many_iterations(int iterations) {
-  return fmt::format("the SCRAM verifier's iteration count {} is above {}: not used", iterations,
-                     pp::kMaxScramIterations);
+std::string ClientAuth::too_many_iterations(int iterations) const {
+  return fmt::format(
+      "the SCRAM verifier's iteration count {} is above {} (scram_max_iterations): "
+      "not used",
+      iterations, max_iterations_);
 }
 
 ClientAuth::Result ClientAuth::malformed(std::string reason) {

@@ -29,6 +29,8 @@ class ClientAuth {
   // On a TLS connection, before start(): the tls-server-end-point data of our certificate, so
   // that SCRAM-SHA-256-PLUS (channel binding) is offered next to SCRAM-SHA-256.
   void set_channel_binding(std::string data) { channel_binding_ = std::move(data); }
+  // Before start(): a verifier with more iterations is not used (scram_max_iterations).
+  void set_max_iterations(int max) { max_iterations_ = max; }
 
   // Writes the first authentication request to `out` (nothing for trust).
   Result start(std::string& out);
@@ -55,7 +57,7 @@ class ClientAuth {
   // A message that breaks the protocol (08P01, as PostgreSQL answers it), not a wrong password.
   Result malformed(std::string reason);
   // Why a verifier (auth_file, auth_query) is refused: a count that costs minutes per login.
-  static std::string too_many_iterations(int iterations);
+  std::string too_many_iterations(int iterations) const;
   Result check_cleartext(std::string_view password);
 
   Method method_ = Method::trust;
@@ -63,6 +65,7 @@ class ClientAuth {
   std::string user_;
   std::optional<std::string> secret_;
   const protocol::ScramVerifier* plain_verifier_ = nullptr;
+  int max_iterations_ = protocol::kMaxScramIterations;
   std::array<uint8_t, 4> md5_salt_{};
   std::optional<protocol::ScramServer> scram_;
   bool scram_from_verifier_ = false;

@@ -143,6 +143,8 @@ struct Settings {
   std::vector<std::string> ignore_startup_parameters;
   bool application_name_add_host = false;
   uint32_t max_packet_size = 2147483647;
+  // The largest SCRAM iteration count used (a server's, a verifier's): protocol/scram.h.
+  int scram_max_iterations = 10'000'000;
   bool log_connections = true;
   bool log_disconnections = true;
   bool log_pooler_errors = true;

@@ -308,8 +308,10 @@ bool Server::handle_authentication(const pp::Message& message) {
       }
       if (secret_is_plain) {
         scram_ = pp::ScramClient::with_password(secret);
+        scram_->set_max_iterations(worker_->settings().scram_max_iterations);
       } else if (cred.scram_client_key && cred.scram_server_key) {
         scram_ = pp::ScramClient::with_keys(*cred.scram_client_key, *cred.scram_server_key);
+        scram_->set_max_iterations(worker_->settings().scram_max_iterations);
       } else {
         login_failed(sqlstate::kInvalidPassword,
                      "the server asks for SCRAM and pgsluice has neither a password nor SCRAM "

@@ -25,7 +25,6 @@ constexpr std::string_view kClientKeyLabel = "Client Key";
 constexpr std::string_view kServerKeyLabel = "Server Key";
 // A server asking for more PBKDF2 rounds than this is broken or hostile (it would pin a core for
 // minutes per login); PostgreSQL's default is 4096.
-constexpr long kMaxClientIterations = kMaxScramIterations;
 // PostgreSQL's nonces are 24 characters from each side (18 random bytes in base64) and its salts
 // 16 bytes; these leave room for other servers and clients and refuse what only an attacker sends.
 constexpr size_t kMaxNonceLength = 512;
@@ -556,7 +555,7 @@ ScramStatus ScramClient::handle_server_first(std::string_view server_first,
   const std::optional<std::string> salt = base64_decode(value_of(attrs[1]));
   if (!salt || salt->empty()) return ScramStatus::malformed;
   int iterations = 0;
-  if (!parse_count(value_of(attrs[2]), kMaxClientIterations, iterations)) {
+  if (!parse_count(value_of(attrs[2]), max_iterations_, iterations)) {
     return ScramStatus::malformed;
   }
 

@@ -14,9 +14,10 @@ namespace pgsluice::protocol {
 
 using ScramKey = std::array<uint8_t, 32>;
 
-// The largest iteration count pgsluice computes with or hands to clients: PostgreSQL's default
-// is 4096; a count from a hostile server or a crafted auth_query answer (up to 2^31 - 1) would
-// keep the pooler, or every client, busy for minutes per login.
+// The default of the largest iteration count pgsluice computes with or hands to clients
+// (scram_max_iterations): PostgreSQL's default is 4096; a count from a hostile server or a
+// crafted auth_query answer (up to 2^31 - 1) would keep the pooler, or every client, busy for
+// minutes per login.
 inline constexpr int kMaxScramIterations = 10'000'000;
 
 struct ScramVerifier {
@@ -95,6 +96,8 @@ class ScramClient {
   // server did not offer -PLUS (which a server that did would take as a downgrade).
   void set_channel_binding(std::string data);
   void set_channel_binding_unused() { gs2_header_ = "y,,"; }
+  // The largest iteration count a server-first may ask for (default kMaxScramIterations).
+  void set_max_iterations(int max) { max_iterations_ = max; }
 
   // "n,,n=,r=<nonce>": PostgreSQL takes the user name from the startup packet.
   std::string client_first();
@@ -120,6 +123,7 @@ class ScramClient {
   // expected signature would still be all zeros).
   bool awaiting_server_final_ = false;
   bool server_first_seen_ = false;  // a second server-first-message is refused
+  int max_iterations_ = kMaxScramIterations;
   bool completed_ = false;
 };
 
