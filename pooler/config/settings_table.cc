@@ -185,7 +185,6 @@ std::vector<SettingDef> make_table() {
       row("query_wait_timeout", duration_value(&S::query_wait_timeout)),
       row("reserve_pool_size", int_value(&S::reserve_pool_size, 0, kMillion)),
       row("reserve_pool_timeout", duration_value(&S::reserve_pool_timeout)),
-      // Read at each login.
       row("scram_max_iterations", int_value(&S::scram_max_iterations, 1, kTenMillion * 100),
           kReload, kOwn),
       row("server_check_delay", duration_value(&S::server_check_delay)),
