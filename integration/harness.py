@@ -76,6 +76,15 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+def rss_kb(pid: int) -> int:
+    """The resident memory of process `pid`, in kB (VmRSS)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))

@@ -96,14 +96,6 @@ def connect(pooler: harness.Pooler) -> socket.socket:
     return socket.create_connection((harness.HOST, pooler.port), timeout=TIMEOUT)
 
 
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
 # --------------------------------------------------------------------------------------------
 # length words
 
@@ -380,7 +372,7 @@ def test_password_pipelined_with_startup(make_pooler):
 def test_client_that_never_reads(make_pooler):
     pooler = make_pooler(default_pool_size=2, query_wait_timeout=30)
     pid = pooler.proc.pid
-    rss_start = rss_kb(pid)
+    rss_start = harness.rss_kb(pid)
     # Default socket buffers (a few MB on loopback): a tiny SO_RCVBUF would make the final drain
     # crawl (4 KB window against delayed ACKs), which is not what this is about.
     hog = harness.RawClient(harness.HOST, pooler.port, "app", "app", "app")
@@ -395,7 +387,7 @@ def test_client_that_never_reads(make_pooler):
             assert other.scalar("SELECT count(*) FROM generate_series(1, 1000)") == "1000"
             assert time.monotonic() - t0 < 5
             queries += 1
-            peak = max(peak, rss_kb(pid))
+            peak = max(peak, harness.rss_kb(pid))
             time.sleep(0.05)
     assert queries > 10
     assert peak < 200 * 1024, f"pgsluice RSS grew to {peak // 1024} MB (from {rss_start // 1024})"
@@ -435,7 +427,7 @@ def test_queued_client_that_keeps_sending_is_not_buffered(make_pooler):
     with pooler.raw() as holder:
         holder.query("BEGIN")  # the only server stays with this client (transaction mode)
         holder.scalar("SELECT 1")
-        rss_start = rss_kb(pid)
+        rss_start = harness.rss_kb(pid)
         flood = pooler.raw()
         query = b"SELECT 1;" + b" " * 1000
         data = (b"Q" + struct.pack("!i", len(query) + 5) + query + b"\0") * 100_000  # ~100 MB
@@ -447,7 +439,7 @@ def test_queued_client_that_keeps_sending_is_not_buffered(make_pooler):
                 offset += flood.sock.send(data[offset:offset + (1 << 20)])
             except BlockingIOError:
                 time.sleep(0.01)
-        peak = rss_kb(pid)
+        peak = harness.rss_kb(pid)
         # The kernel's socket buffers take some; pgsluice's own buffer stays small.
         assert peak - rss_start < 32 * 1024, f"RSS {rss_start // 1024} -> {peak // 1024} MB"
         assert offset < len(data), "the pooler read everything while the client was queued"

@@ -32,14 +32,6 @@ GROWTH_FACTOR = 1.2
 SLACK_KB = 8 * 1024
 
 
-def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
 def pgbench_figures(stdout: str) -> tuple[int, int]:
     """(processed transactions, failed transactions) from pgbench's report."""
     processed = re.search(r"number of transactions actually processed: (\d+)", stdout)
@@ -68,7 +60,7 @@ def test_soak(pgbench_data, make_pooler, monkeypatch):
         while not stop.is_set():
             now = time.monotonic()
             try:
-                samples.append((now - t0, rss_kb(pid)))
+                samples.append((now - t0, harness.rss_kb(pid)))
             except (OSError, RuntimeError):
                 return
             if RELOAD_EVERY > 0 and now >= next_reload and not steady_done.is_set():
@@ -78,7 +70,7 @@ def test_soak(pgbench_data, make_pooler, monkeypatch):
             stop.wait(1)
 
     sampler = threading.Thread(target=sample)
-    rss_start = rss_kb(pid)
+    rss_start = harness.rss_kb(pid)
     sampler.start()
     t_start = time.monotonic()
     try:
@@ -96,7 +88,7 @@ def test_soak(pgbench_data, make_pooler, monkeypatch):
     finally:
         stop.set()
         sampler.join(10)
-    rss_end = rss_kb(pid)
+    rss_end = harness.rss_kb(pid)
     peak = max(kb for _, kb in samples)
     # Warm: every client connected (a quarter into the steady phase; the logins take a while).
     warm_samples = [kb for t, kb in samples if t >= SECONDS / 4]

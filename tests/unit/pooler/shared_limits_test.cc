@@ -20,6 +20,19 @@ LaunchInput sized(int pool_size, int max_db = 0, int max_user = 0) {
   return in;
 }
 
+// How many threads hold something at once, and the most that ever did.
+struct PeakCounter {
+  std::atomic<int> now{0};
+  std::atomic<int> peak{0};
+  void enter() {
+    const int held = now.fetch_add(1) + 1;
+    int seen = peak.load();
+    while (held > seen && !peak.compare_exchange_weak(seen, held)) {
+    }
+  }
+  void leave() { now.fetch_sub(1); }
+};
+
 TEST(SharedLimits, ReserveCountsAndRefusesAtPoolSize) {
   SharedLimits limits;
   const LimitSlots app = limits.slots_for("app", "alice");
@@ -99,25 +112,21 @@ TEST(SharedLimits, ConcurrentReservationsNeverExceedTheLimit) {
   const LimitSlots app = limits.slots_for("app", "app");
   constexpr int kThreads = 4;
   constexpr int kRounds = 20000;
-  std::atomic<int> held{0};
-  std::atomic<int> peak{0};
+  PeakCounter held;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kRounds; ++i) {
         if (!launch_allowed(limits.reserve(app, sized(3), t))) continue;
-        const int now = held.fetch_add(1) + 1;
-        int seen = peak.load();
-        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-        }
-        held.fetch_sub(1);
+        held.enter();
+        held.leave();
         SharedLimits::release(app, t);
       }
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_LE(peak.load(), 3);
-  EXPECT_GE(peak.load(), 1);
+  EXPECT_LE(held.peak.load(), 3);
+  EXPECT_GE(held.peak.load(), 1);
   LaunchInput in = sized(3);
   SharedLimits::totals(app, in);
   EXPECT_EQ(in.pool_servers, 0);
@@ -237,8 +246,7 @@ TEST(SharedLimits, ConcurrentLoginBeginsNeverOverlap) {
   const LimitSlots app = limits.slots_for("app", "app");
   constexpr int kThreads = 4;
   constexpr int kRounds = 20000;
-  std::atomic<int> in_flight{0};
-  std::atomic<int> peak{0};
+  PeakCounter in_flight;
   std::atomic<int> begun{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -246,17 +254,14 @@ TEST(SharedLimits, ConcurrentLoginBeginsNeverOverlap) {
       for (int i = 0; i < kRounds; ++i) {
         if (!SharedLimits::begin_only_login(app, t)) continue;
         begun.fetch_add(1);
-        const int now = in_flight.fetch_add(1) + 1;
-        int seen = peak.load();
-        while (now > seen && !peak.compare_exchange_weak(seen, now)) {
-        }
-        in_flight.fetch_sub(1);
+        in_flight.enter();
+        in_flight.leave();
         SharedLimits::login_ended(app);
       }
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ(peak.load(), 1);
+  EXPECT_EQ(in_flight.peak.load(), 1);
   EXPECT_GT(begun.load(), 0);
   EXPECT_EQ(SharedLimits::logins(app), 0);
 }
