@@ -44,10 +44,11 @@ void ParameterSet::set(std::string_view name, std::string_view value) {
   } else {
     items_.emplace(it, std::string(name), std::string(value));
   }
-  repack();
+  packed_stale_ = true;
 }
 
-void ParameterSet::repack() {
+void ParameterSet::repack() const {
+  packed_stale_ = false;
   packed_.clear();
   for (const auto& [name, value] : items_) {
     packed_.append(name).push_back('\0');
@@ -64,7 +65,7 @@ void ParameterSet::erase(std::string_view name) {
   auto it = lower_bound_of(items_, name);
   if (it != items_.end() && iequals(it->first, name)) {
     items_.erase(it);
-    repack();
+    packed_stale_ = true;
   }
 }
 

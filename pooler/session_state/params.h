@@ -21,7 +21,9 @@ namespace pgsluice {
 // sorted by their ASCII-folded name, so two sets with the same contents have equal items whatever
 // order they were filled in, and the items are also kept packed into one string: the check "does
 // this server already match this client", made at every link, is then one memcmp
-// (build_parameter_sync_query). Sets change rarely (a ParameterStatus, a SET), links constantly.
+// (build_parameter_sync_query). Sets change rarely (a ParameterStatus, a SET), links constantly;
+// the packing is redone at the first comparison after a change, so that a server reporting many
+// parameters in a row costs a binary search per report, not a repacking.
 class ParameterSet {
  public:
   void set(std::string_view name, std::string_view value);
@@ -30,6 +32,7 @@ class ParameterSet {
   void clear() {
     items_.clear();
     packed_.clear();
+    packed_stale_ = false;
   }
   [[nodiscard]] bool empty() const { return items_.empty(); }
   [[nodiscard]] size_t size() const { return items_.size(); }
@@ -37,15 +40,20 @@ class ParameterSet {
     return items_;
   }
   // Same names (as spelled) with the same values.
-  bool operator==(const ParameterSet& other) const { return packed_ == other.packed_; }
+  bool operator==(const ParameterSet& other) const {
+    if (packed_stale_) repack();
+    if (other.packed_stale_) other.repack();
+    return packed_ == other.packed_;
+  }
 
  private:
-  void repack();
+  void repack() const;
 
   std::vector<std::pair<std::string, std::string>> items_;
   // name NUL value NUL …, in the items' order: equal exactly when the items are, since no name
   // or value holds a NUL (the protocol's strings end at one; set() cuts a value at one).
-  std::string packed_;
+  mutable std::string packed_;
+  mutable bool packed_stale_ = false;
 };
 
 // The tracked parameter's canonical spelling ("datestyle" → "DateStyle"), or empty when `name`

@@ -49,6 +49,25 @@ TEST(ParameterSet, EqualContentsAreEqualWhateverTheOrderOfFilling) {
   EXPECT_NE(x, y);
 }
 
+TEST(ParameterSet, ManyChangesBetweenComparisonsAreComparedExactly) {
+  // A server that reports a thousand parameters in a row: each report is a binary search and
+  // an insert, the packing is redone once, at the next comparison (issue 23).
+  ParameterSet a;
+  ParameterSet b;
+  for (int i = 0; i < 1000; ++i) a.set("p" + std::to_string(i), std::to_string(i));
+  for (int i = 999; i >= 0; --i) b.set("P" + std::to_string(i), std::to_string(i));
+  EXPECT_NE(a, b);  // same names, spelled differently: not the same set as spelled
+  ParameterSet c = a;
+  EXPECT_EQ(a, c);
+  c.set("p500", "changed");
+  EXPECT_NE(a, c);
+  c.set("p500", "500");
+  c.erase("p7");
+  EXPECT_NE(a, c);
+  a.erase("P7");
+  EXPECT_EQ(a, c);
+}
+
 TEST(ParameterSet, EqualityFollowsEveryChange) {
   ParameterSet a;
   ParameterSet b;
