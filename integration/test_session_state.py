@@ -2,7 +2,7 @@
 server (a plain SET, an advisory lock, a LISTEN, a temp table, …) is found, logged and acted on
 by session_state_action: warn (the breakage happens, and is recorded), reject (0A000 with a
 hint), reset (the server is cleaned before anyone else gets it) and pin (the client keeps its
-server)."""
+server). keep, the default for settings, has its own file (test_keep_settings.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ def backend_pid(conn) -> int:
     return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
 
 
-def test_warn_is_the_default_and_the_leak_happens(make_pooler):
-    # Seed 002's experiment 3: one client's SET reaches the next client of the same server.
-    pooler = make_pooler(default_pool_size=1)
+def test_under_warn_the_leak_happens(make_pooler):
+    # Seed 002's experiment 3: one client's SET reaches the next client of the same server
+    # (the default, keep, prevents it: test_keep_settings.py).
+    pooler = make_pooler(default_pool_size=1, session_state_action="warn")
     with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
         a.execute("SET statement_timeout = '12345ms'")
         assert b.execute("SHOW statement_timeout").fetchone()[0] == "12345ms"
@@ -228,7 +229,7 @@ def test_show_leaks_names_who_did_what(make_pooler):
     by_kind = {(r[0], r[1]): r for r in rows}
     row = by_kind[("set", "search_path")]
     # kind|detail|certainty|action|database|user|application_name|client_addr|source|count|…
-    assert row[2:7] == ["definite", "warn", "app", "app", "billing"], row
+    assert row[2:7] == ["definite", "keep", "app", "app", "billing"], row
     assert row[8] == "query" and row[9] == "2", row
     assert "search_path" in row[13] and "$1" in row[13], row
     assert ("advisory_lock", "pg_advisory_lock") in by_kind, rows
@@ -266,7 +267,8 @@ def test_hidden_state_passes_without_verify(pg, make_pooler):
 
 def test_verify_always_finds_and_cleans_hidden_state(pg, make_pooler):
     pg.psql(HIDDEN_FUNCTIONS, db="app")
-    pooler = make_pooler(default_pool_size=1, admin_users="app", session_state_verify="always")
+    pooler = make_pooler(default_pool_size=1, admin_users="app", session_state_verify="always",
+                         session_state_action="warn")
     with pooler.connect(autocommit=True, application_name="hider") as a, \
             pooler.connect(autocommit=True) as b:
         pid = backend_pid(a)
@@ -341,7 +343,8 @@ def test_leak_report_json_on_demand_and_at_shutdown(make_pooler, tmp_path):
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["totals"]["by_kind"] == {"advisory_lock": 1, "set": 1}, doc
-    assert doc["totals"]["by_action"] == {"warn": 2}, doc
+    assert doc["totals"]["by_action"] == {"keep": 1, "warn": 1}, doc
+    assert doc["settings"]["session_state_action"] == "warn,set:keep,set_config:keep,role:keep"
     f = [x for x in doc["findings"] if x["kind"] == "set"][0]
     assert f["detail"] == "search_path" and f["application_name"] == "reporter", f
     assert json.loads(report.read_text())["totals"]["events"] == 2

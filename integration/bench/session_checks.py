@@ -1,15 +1,21 @@
 #!/usr/bin/python3
-"""pgbench -S through pgsluice with the session-state checks off and on, in one run.
+"""pgbench through pgsluice with the session-state checks off and on, in one run.
 
-The configurations run interleaved (off, warn, warn+verify, off, warn, …) against one
+The configurations run interleaved (off, default, warn, warn+verify, off, …) against one
 throwaway PostgreSQL 15 (harness.PostgresCluster, pgbench scale 1), each pooler in transaction
 mode with default_pool_size 8; the order rotates from one repeat to the next, so that no
 configuration always runs first. The medians and min-max of the repeats are printed as a Markdown
 table, with the pooler's CPU time per transaction (user + system, from /proc/PID/stat), which a
-busy machine disturbs much less than TPS. The checks must cost under 5% of throughput (issue 6).
+busy machine disturbs much less than TPS. The checks must cost under 5% of throughput (issue 6);
+the defaults (keep for settings) within 3% of off (issue 18).
 
-    /usr/bin/python3 integration/bench/session_checks.py --pgsluice build-sql-rel/pooler/pgsluice \
-        [--repeats 3] [--duration 10] [--clients 8] [--protocol simple]
+Workloads: `select` is pgbench -S; `set` is a client that runs `SET work_mem` before the same
+SELECT in every pgbench transaction (two pooled transactions: the SET's, which `keep` reads back,
+and the SELECT's) — the cost of keep.
+
+    /usr/bin/python3 integration/bench/session_checks.py --pgsluice build-rel/pooler/pgsluice \
+        [--repeats 3] [--duration 10] [--clients 8] [--protocol simple] [--workload select|set] \
+        [--configs off,default,warn,warn+verify=sample/100]
 
 Use a Release binary: a Debug one measures the debug build.
 """
@@ -21,6 +27,7 @@ import os
 import re
 import statistics
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -28,6 +35,7 @@ import harness  # noqa: E402
 
 CONFIGS = {
     "off": {"session_state_action": "off"},
+    "default": {},
     "warn": {"session_state_action": "warn"},
     "warn+verify=sample/100": {"session_state_action": "warn", "session_state_verify": "sample",
                                "session_state_verify_sample": "100"},
@@ -47,24 +55,37 @@ def main() -> int:
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--protocol", default="simple", choices=["simple", "extended", "prepared"])
+    ap.add_argument("--workload", default="select", choices=["select", "set"])
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--pool-size", type=int, default=8)
     args = ap.parse_args()
+    configs = {name: CONFIGS[name] for name in args.configs.split(",")}
+    script = None
+    if args.workload == "set":
+        script = os.path.join(tempfile.mkdtemp(prefix="pgsluice-bench-"), "set.sql")
+        with open(script, "w") as f:
+            f.write("\\set aid random(1, 100000)\n"
+                    "SET work_mem = '64MB';\n"
+                    "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
+        os.chmod(os.path.dirname(script), 0o755)
 
     pg = harness.PostgresCluster()
     poolers = {}
     try:
         pg.pgbench_init()
-        for name, settings in CONFIGS.items():
+        for name, settings in configs.items():
             poolers[name] = harness.Pooler(pg, binary=os.path.abspath(args.pgsluice),
-                                           default_pool_size=8, log_connections=0,
+                                           default_pool_size=args.pool_size, log_connections=0,
                                            log_disconnections=0, **settings)
-        tps: dict[str, list[float]] = {name: [] for name in CONFIGS}
-        cpu: dict[str, list[float]] = {name: [] for name in CONFIGS}
+        tps: dict[str, list[float]] = {name: [] for name in configs}
+        cpu: dict[str, list[float]] = {name: [] for name in configs}
         names = list(poolers)
         for r in range(args.repeats):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 pooler = poolers[name]
                 cpu_before = cpu_seconds(pooler.proc.pid)
-                cmd = ["-n", "-S", "-M", args.protocol, "-c", str(args.clients), "-j", "2",
+                workload = ["-S"] if script is None else ["-f", script]
+                cmd = ["-n", *workload, "-M", args.protocol, "-c", str(args.clients), "-j", "2",
                        "-T", str(args.duration)]
                 rc, out, err = pooler.pgbench(cmd, timeout=args.duration + 120)
                 if rc != 0:
@@ -81,13 +102,16 @@ def main() -> int:
                 cpu[name].append((cpu_seconds(pooler.proc.pid) - cpu_before) * 1e6 / txns)
                 print(f"repeat {r + 1} {name}: {tps[name][-1]:.0f} tps, "
                       f"{cpu[name][-1]:.1f} us pooler CPU per transaction", flush=True)
-        base = statistics.median(tps["off"])
+        base_name = next(iter(configs))
+        base = statistics.median(tps[base_name])
         print()
-        print(f"pgbench -n -S -M {args.protocol} -c {args.clients} -j 2 -T {args.duration}, "
-              f"{args.repeats} interleaved repeats, pgsluice {args.pgsluice}")
+        print(f"pgbench -n {args.workload} -M {args.protocol} -c {args.clients} -j 2 "
+              f"-T {args.duration}, pool_size {args.pool_size}, {args.repeats} interleaved "
+              f"repeats, pgsluice {args.pgsluice}")
         print()
-        cpu_base = statistics.median(cpu["off"])
-        print("| checks | median TPS | min-max | vs off | pooler CPU us/txn (min-max) | vs off |")
+        cpu_base = statistics.median(cpu[base_name])
+        print(f"| checks | median TPS | min-max | vs {base_name} | pooler CPU us/txn (min-max) "
+              f"| vs {base_name} |")
         print("|---|---:|---:|---:|---:|---:|")
         for name, values in tps.items():
             med = statistics.median(values)

@@ -16,6 +16,20 @@ constexpr pp::SessionStateKind kAllKinds[kSessionStateKindCount] = {
     pp::SessionStateKind::load};
 }  // namespace
 
+bool keepable(pp::SessionStateKind kind) {
+  return kind == pp::SessionStateKind::set || kind == pp::SessionStateKind::set_config ||
+         kind == pp::SessionStateKind::role;
+}
+
+SessionPolicy SessionPolicy::transaction_default() {
+  SessionPolicy policy;
+  policy.default_action = SessionAction::warn;
+  for (pp::SessionStateKind kind : kAllKinds) {
+    if (keepable(kind)) policy.overrides[static_cast<size_t>(kind)] = SessionAction::keep;
+  }
+  return policy;
+}
+
 bool SessionPolicy::all_off() const {
   for (pp::SessionStateKind kind : kAllKinds) {
     if (action_for(kind) != SessionAction::off) return false;
@@ -35,6 +49,8 @@ std::string_view to_string(SessionAction action) {
       return "reset";
     case SessionAction::pin:
       return "pin";
+    case SessionAction::keep:
+      return "keep";
   }
   return "?";
 }
@@ -61,7 +77,7 @@ std::optional<SessionVerifyMode> parse_session_verify_mode(std::string_view text
 
 std::optional<SessionAction> parse_session_action(std::string_view text) {
   for (SessionAction a : {SessionAction::off, SessionAction::warn, SessionAction::reject,
-                          SessionAction::reset, SessionAction::pin}) {
+                          SessionAction::reset, SessionAction::pin, SessionAction::keep}) {
     if (text == to_string(a)) return a;
   }
   return std::nullopt;
@@ -92,7 +108,7 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
       }
       auto action = parse_session_action(item);
       if (!action) {
-        return "unknown action '" + std::string(item) + "' (off, warn, reject, reset, pin)";
+        return "unknown action '" + std::string(item) + "' (off, warn, reject, reset, pin, keep)";
       }
       policy.default_action = *action;
     } else {
@@ -106,7 +122,11 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
       }
       auto action = parse_session_action(action_text);
       if (!action) {
-        return "unknown action '" + std::string(action_text) + "' (off, warn, reject, reset, pin)";
+        return "unknown action '" + std::string(action_text) +
+               "' (off, warn, reject, reset, pin, keep)";
+      }
+      if (*action == SessionAction::keep && !keepable(*kind)) {
+        return "keep applies to set, set_config and role, not to '" + std::string(kind_text) + "'";
       }
       policy.overrides[static_cast<size_t>(*kind)] = *action;
     }

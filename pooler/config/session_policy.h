@@ -20,7 +20,13 @@ enum class SessionAction {
   reject,  // refuse definite findings with 0A000 and a hint; warn on possible ones
   reset,   // forward, then clean exactly that before the server serves another client
   pin,     // keep the client on its server until it disconnects
+  // settings (set, set_config, role) only: the client's values follow it from server to server
+  // (kept_settings.h); on any other kind it acts as warn
+  keep,
 };
+
+// Kinds whose state `keep` can carry to another server.
+bool keepable(protocol::SessionStateKind kind);
 
 inline constexpr size_t kSessionStateKindCount = 9;
 
@@ -40,8 +46,12 @@ struct SessionPolicy {
 
   [[nodiscard]] SessionAction action_for(protocol::SessionStateKind kind) const {
     const auto& o = overrides[static_cast<size_t>(kind)];
-    return o ? *o : default_action;
+    const SessionAction a = o ? *o : default_action;
+    return a == SessionAction::keep && !keepable(kind) ? SessionAction::warn : a;
   }
+  // What transaction mode does when session_state_action is not set: settings are kept, the
+  // rest is counted and warned about.
+  static SessionPolicy transaction_default();
   // Nothing to look for: the classifier is skipped altogether.
   [[nodiscard]] bool all_off() const;
   bool operator==(const SessionPolicy&) const = default;

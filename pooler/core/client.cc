@@ -301,6 +301,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
       reported_.set(tracked, value);
     }
   }
+  settings_ = extras_;
   if (settings.application_name_add_host) {
     const std::string* app = reported_.get("application_name");
     reported_.set("application_name",

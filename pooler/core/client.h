@@ -84,6 +84,10 @@ class Client final : public ChannelOwner {
   [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
   void set_cancel_key(int32_t pid, std::string key);
   [[nodiscard]] const ParameterSet& startup_extras() const { return extras_; }
+  // The settings the server does not report that this client wants on every server: its startup
+  // extras, changed by what its SQL set under the `keep` action (kept_settings.h).
+  [[nodiscard]] const ParameterSet& session_settings() const { return settings_; }
+  ParameterSet& session_settings() { return settings_; }
   [[nodiscard]] uint64_t wait_started_ms() const { return wait_started_ms_; }
   [[nodiscard]] uint64_t connected_ms() const { return connected_ms_; }
   // When the client last sent anything (client_idle_timeout).
@@ -205,6 +209,7 @@ class Client final : public ChannelOwner {
   Server* server_ = nullptr;
   ParameterSet reported_;  // the client's view of every parameter the server reports
   ParameterSet extras_;    // startup settings the server does not report
+  ParameterSet settings_;  // what the client wants now: extras_, then what `keep` kept
 
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;

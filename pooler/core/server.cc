@@ -116,7 +116,7 @@ void Server::link(Client& client) {
   set_state(State::active);
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
-                                                client.startup_extras(), extras_);
+                                                client.session_settings(), extras_);
   if (!sync.empty()) send_internal_query(sync);
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(verifier_, client);
@@ -294,8 +294,10 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
             replies_.pending().size(),
             replies_.pending().empty() ? -1 : static_cast<int>(replies_.pending().front().kind));
       }
-      if (pool_->mode() == PoolMode::transaction && !pinned_ && at_transaction_boundary()) {
-        return Reply::forward_and_release;
+      if (pool_->mode() == PoolMode::transaction && at_transaction_boundary()) {
+        // Pinned or not: the server's settings must be known when it is released at last.
+        if (kept_.any() && read_back_kept_settings()) return Reply::forward;
+        if (!pinned_) return Reply::forward_and_release;
       }
       return Reply::forward;
     }
@@ -346,6 +348,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
+      if (kept_.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
       if (query_sink_ != nullptr && replies_.internal_ready_owed() == 0) finish_query();
       if (state_ == State::resetting && replies_.internal_ready_owed() == 0) {
         if (internal_failed_ || replies_.transaction_status() != TransactionStatus::idle) {
@@ -375,7 +378,9 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       }
       internal_failed_ = true;
       spdlog::warn("{} pooler query failed: {}", log_id(), text);
-      if (client_ != nullptr) {
+      // Reading kept settings back is the pooler's business: finish_kept_settings() closes the
+      // server, the client is not told.
+      if (client_ != nullptr && !kept_.awaiting()) {
         pp::ErrorNotice notice{.severity = "WARNING",
                                .code = error ? error.value.code : sqlstate::kInternalError,
                                .message = text,
@@ -391,7 +396,11 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       if (state_ == State::idle) note_orphan_notification(message);
       return true;
     case be::kDataRow:
-      if (verifier_.awaiting()) verifier_.on_data_row(message.body);
+      if (kept_.awaiting()) {
+        kept_.on_row(message.body);
+      } else if (verifier_.awaiting()) {
+        verifier_.on_data_row(message.body);
+      }
       return true;
     case be::kNoticeResponse:
     case be::kRowDescription:
@@ -435,6 +444,8 @@ void Server::release_to_pool() {
 void Server::release_if_nothing_owed() {
   if (state_ != State::active || pool_->mode() != PoolMode::transaction || pinned_) return;
   if (!at_transaction_boundary()) return;
+  // Settings noted while the last read-back was under way are read back before the release.
+  if (kept_.any() && read_back_kept_settings()) return;
   release_to_pool();
 }
 
@@ -448,6 +459,24 @@ void Server::detach_client() {
     return;
   }
   clean_and_release(/*session_ended=*/true);
+}
+
+void Server::forget_reset_settings() {
+  if (dirty_.resets_role()) {
+    extras_.erase("role");
+    extras_.erase("session_authorization");
+  }
+  if (dirty_.resets_all_settings()) {
+    // RESET ALL leaves the role and the session authorization (GUC_NO_RESET_ALL): a server
+    // believed to have neither would serve the next client as that role.
+    ParameterSet roles;
+    for (std::string_view name : {"role", "session_authorization"}) {
+      if (const std::string* v = extras_.get(name)) roles.set(name, *v);
+    }
+    extras_ = std::move(roles);
+  } else {
+    for (const std::string& name : dirty_.reset_names()) extras_.erase(name);
+  }
 }
 
 void Server::clean_and_release(bool session_ended) {
@@ -471,12 +500,14 @@ void Server::clean_and_release(bool session_ended) {
     queries.push_back(reset_query);
     extras_.clear();  // DISCARD ALL (the usual reset) resets what the pooler applied
   }
-  for (std::string& q : dirty_.cleanup_queries()) queries.push_back(std::move(q));
-  if (dirty_.resets_all_settings()) {
-    extras_.clear();
-  } else {
-    for (const std::string& name : dirty_.reset_names()) extras_.erase(name);
+  // Settings kept for a client whose transaction never reached a quiet boundary (it left with
+  // more in flight): what stuck is unknown, so they are reset.
+  if (kept_.any()) {
+    kept_.mark_for_reset(dirty_);
+    kept_.clear();
   }
+  for (std::string& q : dirty_.cleanup_queries()) queries.push_back(std::move(q));
+  forget_reset_settings();
   dirty_.clear();
   pinned_ = false;
   for (const std::string& q : queries) {

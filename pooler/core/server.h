@@ -29,6 +29,7 @@
 #include "pooler/core/stats.h"
 #include "pooler/net/channel.h"
 #include "pooler/session_state/dirty_state.h"
+#include "pooler/session_state/kept_settings.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/verify.h"
 
@@ -79,6 +80,10 @@ class Server final : public ChannelOwner {
     verifier_.track().note(finding);
   }
   SessionVerifier& verifier() { return verifier_; }
+  // `keep` (kept_settings.h): a setting the linked client changed, read back from the server
+  // once the transaction has ended, before the server is released.
+  void keep_setting(const protocol::SessionStateFinding& finding) { kept_.note(finding); }
+  void keep_settings_discarded() { kept_.note_reset_all(/*discard_all=*/true); }
   void pin() { pinned_ = true; }
   [[nodiscard]] bool pinned() const { return pinned_; }
   [[nodiscard]] bool dirty() const { return dirty_.any(); }
@@ -230,10 +235,16 @@ class Server final : public ChannelOwner {
   void reset_retry_state();
   void send_internal_query(const std::string& sql);
   void release_to_pool();
+  // At a transaction boundary with settings noted under `keep`: the query that reads them back
+  // is sent, and the server stays linked until its answer (false: nothing to read).
+  bool read_back_kept_settings();
+  void finish_kept_settings();
   void note_orphan_notification(const protocol::Message& message);
   // Rolls back, resets (session end in session mode) and cleans what the client left, then
   // goes idle; closes instead when the state cannot be undone.
   void clean_and_release(bool session_ended);
+  // The cleaning about to run resets these settings: what the pooler applied of them is gone.
+  void forget_reset_settings();
   // session_state_verify's answer came (the last internal reply while resetting): true when
   // the server goes on resetting (a DISCARD ALL for what was hidden), false to go idle.
   bool finish_verify();
@@ -297,6 +308,7 @@ class Server final : public ChannelOwner {
   std::string held_error_;
   PendingReplies held_batch_;  // the requests from the failed Bind to the Sync
   DirtyState dirty_;
+  SettingsCapture kept_;
   // run_query's sink until the ReadyForQuery (server_query.cc).
   ServerQuerySink* query_sink_ = nullptr;
   bool deliver_query_reply(const protocol::Message& message);

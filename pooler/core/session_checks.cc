@@ -138,13 +138,20 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   const pp::SessionStateFinding* rejected = nullptr;
   bool pin = false;
   for (const pp::SessionStateFinding& f : verdict.findings) {
-    // Releasing state (RESET x, UNLISTEN, pg_advisory_unlock) never leaks anything.
-    if (f.effect == pp::SessionStateEffect::release) continue;
+    // Releasing state (RESET x, UNLISTEN, pg_advisory_unlock) never leaks anything; a kept
+    // setting that is reset is read back like one that is set.
+    if (f.effect == pp::SessionStateEffect::release) {
+      if (policy.action_for(f.kind) == SessionAction::keep) server.keep_setting(f);
+      continue;
+    }
     SessionAction action = policy.action_for(f.kind);
     if (action == SessionAction::off) continue;
     if (action == SessionAction::reject && f.certainty == pp::Certainty::possible) {
       action = SessionAction::warn;  // refuse only what is certain; warn on what may be
     }
+    // A setting is kept by reading it back, which needs its name: set_config(name, …) with a
+    // computed name is cleaned after the transaction instead.
+    if (action == SessionAction::keep && f.detail.empty()) action = SessionAction::reset;
     record_query_finding(worker, client, pp::to_string(f.kind), f.detail,
                          pp::to_string(f.certainty), action, statement_text(sql, f.span));
     // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
@@ -160,10 +167,19 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
       case SessionAction::reset:
         server.mark_dirty(f);
         break;
+      case SessionAction::keep:
+        server.keep_setting(f);
+        break;
       case SessionAction::warn:
       case SessionAction::off:
         break;
     }
+  }
+  // RESET ALL is a finding (set:all); DISCARD ALL only a cleanup. Either way the settings the
+  // pooler keeps for the client are read back after the transaction.
+  if (verdict.cleanup.discard_all &&
+      policy.action_for(pp::SessionStateKind::set) == SessionAction::keep) {
+    server.keep_settings_discarded();
   }
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
   // session_state_verify is what can confirm it.

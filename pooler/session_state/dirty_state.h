@@ -27,6 +27,10 @@ class DirtyState {
   // settings the pooler applied itself are applied again on the next link.
   [[nodiscard]] const std::vector<std::string>& reset_names() const { return reset_names_; }
   [[nodiscard]] bool resets_all_settings() const { return reset_all_ || discard_all_; }
+  // The role and session authorization too (RESET ALL leaves them, DISCARD ALL does not).
+  [[nodiscard]] bool resets_role() const {
+    return reset_role_ || reset_session_authorization_ || discard_all_;
+  }
 
  private:
   std::vector<std::string> reset_names_;

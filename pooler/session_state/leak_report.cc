@@ -71,8 +71,9 @@ std::string leak_report_json(SharedFindings& findings, const Settings& s) {
   out += fmt::format(
       "  \"settings\": {{\"session_state_action\": {}, \"session_state_verify\": {}, "
       "\"session_state_verify_sample\": {}, \"session_state_long_hold_ms\": {}}},\n",
-      json_string(s.session_state_action ? format_session_policy(*s.session_state_action)
-                                         : "default"),
+      // Unset: what transaction-mode pools do by default, spelled out.
+      json_string(format_session_policy(
+          s.session_state_action ? *s.session_state_action : SessionPolicy::transaction_default())),
       json_string(to_string(s.session_state_verify)), s.session_state_verify_sample,
       s.session_state_long_hold.count());
   out += fmt::format(

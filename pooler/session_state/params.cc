@@ -110,6 +110,14 @@ std::string quote_identifier(std::string_view name) {
   return out;
 }
 
+namespace {
+constexpr std::string_view kRole = "role";
+constexpr std::string_view kSessionAuthorization = "session_authorization";
+bool is_role_setting(std::string_view name) {
+  return iequals(name, kRole) || iequals(name, kSessionAuthorization);
+}
+}  // namespace
+
 std::string build_parameter_sync_query(const ParameterSet& client_tracked,
                                        const ParameterSet& server_tracked,
                                        const ParameterSet& client_extras,
@@ -132,21 +140,49 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
     const std::string* current = server_tracked.get(name);
     if (current == nullptr || *current != value) add_set(name, value);
   }
+  // The session authorization and the role go in an order: the session authorization first
+  // (changing or resetting it resets the role), the role last (a setting only a superuser may
+  // change must be set or reset before the role drops the privilege).
+  const std::string* authorization = client_extras.get(kSessionAuthorization);
+  const std::string* server_authorization = server_extras.get(kSessionAuthorization);
+  const bool authorization_changes =
+      authorization == nullptr
+          ? server_authorization != nullptr
+          : server_authorization == nullptr || *server_authorization != *authorization;
+  std::string first;
+  if (authorization_changes) {
+    if (authorization != nullptr) {
+      first = "SELECT pg_catalog.set_config('session_authorization', " +
+              quote_literal(*authorization) + ", false);";
+    } else {
+      first = "RESET session_authorization;";
+    }
+  }
   for (const auto& [name, value] : client_extras.items()) {
+    if (is_role_setting(name)) continue;
     const std::string* current = server_extras.get(name);
     if (current == nullptr || *current != value) add_set(name, value);
   }
   std::string resets;
   for (const auto& [name, value] : server_extras.items()) {
-    if (client_extras.get(name) == nullptr) {
-      resets += "RESET ";
-      resets += quote_identifier(name);
-      resets += ";";
+    if (is_role_setting(name) || client_extras.get(name) != nullptr) continue;
+    resets += "RESET ";
+    resets += quote_identifier(name);
+    resets += ";";
+  }
+  std::string last;
+  const std::string* role = client_extras.get(kRole);
+  const std::string* server_role = server_extras.get(kRole);
+  if (role != nullptr) {
+    if (authorization_changes || server_role == nullptr || *server_role != *role) {
+      last = "SELECT pg_catalog.set_config('role', " + quote_literal(*role) + ", false);";
     }
+  } else if (server_role != nullptr && !authorization_changes) {
+    last = "RESET role;";
   }
   server_extras = client_extras;
-  if (sets.empty()) return resets;
-  return sets + ";" + resets;
+  if (!sets.empty()) sets += ";";
+  return first + sets + resets + last;
 }
 
 }  // namespace pgsluice

@@ -29,6 +29,30 @@ TEST(SessionPolicy, OverridesPerKind) {
   EXPECT_EQ(format_session_policy(p), "reset,advisory_lock:reject,listen:pin");
 }
 
+TEST(SessionPolicy, KeepIsForSettingsAndWarnsOnTheRest) {
+  SessionPolicy p;
+  ASSERT_EQ(parse_session_policy("keep", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::set), SessionAction::keep);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::set_config), SessionAction::keep);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::role), SessionAction::keep);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::warn);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::temp_object), SessionAction::warn);
+  ASSERT_EQ(parse_session_policy("reset,role:keep", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::role), SessionAction::keep);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::set), SessionAction::reset);
+  EXPECT_EQ(parse_session_policy("warn,listen:keep", p),
+            "keep applies to set, set_config and role, not to 'listen'");
+}
+
+TEST(SessionPolicy, TransactionModeKeepsSettingsByDefault) {
+  const SessionPolicy p = SessionPolicy::transaction_default();
+  EXPECT_EQ(format_session_policy(p), "warn,set:keep,set_config:keep,role:keep");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::warn);
+  SessionPolicy parsed;
+  ASSERT_EQ(parse_session_policy(format_session_policy(p), parsed), "");
+  EXPECT_EQ(parsed, p);
+}
+
 TEST(SessionPolicy, EveryKindAndActionName) {
   for (const char* kind : {"set", "set_config", "role", "advisory_lock", "listen", "prepare",
                            "hold_cursor", "temp_object", "load"}) {

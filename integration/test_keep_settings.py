@@ -1,0 +1,249 @@
+"""`keep`, the default for settings in transaction mode: a client's SET, RESET, set_config(…,
+false), SET ROLE follow it from server to server and never reach another client, with
+PostgreSQL's semantics (ROLLBACK, savepoints, SET LOCAL, a failed SET, RESET ALL, DISCARD ALL).
+Every test runs a pool of 2 with noise clients, so that one client's transactions land on both
+servers; the noise clients check at every transaction that they see none of it."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import psycopg
+import psycopg.errors
+import pytest
+
+DEFAULTS = {"work_mem": "4MB", "statement_timeout": "0", "search_path": '"$user", public'}
+
+
+@contextlib.contextmanager
+def noise(pooler, clients: int = 3):
+    """Clients running short transactions that must always see the defaults."""
+    stop = threading.Event()
+    seen: list[str] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with pooler.connect(autocommit=True) as c:
+                while not stop.is_set():
+                    row = c.execute("SELECT current_setting('work_mem'), "
+                                    "current_setting('statement_timeout'), "
+                                    "current_setting('search_path'), current_user, "
+                                    "pg_sleep(0.002)").fetchone()
+                    got = dict(zip(["work_mem", "statement_timeout", "search_path"], row[:3]))
+                    if got != DEFAULTS or row[3] != "app":
+                        seen.append(f"{got} as {row[3]}")
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert not errors, errors
+    assert not seen, f"a noise client saw another client's settings: {seen[:5]}"
+
+
+class Hopper:
+    """Makes a client's next transaction run on the other server of a pool of 2: a holder client
+    on the same worker takes the server the client just released (the most recently used idle
+    server goes first) for the length of one of the client's transactions."""
+
+    def __init__(self, pooler):
+        self.holder = pooler.connect()
+        self.turn = 0
+
+    def run(self, conn, sql: str):
+        self.turn += 1
+        if self.turn % 2 == 0:
+            return conn.execute(sql).fetchone()
+        self.holder.execute("SELECT 1")  # opens a transaction: the holder keeps its server
+        try:
+            return conn.execute(sql).fetchone()
+        finally:
+            self.holder.rollback()
+
+    def close(self):
+        self.holder.close()
+
+
+def settings_over_transactions(conn, name: str, rounds: int = 20) -> tuple[set, set]:
+    """The values of `name` and the backend pids over `rounds` autocommit transactions that
+    alternate between the two servers."""
+    values, pids = set(), set()
+    hop = getattr(conn, "hopper")
+    for _ in range(rounds):
+        v, pid = hop.run(conn, f"SELECT current_setting('{name}'), pg_backend_pid()")
+        values.add(v)
+        pids.add(pid)
+    assert len(pids) == 2, f"the transactions ran on {pids}, not on both servers"
+    return values, pids
+
+
+@contextlib.contextmanager
+def client(pooler, **kwargs):
+    """An autocommit client whose transactions settings_over_transactions spreads over both
+    servers."""
+    conn = pooler.connect(autocommit=True, **kwargs)
+    conn.hopper = Hopper(pooler)
+    try:
+        yield conn
+    finally:
+        conn.hopper.close()
+        conn.close()
+
+
+def admin(pooler, command: str) -> str:
+    rc, out, err = pooler.psql(command, db="pgsluice")
+    assert rc == 0, err
+    return out
+
+
+@pytest.fixture
+def pooler(make_pooler):
+    # One worker: the holder and the client share it, so the holder can take the client's
+    # server (Hopper).
+    return make_pooler(default_pool_size=2, admin_users="app", workers=1)
+
+
+def test_a_set_holds_across_servers_and_reaches_no_one_else(pooler):
+    with noise(pooler), client(pooler) as a:
+        a.execute("SET work_mem = '64MB'")
+        a.execute("SET statement_timeout TO '7s'")
+        a.execute("SELECT set_config('search_path', 'pg_catalog, public', false)")
+        assert settings_over_transactions(a, "work_mem")[0] == {"64MB"}
+        assert a.execute("SHOW statement_timeout").fetchone()[0] == "7s"
+        assert a.execute("SHOW search_path").fetchone()[0] == "pg_catalog, public"
+    # Recorded as kept, with who did it.
+    rows = admin(pooler, "SHOW LEAKS")
+    assert "set|work_mem|definite|keep" in rows, rows
+
+
+def test_transaction_semantics_are_postgresqls(pooler):
+    with noise(pooler), client(pooler) as a:
+        a.execute("SET work_mem = '64MB'")
+        # ROLLBACK undoes a SET made in the block.
+        a.execute("BEGIN")
+        a.execute("SET work_mem = '128MB'")
+        a.execute("ROLLBACK")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"64MB"}
+        # ROLLBACK TO SAVEPOINT undoes what was set after the savepoint only.
+        a.execute("BEGIN")
+        a.execute("SET statement_timeout = '5s'")
+        a.execute("SAVEPOINT s")
+        a.execute("SET work_mem = '256MB'")
+        a.execute("ROLLBACK TO SAVEPOINT s")
+        a.execute("COMMIT")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"64MB"}
+        assert settings_over_transactions(a, "statement_timeout", 10)[0] == {"5s"}
+        # SET LOCAL never sticks.
+        a.execute("BEGIN")
+        a.execute("SET LOCAL work_mem = '32MB'")
+        assert a.execute("SHOW work_mem").fetchone()[0] == "32MB"
+        a.execute("COMMIT")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"64MB"}
+        # A SET that failed does not stick, and neither does one in a transaction an error ended.
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            a.execute("SET work_mem = 'lots'")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            a.execute("SET work_mem = '512MB'; SELECT 1/0")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"64MB"}
+        # RESET x and SET x TO DEFAULT go back to the default.
+        a.execute("RESET statement_timeout")
+        assert settings_over_transactions(a, "statement_timeout", 10)[0] == {"0"}
+        a.execute("SET work_mem TO DEFAULT")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"4MB"}
+
+
+def test_reset_all_and_discard_all_clear(pooler):
+    with noise(pooler), client(pooler) as a:
+        a.execute("SET work_mem = '64MB'")
+        a.execute("SET search_path = pg_catalog")
+        a.execute("RESET ALL")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"4MB"}
+        assert settings_over_transactions(a, "search_path", 10)[0] == {DEFAULTS["search_path"]}
+        a.execute("SET work_mem = '64MB'")
+        a.execute("DISCARD ALL")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"4MB"}
+
+
+def test_reset_returns_to_the_startup_value(pooler):
+    # On a direct connection the startup packet's settings are what RESET returns to.
+    with noise(pooler), client(pooler, options="-c work_mem=96MB") as a:
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"96MB"}
+        a.execute("SET work_mem = '8MB'")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"8MB"}
+        a.execute("RESET work_mem")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"96MB"}
+        a.execute("SET work_mem = '8MB'")
+        a.execute("RESET ALL")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"96MB"}
+
+
+def test_role_is_kept_and_reset(pg, pooler):
+    pg.psql("DO $$BEGIN CREATE ROLE keep_reader NOLOGIN; EXCEPTION WHEN duplicate_object "
+            "THEN NULL; END$$; GRANT keep_reader TO app")
+    with noise(pooler), client(pooler) as a:
+        a.execute("SET ROLE keep_reader")
+        assert settings_over_transactions(a, "role")[0] == {"keep_reader"}
+        assert a.execute("SELECT current_user").fetchone()[0] == "keep_reader"
+        # A setting made after the role is kept too, and the order of replay holds both.
+        a.execute("SET work_mem = '64MB'")
+        assert settings_over_transactions(a, "work_mem", 10)[0] == {"64MB"}
+        assert settings_over_transactions(a, "role", 10)[0] == {"keep_reader"}
+        a.execute("RESET ROLE")
+        assert settings_over_transactions(a, "role", 10)[0] == {"none"}
+        assert a.execute("SELECT current_user").fetchone()[0] == "app"
+
+
+def test_settings_of_two_clients_never_mix(pooler):
+    with noise(pooler, clients=2), pooler.connect(autocommit=True) as a, \
+            pooler.connect(autocommit=True) as b:
+        a.execute("SET work_mem = '11MB'")
+        b.execute("SET work_mem = '22MB'")
+        for _ in range(20):
+            assert a.execute("SHOW work_mem").fetchone()[0] == "11MB"
+            assert b.execute("SHOW work_mem").fetchone()[0] == "22MB"
+
+
+def test_a_computed_set_config_name_falls_back_to_reset(pooler):
+    # The name is not a constant: the pooler cannot read it back, so the server is cleaned and
+    # the finding says so.
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        a.execute("SELECT set_config('work' || '_mem', '77MB', false)")
+        for _ in range(10):
+            assert b.execute("SHOW work_mem").fetchone()[0] == "4MB"
+    rows = admin(pooler, "SHOW LEAKS")
+    assert "set_config||definite|reset" in rows, rows
+
+
+def test_driver_settings_at_login_cost_nothing_once_kept(pooler):
+    # pgjdbc sends SET extra_float_digits = 3 after every login. Ten such clients on a pool of
+    # 2 all work, none is pinned, and the servers end up with the value applied once each.
+    conns = []
+    try:
+        for _ in range(10):
+            c = pooler.connect(autocommit=True)
+            c.execute("SET extra_float_digits = 3")
+            conns.append(c)
+        for c in conns:
+            assert c.execute("SHOW extra_float_digits").fetchone()[0] == "3"
+        out = admin(pooler, "SHOW POOLS")
+        assert "app|app|" in out, out
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_explicit_warn_still_shows_the_leak(make_pooler):
+    # What the workshop demonstrates: under warn the SET reaches the next client.
+    pooler = make_pooler(default_pool_size=1, session_state_action="warn")
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        a.execute("SET statement_timeout = '12345ms'")
+        assert b.execute("SHOW statement_timeout").fetchone()[0] == "12345ms"

@@ -1,0 +1,39 @@
+// The `keep` action on a server: reading back the settings a client's transaction changed
+// (pooler/session_state/kept_settings.h) before the server is released.
+#include <spdlog/spdlog.h>
+
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+
+namespace pgsluice {
+
+bool Server::read_back_kept_settings() {
+  const ParameterSet none;
+  std::string query =
+      kept_.begin_query(client_ != nullptr ? client_->session_settings() : none, extras_);
+  if (query.empty()) {
+    kept_.clear();
+    return false;
+  }
+  // Sent at a transaction boundary with nothing owed: its replies come before anything the
+  // client sends next, and the server stays linked until they have come.
+  send_internal_query(query);
+  return true;
+}
+
+void Server::finish_kept_settings() {
+  ParameterSet scratch;  // the client left meanwhile: only the server's side matters
+  const ParameterSet none;
+  const bool answered =
+      kept_.finish(client_ != nullptr ? client_->startup_extras() : none, pool_->credentials().user,
+                   client_ != nullptr ? client_->session_settings() : scratch, extras_);
+  if (!answered) {
+    // What the server now has is unknown: it must not serve anyone else.
+    spdlog::warn("{} could not read back the settings its client kept; closing at release",
+                 log_id());
+    timing.close_needed = true;
+  }
+}
+
+}  // namespace pgsluice

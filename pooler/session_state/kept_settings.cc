@@ -1,0 +1,170 @@
+// Reading a transaction's setting changes back from the server (kept_settings.h).
+#include "pooler/session_state/kept_settings.h"
+
+#include "pgsluice/protocol/backend.h"
+#include "pooler/base/text.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+
+namespace {
+
+constexpr std::string_view kRole = "role";
+constexpr std::string_view kSessionAuthorization = "session_authorization";
+
+// RESET ALL leaves these two (GUC_NO_RESET_ALL); DISCARD ALL resets them as well.
+bool reset_all_skips(std::string_view name) {
+  return iequals(name, kRole) || iequals(name, kSessionAuthorization);
+}
+
+}  // namespace
+
+void SettingsCapture::Notes::add(std::string_view name, bool released) {
+  // Reported parameters come back by ParameterStatus, whatever the transaction's outcome.
+  if (name.empty() || !tracked_parameter_name(name).empty()) return;
+  for (Item& item : items) {
+    if (iequals(item.name, name)) {
+      item.released = released;
+      return;
+    }
+  }
+  items.push_back(Item{.name = ascii_lower(name), .released = released});
+}
+
+void SettingsCapture::note(const pp::SessionStateFinding& finding) {
+  switch (finding.kind) {
+    case pp::SessionStateKind::set:
+      if (finding.detail == "all" && finding.effect == pp::SessionStateEffect::release) {
+        note_reset_all(false);
+        return;
+      }
+      [[fallthrough]];
+    case pp::SessionStateKind::set_config:
+    case pp::SessionStateKind::role:
+      pending_.add(finding.detail, finding.effect == pp::SessionStateEffect::release);
+      return;
+    default:
+      return;
+  }
+}
+
+void SettingsCapture::note_reset_all(bool discard_all) {
+  for (Item& item : pending_.items) {
+    if (discard_all || !reset_all_skips(item.name)) item.released = true;
+  }
+  pending_.all = true;
+  if (discard_all) {
+    pending_.discard_all = true;
+    pending_.add(kRole, true);
+    pending_.add(kSessionAuthorization, true);
+  }
+}
+
+void SettingsCapture::mark_for_reset(DirtyState& dirty) const {
+  auto mark = [&dirty](pp::SessionStateKind kind, std::string_view name) {
+    pp::SessionStateFinding f;
+    f.kind = kind;
+    f.detail = std::string(name);
+    dirty.add(f);
+  };
+  for (const Notes* notes : {&pending_, &reading_}) {
+    if (notes->discard_all) dirty.add_unknown();
+    if (notes->all) mark(pp::SessionStateKind::set, "all");
+    for (const Item& item : notes->items) {
+      mark(reset_all_skips(item.name) ? pp::SessionStateKind::role : pp::SessionStateKind::set,
+           item.name);
+    }
+  }
+}
+
+std::string SettingsCapture::begin_query(const ParameterSet& client_settings,
+                                         const ParameterSet& server_applied) {
+  reading_ = std::move(pending_);
+  pending_ = Notes();
+  row_.reset();
+  if (reading_.all) {
+    // Names noted after the RESET ALL keep their own state; the rest were reset by it.
+    auto add_known = [&](const ParameterSet& set) {
+      for (const auto& [name, value] : set.items()) {
+        if (!reading_.discard_all && reset_all_skips(name)) continue;
+        bool noted = false;
+        for (const Item& item : reading_.items) noted = noted || iequals(item.name, name);
+        if (!noted) reading_.add(name, true);
+      }
+    };
+    add_known(client_settings);
+    add_known(server_applied);
+  }
+  if (reading_.items.empty()) {
+    reading_ = Notes();
+    return {};
+  }
+  std::string values;
+  std::string defaults;
+  for (const Item& item : reading_.items) {
+    const std::string name = quote_literal(item.name);
+    values += values.empty() ? "SELECT " : ", ";
+    values += "pg_catalog.current_setting(" + name + ", true)";
+    // pg_settings shows both in the same units; role and session_authorization are not there
+    // (NULL), and finish() knows their defaults.
+    defaults +=
+        ", (SELECT s.setting = s.reset_val FROM pg_catalog.pg_settings s WHERE s.name = " + name +
+        ")";
+  }
+  awaiting_ = true;
+  return values + defaults;
+}
+
+void SettingsCapture::on_row(std::string_view data_row_body) {
+  if (!awaiting_) return;
+  auto row = pp::parse_data_row(data_row_body);
+  if (!row || row.value.values.size() != 2 * reading_.items.size()) return;
+  std::vector<std::optional<std::string>> values;
+  values.reserve(row.value.values.size());
+  for (const auto& v : row.value.values) {
+    values.push_back(v ? std::optional<std::string>(std::string(*v)) : std::nullopt);
+  }
+  row_ = std::move(values);
+}
+
+bool SettingsCapture::finish(const ParameterSet& startup, const std::string& login_user,
+                             ParameterSet& client_settings, ParameterSet& server_applied) {
+  const bool answered = row_.has_value();
+  if (answered) {
+    const size_t n = reading_.items.size();
+    for (size_t i = 0; i < n; ++i) {
+      const Item& item = reading_.items[i];
+      const std::optional<std::string>& value = (*row_)[i];
+      if (!value) {  // a placeholder that is gone, or a name the server does not know
+        client_settings.erase(item.name);
+        server_applied.erase(item.name);
+        continue;
+      }
+      bool at_default = (*row_)[n + i] == std::optional<std::string>("t");
+      if (item.name == kRole) at_default = *value == "none";
+      if (item.name == kSessionAuthorization) at_default = *value == login_user;
+      if (!at_default) {
+        client_settings.set(item.name, *value);
+        server_applied.set(item.name, *value);
+        continue;
+      }
+      // The server is at its own default: nothing of the pooler's applies there any more. The
+      // client has its startup value after a reset (as on a direct connection, where the
+      // startup packet sets the defaults), and what it set otherwise.
+      server_applied.erase(item.name);
+      const std::string* own = startup.get(item.name);
+      if (own == nullptr) {
+        client_settings.erase(item.name);
+      } else {
+        client_settings.set(item.name, item.released ? *own : *value);
+      }
+    }
+  }
+  reading_ = Notes();
+  awaiting_ = false;
+  row_.reset();
+  return answered;
+}
+
+}  // namespace pgsluice

@@ -1,0 +1,79 @@
+// The `keep` action for settings: what a client's transaction changed among its session settings
+// (SET, RESET, set_config(…, false), SET ROLE, SET SESSION AUTHORIZATION, RESET ALL, DISCARD
+// ALL), read back from the server once the transaction has ended, so that the pooler knows both
+// what the client now wants and what the server now has.
+//
+// Why read back instead of following the statements: PostgreSQL alone knows whether a SET stuck.
+// A ROLLBACK, a ROLLBACK TO SAVEPOINT, a SET that failed, SET LOCAL and a transaction aborted by a
+// later error all leave a value the statements do not tell; one query after ReadyForQuery 'I'
+// reads the outcome of all of them. Parameters the server reports with ParameterStatus
+// (application_name, TimeZone, client_encoding, …) need no reading: their reports say it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pgsluice/protocol/session_state.h"
+#include "pooler/session_state/dirty_state.h"
+#include "pooler/session_state/params.h"
+
+namespace pgsluice {
+
+class SettingsCapture {
+ public:
+  // A set, set_config or role finding of the transaction (others are ignored). A set_config
+  // whose name is not a constant cannot be read back: the caller resets instead.
+  void note(const protocol::SessionStateFinding& finding);
+  // RESET ALL (every setting but the role) or DISCARD ALL (the role and session authorization
+  // too): every name the pooler knows of is read back.
+  void note_reset_all(bool discard_all);
+  // Something noted and not yet being read back.
+  [[nodiscard]] bool any() const { return pending_.any(); }
+  // Cannot be read back (the client left before its transaction ended at a boundary): every
+  // noted setting, and any being read back, is reset with the server's cleaning instead.
+  void mark_for_reset(DirtyState& dirty) const;
+  // Forgets everything, a read-back under way included.
+  void clear() { *this = SettingsCapture(); }
+
+  // The query that reads the noted names back (they move from pending to being read); `known` are
+  // the names the pooler tracks on either side (the client's wanted settings, the server's applied
+  // ones), read back after RESET ALL or DISCARD ALL. Empty when nothing is left to read (only
+  // reported parameters).
+  std::string begin_query(const ParameterSet& client_settings, const ParameterSet& server_applied);
+  [[nodiscard]] bool awaiting() const { return awaiting_; }
+  // The query's one row.
+  void on_row(std::string_view data_row_body);
+
+  // The answer: `client_settings` become what the client now has (its startup value again
+  // where it reset a setting to its default), `server_applied` what the server has beyond its
+  // own defaults. `login_user` is the server's session authorization by default. False when no
+  // row came (the query failed): the caller cannot know the server's settings any more. What
+  // was noted meanwhile stays pending.
+  bool finish(const ParameterSet& startup, const std::string& login_user,
+              ParameterSet& client_settings, ParameterSet& server_applied);
+
+ private:
+  struct Item {
+    std::string name;
+    bool released = false;  // its last statement was RESET / SET … TO DEFAULT / SET ROLE NONE
+  };
+  // What one stretch of statements noted.
+  struct Notes {
+    std::vector<Item> items;
+    bool all = false;
+    bool discard_all = false;
+    [[nodiscard]] bool any() const { return !items.empty() || all || discard_all; }
+    void add(std::string_view name, bool released);
+  };
+
+  // Noted since the last read-back began: the client may go on sending while it is under way.
+  Notes pending_;
+  // Being read back: the row's columns are these items' values, then their "at the default".
+  Notes reading_;
+  bool awaiting_ = false;
+  std::optional<std::vector<std::optional<std::string>>> row_;
+};
+
+}  // namespace pgsluice

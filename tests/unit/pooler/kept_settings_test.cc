@@ -1,0 +1,343 @@
+// The `keep` action's read-back (kept_settings.h): which names a transaction's findings make it
+// read, the query's text, and how the answer row changes the client's and the server's settings;
+// plus the order in which the link's sync query applies a role and a session authorization.
+#include "pooler/session_state/kept_settings.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pgsluice/protocol/writer.h"
+
+namespace pgsluice {
+namespace {
+
+namespace pp = pgsluice::protocol;
+
+pp::SessionStateFinding finding(pp::SessionStateKind kind, std::string detail,
+                                pp::SessionStateEffect effect = pp::SessionStateEffect::acquire) {
+  pp::SessionStateFinding f;
+  f.kind = kind;
+  f.detail = std::move(detail);
+  f.effect = effect;
+  return f;
+}
+
+pp::SessionStateFinding set(std::string name) {
+  return finding(pp::SessionStateKind::set, std::move(name));
+}
+pp::SessionStateFinding reset(std::string name) {
+  return finding(pp::SessionStateKind::set, std::move(name), pp::SessionStateEffect::release);
+}
+
+// The body of the DataRow the read-back query gets: values, then "at the server's default".
+std::string row(const std::vector<std::optional<std::string_view>>& values) {
+  std::string wire;
+  pp::write_data_row(wire, values);
+  return wire.substr(5);  // type byte and length
+}
+
+struct Sides {
+  ParameterSet startup;
+  ParameterSet client;
+  ParameterSet server;
+};
+
+TEST(KeptSettings, NothingNotedReadsNothing) {
+  SettingsCapture c;
+  EXPECT_FALSE(c.any());
+  Sides s;
+  EXPECT_EQ(c.begin_query(s.client, s.server), "");
+  EXPECT_FALSE(c.awaiting());
+}
+
+TEST(KeptSettings, ReportedParametersNeedNoReading) {
+  SettingsCapture c;
+  c.note(set("application_name"));
+  c.note(set("timezone"));
+  c.note(set("client_encoding"));
+  EXPECT_FALSE(c.any());
+}
+
+TEST(KeptSettings, OtherKindsAreNotSettings) {
+  SettingsCapture c;
+  c.note(finding(pp::SessionStateKind::listen, "a"));
+  c.note(finding(pp::SessionStateKind::advisory_lock, "pg_advisory_lock"));
+  EXPECT_FALSE(c.any());
+}
+
+TEST(KeptSettings, ReadsEachNameOnceWithItsDefault) {
+  SettingsCapture c;
+  c.note(set("search_path"));
+  c.note(finding(pp::SessionStateKind::set_config, "work_mem"));
+  c.note(set("Search_Path"));
+  Sides s;
+  EXPECT_EQ(c.begin_query(s.client, s.server),
+            "SELECT pg_catalog.current_setting('search_path', true), "
+            "pg_catalog.current_setting('work_mem', true), "
+            "(SELECT s.setting = s.reset_val FROM pg_catalog.pg_settings s WHERE s.name = "
+            "'search_path'), "
+            "(SELECT s.setting = s.reset_val FROM pg_catalog.pg_settings s WHERE s.name = "
+            "'work_mem')");
+  EXPECT_TRUE(c.awaiting());
+}
+
+TEST(KeptSettings, NamesAreQuotedAsLiterals) {
+  SettingsCapture c;
+  c.note(set("x.y'z"));
+  Sides s;
+  EXPECT_NE(c.begin_query(s.client, s.server).find("current_setting('x.y''z', true)"),
+            std::string::npos);
+}
+
+TEST(KeptSettings, ASetThatStuckIsKeptOnBothSides) {
+  SettingsCapture c;
+  c.note(set("search_path"));
+  Sides s;
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"app, public", "f"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("search_path"), "app, public");
+  EXPECT_EQ(*s.server.get("search_path"), "app, public");
+  EXPECT_FALSE(c.any());
+  EXPECT_FALSE(c.awaiting());
+}
+
+TEST(KeptSettings, ASetThatWasRolledBackLeavesWhatWasThere) {
+  // BEGIN; SET search_path = x; ROLLBACK: the server still has the value applied at the link.
+  SettingsCapture c;
+  c.note(set("search_path"));
+  Sides s;
+  s.client.set("search_path", "app");
+  s.server.set("search_path", "app");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"app", "f"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("search_path"), "app");
+  EXPECT_EQ(*s.server.get("search_path"), "app");
+}
+
+TEST(KeptSettings, AValueAtTheServersDefaultIsNotApplied) {
+  // SET work_mem = '4MB' where that is the server's default: neither side carries it, so the
+  // next link needs no query.
+  SettingsCapture c;
+  c.note(set("work_mem"));
+  Sides s;
+  s.server.set("work_mem", "64MB");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"4MB", "t"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(s.client.get("work_mem"), nullptr);
+  EXPECT_EQ(s.server.get("work_mem"), nullptr);
+}
+
+TEST(KeptSettings, AnExplicitSetOverAStartupValueIsKeptEvenAtTheServersDefault) {
+  SettingsCapture c;
+  c.note(set("work_mem"));
+  Sides s;
+  s.startup.set("work_mem", "64MB");
+  s.client.set("work_mem", "64MB");
+  s.server.set("work_mem", "64MB");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"4MB", "t"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("work_mem"), "4MB");
+  EXPECT_EQ(s.server.get("work_mem"), nullptr);  // at the server's own default
+}
+
+TEST(KeptSettings, AResetGoesBackToTheStartupValue) {
+  // On a direct connection the startup packet's value is the session default that RESET
+  // returns to; on the pooled server RESET returns to the server's, so the client gets its own.
+  SettingsCapture c;
+  c.note(set("search_path"));
+  c.note(reset("search_path"));
+  Sides s;
+  s.startup.set("search_path", "app");
+  s.client.set("search_path", "other");
+  s.server.set("search_path", "other");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"\"$user\", public", "t"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("search_path"), "app");
+  EXPECT_EQ(s.server.get("search_path"), nullptr);
+}
+
+TEST(KeptSettings, AResetThatWasRolledBackKeepsTheValue) {
+  SettingsCapture c;
+  c.note(reset("search_path"));
+  Sides s;
+  s.startup.set("search_path", "app");
+  s.client.set("search_path", "other");
+  s.server.set("search_path", "other");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"other", "f"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("search_path"), "other");
+  EXPECT_EQ(*s.server.get("search_path"), "other");
+}
+
+TEST(KeptSettings, AnUnknownNameIsDroppedFromBothSides) {
+  SettingsCapture c;
+  c.note(finding(pp::SessionStateKind::set_config, "myapp.tenant"));
+  Sides s;
+  s.client.set("myapp.tenant", "7");
+  s.server.set("myapp.tenant", "7");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({std::nullopt, std::nullopt}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(s.client.get("myapp.tenant"), nullptr);
+  EXPECT_EQ(s.server.get("myapp.tenant"), nullptr);
+}
+
+TEST(KeptSettings, RoleAndSessionAuthorizationDefaultsAreKnownWithoutPgSettings) {
+  SettingsCapture c;
+  c.note(finding(pp::SessionStateKind::role, "role"));
+  c.note(finding(pp::SessionStateKind::role, "session_authorization"));
+  Sides s;
+  s.server.set("role", "admin");
+  s.server.set("session_authorization", "bob");
+  c.begin_query(s.client, s.server);
+  // SET ROLE … then RESET ROLE, and SET SESSION AUTHORIZATION DEFAULT: none, the login user.
+  c.on_row(row({"none", "alice", std::nullopt, std::nullopt}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_TRUE(s.client.empty());
+  EXPECT_TRUE(s.server.empty());
+
+  c.note(finding(pp::SessionStateKind::role, "role"));
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"reporting", std::nullopt}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("role"), "reporting");
+  EXPECT_EQ(*s.server.get("role"), "reporting");
+}
+
+TEST(KeptSettings, ResetAllReadsEveryKnownSettingButTheRole) {
+  SettingsCapture c;
+  c.note(reset("all"));
+  Sides s;
+  s.client.set("search_path", "app");
+  s.client.set("role", "reporting");
+  s.server.set("search_path", "app");
+  s.server.set("role", "reporting");
+  s.server.set("work_mem", "64MB");  // what the server carried before (a stale belief)
+  const std::string q = c.begin_query(s.client, s.server);
+  EXPECT_NE(q.find("'search_path'"), std::string::npos);
+  EXPECT_NE(q.find("'work_mem'"), std::string::npos);
+  EXPECT_EQ(q.find("'role'"), std::string::npos);
+  c.on_row(row({"\"$user\", public", "4MB", "t", "t"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(s.client.get("search_path"), nullptr);
+  EXPECT_EQ(*s.client.get("role"), "reporting");
+  EXPECT_EQ(s.server.get("work_mem"), nullptr);
+  EXPECT_EQ(*s.server.get("role"), "reporting");
+}
+
+TEST(KeptSettings, ASetAfterResetAllInTheSameTransactionKeepsItsValue) {
+  SettingsCapture c;
+  c.note(reset("all"));
+  c.note(set("search_path"));
+  Sides s;
+  s.client.set("search_path", "old");
+  s.server.set("search_path", "old");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"new", "f"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("search_path"), "new");
+}
+
+TEST(KeptSettings, DiscardAllReadsTheRoleToo) {
+  SettingsCapture c;
+  c.note_reset_all(/*discard_all=*/true);
+  Sides s;
+  s.client.set("role", "reporting");
+  s.server.set("role", "reporting");
+  s.startup.set("search_path", "app");
+  s.client.set("search_path", "app");
+  s.server.set("search_path", "app");
+  const std::string q = c.begin_query(s.client, s.server);
+  EXPECT_NE(q.find("'role'"), std::string::npos);
+  EXPECT_NE(q.find("'session_authorization'"), std::string::npos);
+  // items: role, session_authorization, search_path
+  c.on_row(row({"none", "alice", "\"$user\", public", std::nullopt, std::nullopt, "t"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(s.client.get("role"), nullptr);
+  EXPECT_EQ(*s.client.get("search_path"), "app");  // the startup value, applied at the next link
+  EXPECT_TRUE(s.server.empty());
+}
+
+TEST(KeptSettings, NoAnswerLeavesBothSidesAndSaysSo) {
+  SettingsCapture c;
+  c.note(set("search_path"));
+  Sides s;
+  s.client.set("search_path", "a");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"only one column"}));  // malformed: ignored
+  EXPECT_FALSE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("search_path"), "a");
+  EXPECT_FALSE(c.any());
+}
+
+TEST(KeptSettings, WhatIsNotedDuringAReadBackWaitsForTheNext) {
+  // The client sends its next SET while the read-back of the last one is under way.
+  SettingsCapture c;
+  c.note(set("work_mem"));
+  Sides s;
+  c.begin_query(s.client, s.server);
+  EXPECT_FALSE(c.any());
+  c.note(set("statement_timeout"));
+  EXPECT_TRUE(c.any());
+  c.on_row(row({"64MB", "f"}));  // one item read: two columns
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("work_mem"), "64MB");
+  EXPECT_TRUE(c.any());
+  EXPECT_EQ(c.begin_query(s.client, s.server),
+            "SELECT pg_catalog.current_setting('statement_timeout', true), "
+            "(SELECT s.setting = s.reset_val FROM pg_catalog.pg_settings s WHERE s.name = "
+            "'statement_timeout')");
+}
+
+TEST(KeptSettings, UnreadSettingsAreResetWithTheCleaning) {
+  SettingsCapture c;
+  c.note(set("search_path"));
+  c.note(finding(pp::SessionStateKind::role, "role"));
+  DirtyState d;
+  c.mark_for_reset(d);
+  ASSERT_EQ(d.cleanup_queries(), std::vector<std::string>{"RESET ROLE;RESET search_path"});
+  EXPECT_TRUE(d.resets_role());
+}
+
+TEST(SyncQuery, RoleLastAndSessionAuthorizationFirst) {
+  ParameterSet client, server, extras, server_extras;
+  extras.set("role", "reporting");
+  extras.set("session_authorization", "bob");
+  extras.set("work_mem", "64MB");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "SELECT pg_catalog.set_config('session_authorization', 'bob', false);"
+            "SELECT pg_catalog.set_config('work_mem', '64MB', false);"
+            "SELECT pg_catalog.set_config('role', 'reporting', false);");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
+}
+
+TEST(SyncQuery, ChangingTheSessionAuthorizationSetsTheRoleAgain) {
+  ParameterSet client, server, extras, server_extras;
+  server_extras.set("role", "reporting");
+  server_extras.set("session_authorization", "bob");
+  extras.set("role", "reporting");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "RESET session_authorization;"
+            "SELECT pg_catalog.set_config('role', 'reporting', false);");
+}
+
+TEST(SyncQuery, ResetsTheRoleOfThePreviousClient) {
+  ParameterSet client, server, extras, server_extras;
+  server_extras.set("role", "reporting");
+  server_extras.set("search_path", "x");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "RESET search_path;RESET role;");
+  EXPECT_TRUE(server_extras.empty());
+}
+
+}  // namespace
+}  // namespace pgsluice
