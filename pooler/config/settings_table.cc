@@ -2,6 +2,7 @@
 #include "pooler/config/settings_table.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <utility>
 
@@ -127,9 +128,22 @@ SettingDef row(std::string_view key, Value value, SettingApply apply = kOnline,
 constexpr int kMillion = 1'000'000;
 constexpr int kTenMillion = 10'000'000;
 
+// The six TLS settings of one side (`keys`: its ca_file, cert_file, ciphers, key_file,
+// protocols, sslmode). TLS contexts are built at start and again at RELOAD (tls_context.h).
+void add_tls_rows(std::vector<SettingDef>& rows, Field<TlsSettings> side,
+                  const std::array<std::string_view, 6>& keys) {
+  const std::array<std::string TlsSettings::*, 5> fields = {
+      &TlsSettings::ca_file, &TlsSettings::cert_file, &TlsSettings::ciphers, &TlsSettings::key_file,
+      &TlsSettings::protocols};
+  for (size_t i = 0; i < fields.size(); ++i) {
+    rows.push_back(row(keys[i], tls_string(side, fields[i]), kReload, kPgBouncer, kHidden));
+  }
+  rows.push_back(row(keys[5], tls_sslmode(side), kReload, kPgBouncer, kHidden));
+}
+
 std::vector<SettingDef> make_table() {
   using S = Settings;
-  return {
+  std::vector<SettingDef> rows = {
       row("admin_users", list_value(&S::admin_users)),
       row("application_name_add_host", bool_value(&S::application_name_add_host)),
       row("auth_dbname", string_value(&S::auth_dbname)),
@@ -143,18 +157,6 @@ std::vector<SettingDef> make_table() {
       row("cancel_wait_timeout", duration_value(&S::cancel_wait_timeout)),
       row("client_idle_timeout", duration_value(&S::client_idle_timeout)),
       row("client_login_timeout", duration_value(&S::client_login_timeout)),
-      // TLS contexts are built at start and again at RELOAD (tls_context.h).
-      row("client_tls_ca_file", tls_string(&S::client_tls, &TlsSettings::ca_file), kReload,
-          kPgBouncer, kHidden),
-      row("client_tls_cert_file", tls_string(&S::client_tls, &TlsSettings::cert_file), kReload,
-          kPgBouncer, kHidden),
-      row("client_tls_ciphers", tls_string(&S::client_tls, &TlsSettings::ciphers), kReload,
-          kPgBouncer, kHidden),
-      row("client_tls_key_file", tls_string(&S::client_tls, &TlsSettings::key_file), kReload,
-          kPgBouncer, kHidden),
-      row("client_tls_protocols", tls_string(&S::client_tls, &TlsSettings::protocols), kReload,
-          kPgBouncer, kHidden),
-      row("client_tls_sslmode", tls_sslmode(&S::client_tls), kReload, kPgBouncer, kHidden),
       row("default_pool_size", int_value(&S::default_pool_size, 1, kMillion)),
       row("idle_transaction_timeout", duration_value(&S::idle_transaction_timeout)),
       row("ignore_startup_parameters", list_value(&S::ignore_startup_parameters)),
@@ -196,17 +198,6 @@ std::vector<SettingDef> make_table() {
       row("server_login_retry", duration_value(&S::server_login_retry)),
       row("server_reset_query", string_value(&S::server_reset_query)),
       row("server_reset_query_always", bool_value(&S::server_reset_query_always)),
-      row("server_tls_ca_file", tls_string(&S::server_tls, &TlsSettings::ca_file), kReload,
-          kPgBouncer, kHidden),
-      row("server_tls_cert_file", tls_string(&S::server_tls, &TlsSettings::cert_file), kReload,
-          kPgBouncer, kHidden),
-      row("server_tls_ciphers", tls_string(&S::server_tls, &TlsSettings::ciphers), kReload,
-          kPgBouncer, kHidden),
-      row("server_tls_key_file", tls_string(&S::server_tls, &TlsSettings::key_file), kReload,
-          kPgBouncer, kHidden),
-      row("server_tls_protocols", tls_string(&S::server_tls, &TlsSettings::protocols), kReload,
-          kPgBouncer, kHidden),
-      row("server_tls_sslmode", tls_sslmode(&S::server_tls), kReload, kPgBouncer, kHidden),
       row("session_state_action", session_policy_value(&S::session_state_action), kReload, kOwn,
           kHidden),
       row("session_state_long_hold", duration_value(&S::session_state_long_hold), kOnline, kOwn),
@@ -226,6 +217,16 @@ std::vector<SettingDef> make_table() {
           kOwn),
       row("workers", typed(&S::workers, parse_workers, print_int<int>), kRestart, kOwn),
   };
+  add_tls_rows(rows, &S::client_tls,
+               {"client_tls_ca_file", "client_tls_cert_file", "client_tls_ciphers",
+                "client_tls_key_file", "client_tls_protocols", "client_tls_sslmode"});
+  add_tls_rows(rows, &S::server_tls,
+               {"server_tls_ca_file", "server_tls_cert_file", "server_tls_ciphers",
+                "server_tls_key_file", "server_tls_protocols", "server_tls_sslmode"});
+  // find_setting searches the keys in order.
+  std::sort(rows.begin(), rows.end(),
+            [](const SettingDef& a, const SettingDef& b) { return a.key < b.key; });
+  return rows;
 }
 
 // PgBouncer 1.25's main-section keys that pgsluice does not implement yet, sorted.
