@@ -51,26 +51,44 @@ def noise(pooler, clients: int = 3):
 
 
 class Hopper:
-    """Makes a client's next transaction run on the other server of a pool of 2: a holder client
-    on the same worker takes the server the client just released (the most recently used idle
-    server goes first) for the length of one of the client's transactions."""
+    """Makes a client's transactions alternate between the two servers of a pool of 2: before
+    every other transaction, holder clients on the same worker take the server the client used
+    last and leave it the other one."""
 
     def __init__(self, pooler):
-        self.holder = pooler.connect()
+        self.holders = [pooler.connect(), pooler.connect()]
         self.turn = 0
+        self.last_pid = None
+
+    def _pid(self, holder) -> int:
+        return holder.execute("SELECT pg_backend_pid()").fetchone()[0]  # opens a transaction
 
     def run(self, conn, sql: str):
         self.turn += 1
-        if self.turn % 2 == 0:
-            return conn.execute(sql).fetchone()
-        self.holder.execute("SELECT 1")  # opens a transaction: the holder keeps its server
+        if self.turn % 2 == 0 or self.last_pid is None:
+            row = conn.execute(sql).fetchone()
+            self.last_pid = row[-1]
+            return row
+        first, second = self.holders
+        held = [first]
         try:
-            return conn.execute(sql).fetchone()
+            if self._pid(first) != self.last_pid:
+                # It got the other server: a second holder takes the client's, the first lets
+                # the other one go.
+                held.append(second)
+                self._pid(second)
+                first.rollback()
+                held.remove(first)
+            row = conn.execute(sql).fetchone()
+            self.last_pid = row[-1]
+            return row
         finally:
-            self.holder.rollback()
+            for h in held:
+                h.rollback()
 
     def close(self):
-        self.holder.close()
+        for h in self.holders:
+            h.close()
 
 
 def settings_over_transactions(conn, name: str, rounds: int = 20) -> tuple[set, set]:

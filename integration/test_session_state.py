@@ -31,7 +31,7 @@ def test_under_warn_the_leak_happens(make_pooler):
 
 
 def test_warn_logs_each_finding_once(make_pooler):
-    pooler = make_pooler(default_pool_size=1)
+    pooler = make_pooler(default_pool_size=1, session_state_action="warn")
     with pooler.connect(autocommit=True) as a:
         for n in range(5):
             a.execute(f"SET work_mem = '{64 + n}MB'")
@@ -43,7 +43,7 @@ def test_warn_logs_each_finding_once(make_pooler):
 
 
 def test_do_block_body_is_checked(make_pooler):
-    pooler = make_pooler(default_pool_size=1)
+    pooler = make_pooler(default_pool_size=1, session_state_action="warn")
     with pooler.connect(autocommit=True) as a:
         a.execute("DO $$ BEGIN PERFORM pg_advisory_lock(11); END $$")
         a.execute("SELECT pg_advisory_unlock_all()")
@@ -191,7 +191,7 @@ session_state_action = reset,advisory_lock:reject
 
 
 def test_orphan_notification_is_evidence(pg, make_pooler):
-    pooler = make_pooler(default_pool_size=1)
+    pooler = make_pooler(default_pool_size=1, session_state_action="warn")
     with pooler.connect(autocommit=True) as a:
         a.execute("LISTEN orphan_channel")
     # The client is gone; its server is idle in the pool, still listening.
@@ -217,7 +217,8 @@ def test_bad_policy_is_a_config_error(make_pooler):
 
 
 def test_show_leaks_names_who_did_what(make_pooler):
-    pooler = make_pooler(default_pool_size=1, admin_users="app")
+    # A pool of 2: the default pins the advisory lock's server (never the last one).
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
     with pooler.connect(autocommit=True, application_name="billing") as a:
         a.execute("SET search_path = public")
         a.execute("SET search_path = pg_catalog")
@@ -333,7 +334,7 @@ def test_leak_report_json_on_demand_and_at_shutdown(make_pooler, tmp_path):
     import json
     import os
     report = tmp_path / "leaks.json"
-    pooler = make_pooler(default_pool_size=1, admin_users="app", leak_report_file=str(report))
+    pooler = make_pooler(default_pool_size=2, admin_users="app", leak_report_file=str(report))
     os.chmod(tmp_path, 0o777)
     with pooler.connect(autocommit=True, application_name="reporter") as a:
         a.execute("SET search_path = public")
@@ -343,8 +344,8 @@ def test_leak_report_json_on_demand_and_at_shutdown(make_pooler, tmp_path):
     assert rc == 0, err
     doc = json.loads(out)
     assert doc["totals"]["by_kind"] == {"advisory_lock": 1, "set": 1}, doc
-    assert doc["totals"]["by_action"] == {"keep": 1, "warn": 1}, doc
-    assert doc["settings"]["session_state_action"] == "warn,set:keep,set_config:keep,role:keep"
+    assert doc["totals"]["by_action"] == {"keep": 1, "pin": 1}, doc
+    assert doc["settings"]["session_state_action"] == "pin,set:keep,set_config:keep,role:keep"
     f = [x for x in doc["findings"] if x["kind"] == "set"][0]
     assert f["detail"] == "search_path" and f["application_name"] == "reporter", f
     assert json.loads(report.read_text())["totals"]["events"] == 2

@@ -168,8 +168,12 @@ struct Settings {
                          .ca_file = {},
                          .protocols = "secure",
                          .ciphers = "fast"};  // server_tls_*: PgBouncer's default
-  // Unset: warn in transaction mode, off in session mode (where nothing leaks between clients).
+  // Unset: SessionPolicy::transaction_default() in transaction mode, off in session mode (where
+  // nothing leaks between clients).
   std::optional<SessionPolicy> session_state_action;
+  // Servers of a pool the pin action may not take: a pin that would leave fewer unpinned
+  // servers than this is refused (0A000), so other clients are always served.
+  int session_state_pin_reserve = 1;
   // Compare tracked with real session state after a release (session_verify.h); `sample`
   // checks one release in session_state_verify_sample.
   SessionVerifyMode session_state_verify = SessionVerifyMode::off;

@@ -23,7 +23,8 @@ bool keepable(pp::SessionStateKind kind) {
 
 SessionPolicy SessionPolicy::transaction_default() {
   SessionPolicy policy;
-  policy.default_action = SessionAction::warn;
+  // What cannot move to another server keeps its server, within session_state_pin_reserve.
+  policy.default_action = SessionAction::pin;
   for (pp::SessionStateKind kind : kAllKinds) {
     if (keepable(kind)) policy.overrides[static_cast<size_t>(kind)] = SessionAction::keep;
   }

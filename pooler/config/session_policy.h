@@ -49,8 +49,9 @@ struct SessionPolicy {
     const SessionAction a = o ? *o : default_action;
     return a == SessionAction::keep && !keepable(kind) ? SessionAction::warn : a;
   }
-  // What transaction mode does when session_state_action is not set: settings are kept, the
-  // rest is counted and warned about.
+  // What transaction mode does when session_state_action is not set: settings are kept, what
+  // cannot move (advisory locks, LISTEN, SQL PREPARE, WITH HOLD cursors, temp tables, LOAD)
+  // pins its server (never the pool's last ones: session_state_pin_reserve).
   static SessionPolicy transaction_default();
   // Nothing to look for: the classifier is skipped altogether.
   [[nodiscard]] bool all_off() const;

@@ -201,6 +201,8 @@ std::vector<SettingDef> make_table() {
       row("session_state_action", session_policy_value(&S::session_state_action), kReload, kOwn,
           kHidden),
       row("session_state_long_hold", duration_value(&S::session_state_long_hold), kOnline, kOwn),
+      row("session_state_pin_reserve", int_value(&S::session_state_pin_reserve, 0, 100'000),
+          kOnline, kOwn),
       row("session_state_verify", enum_value(&S::session_state_verify, parse_session_verify),
           kOnline, kOwn),
       row("session_state_verify_sample",

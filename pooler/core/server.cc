@@ -265,6 +265,10 @@ void Server::process_session_input() {
         flush_batch();
         release_to_pool();
         break;
+      case Reply::replace:
+        flush_batch();
+        if (client_ != nullptr) client_->channel().output().append(replacement_);
+        break;
     }
   }
   flush_batch();
@@ -295,8 +299,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
             replies_.pending().empty() ? -1 : static_cast<int>(replies_.pending().front().kind));
       }
       if (pool_->mode() == PoolMode::transaction && at_transaction_boundary()) {
-        // Pinned or not: the server's settings must be known when it is released at last.
-        if (kept_.any() && read_back_kept_settings()) return Reply::forward;
+        if (run_boundary_checks()) return Reply::forward;
         if (!pinned_) return Reply::forward_and_release;
       }
       return Reply::forward;
@@ -307,6 +310,8 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
     case be::kCopyDone:
       replies_.on_client_reply(message);
       return Reply::forward;
+    case be::kErrorResponse:
+      return strip_refusal_context(message) ? Reply::replace : Reply::forward;
     case be::kParameterStatus: {
       auto ps = pp::parse_parameter_status(message.body);
       if (!ps) return Reply::forward;
@@ -349,6 +354,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         return false;
       }
       if (kept_.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
+      if (pin_check_awaiting_ && replies_.internal_ready_owed() == 0) finish_pin_check();
       if (query_sink_ != nullptr && replies_.internal_ready_owed() == 0) finish_query();
       if (state_ == State::resetting && replies_.internal_ready_owed() == 0) {
         if (internal_failed_ || replies_.transaction_status() != TransactionStatus::idle) {
@@ -359,6 +365,11 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         set_state(State::idle);
         pool_->on_server_idle(*this);
         return state_ == State::idle || state_ == State::active;
+      }
+      if (state_ == State::active && replies_.internal_ready_owed() == 0 && detach_pending_) {
+        detach_pending_ = false;
+        clean_and_release(/*session_ended=*/true);
+        return state_ == State::idle || state_ == State::active || state_ == State::resetting;
       }
       if (state_ == State::active && replies_.internal_ready_owed() == 0 && client_ != nullptr) {
         // The link's parameter sync may have been all the server owed (the pooler answered
@@ -380,7 +391,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       spdlog::warn("{} pooler query failed: {}", log_id(), text);
       // Reading kept settings back is the pooler's business: finish_kept_settings() closes the
       // server, the client is not told.
-      if (client_ != nullptr && !kept_.awaiting()) {
+      if (client_ != nullptr && !kept_.awaiting() && !pin_check_awaiting_) {
         pp::ErrorNotice notice{.severity = "WARNING",
                                .code = error ? error.value.code : sqlstate::kInternalError,
                                .message = text,
@@ -398,6 +409,8 @@ bool Server::handle_internal_reply(const pp::Message& message) {
     case be::kDataRow:
       if (kept_.awaiting()) {
         kept_.on_row(message.body);
+      } else if (pin_check_awaiting_) {
+        on_pin_check_row(message.body);
       } else if (verifier_.awaiting()) {
         verifier_.on_data_row(message.body);
       }
@@ -413,123 +426,22 @@ bool Server::handle_internal_reply(const pp::Message& message) {
   }
 }
 
-void Server::release_to_pool() {
-  if (client_ != nullptr) {
-    Client* client = client_;
-    client_ = nullptr;
-    client->channel().flush();
-    client->on_server_released();
+bool Server::strip_refusal_context(const pp::Message& error) {
+  // The common error costs one comparison of its body's start: the refusal's SQLSTATE field.
+  constexpr std::string_view kCode = "C0A000";
+  if (error.body.find(kCode) == std::string_view::npos) return false;
+  auto fields = pp::parse_error_fields(error.body);
+  if (!fields || fields.value.code != sqlstate::kFeatureNotSupported ||
+      !fields.value.message.starts_with("pgsluice refused")) {
+    return false;
   }
-  internal_failed_ = false;
-  replies_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
-  reset_retry_state();
-  const Settings& settings = worker_->settings();
-  if (pool_->mode() == PoolMode::transaction &&
-      verify_turn(settings.session_state_verify, settings.session_state_verify_sample)) {
-    verifier_.expect();
+  replacement_.clear();
+  pp::MessageWriter w(replacement_, be::kErrorResponse);
+  for (const auto& [type, value] : fields.value.fields) {
+    if (type != 'W') w.i8(static_cast<uint8_t>(type)).cstring(value);
   }
-  const bool reset_always = settings.server_reset_query_always &&
-                            !settings.server_reset_query.empty() &&
-                            pool_->mode() == PoolMode::transaction;
-  if (dirty_.any() || verifier_.awaiting() || reset_always) {
-    // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
-    // held by an idle pooled server.
-    clean_and_release(/*session_ended=*/false);
-    return;
-  }
-  set_state(State::idle);
-  pool_->on_server_idle(*this);
-}
-
-void Server::release_if_nothing_owed() {
-  if (state_ != State::active || pool_->mode() != PoolMode::transaction || pinned_) return;
-  if (!at_transaction_boundary()) return;
-  // Settings noted while the last read-back was under way are read back before the release.
-  if (kept_.any() && read_back_kept_settings()) return;
-  release_to_pool();
-}
-
-void Server::detach_client() {
-  client_ = nullptr;
-  if (state_ != State::active) return;
-  if (passthrough_remaining_ > 0 || replies_.request_open()) {
-    // Replies are still on their way, and a COPY or a half-sent batch cannot be finished for
-    // a client that is gone: closing is the only safe way.
-    close("client left in the middle of a request");
-    return;
-  }
-  clean_and_release(/*session_ended=*/true);
-}
-
-void Server::forget_reset_settings() {
-  if (dirty_.resets_role()) {
-    extras_.erase("role");
-    extras_.erase("session_authorization");
-  }
-  if (dirty_.resets_all_settings()) {
-    // RESET ALL leaves the role and the session authorization (GUC_NO_RESET_ALL): a server
-    // believed to have neither would serve the next client as that role.
-    ParameterSet roles;
-    for (std::string_view name : {"role", "session_authorization"}) {
-      if (const std::string* v = extras_.get(name)) roles.set(name, *v);
-    }
-    extras_ = std::move(roles);
-  } else {
-    for (const std::string& name : dirty_.reset_names()) extras_.erase(name);
-  }
-}
-
-void Server::clean_and_release(bool session_ended) {
-  if (dirty_.needs_close()) {
-    close("LOAD cannot be undone on a pooled server");
-    return;
-  }
-  // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
-  // transaction of a multi-statement query.
-  if (session_ended && pool_->mode() == PoolMode::transaction && !verifier_.awaiting() &&
-      verify_turn(worker_->settings().session_state_verify,
-                  worker_->settings().session_state_verify_sample)) {
-    verifier_.expect();
-  }
-  std::vector<std::string> queries;
-  if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
-  const std::string& reset_query = worker_->settings().server_reset_query;
-  // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).
-  if (!reset_query.empty() && ((session_ended && pool_->mode() == PoolMode::session) ||
-                               worker_->settings().server_reset_query_always)) {
-    queries.push_back(reset_query);
-    extras_.clear();  // DISCARD ALL (the usual reset) resets what the pooler applied
-  }
-  // Settings kept for a client whose transaction never reached a quiet boundary (it left with
-  // more in flight): what stuck is unknown, so they are reset.
-  if (kept_.any()) {
-    kept_.mark_for_reset(dirty_);
-    kept_.clear();
-  }
-  for (std::string& q : dirty_.cleanup_queries()) queries.push_back(std::move(q));
-  forget_reset_settings();
-  dirty_.clear();
-  pinned_ = false;
-  for (const std::string& q : queries) {
-    // These end every prepared statement on the server, the pooler's included.
-    if (q.find("DISCARD ALL") != std::string::npos ||
-        q.find("DEALLOCATE ALL") != std::string::npos) {
-      forget_statements();
-    }
-    if (q.find("DISCARD ALL") != std::string::npos) verifier_.track().clear();
-  }
-  // Last, after the cleaning: it sees what the cleaning left.
-  if (verifier_.awaiting()) queries.push_back(verify_query(pool_->credentials().user));
-  replies_.forget_client_requests();
-  reset_retry_state();
-  if (queries.empty()) {
-    set_state(State::idle);
-    pool_->on_server_idle(*this);
-    return;
-  }
-  internal_failed_ = false;
-  set_state(State::resetting);
-  for (const std::string& q : queries) send_internal_query(q);
+  w.i8(0).end();
+  return true;
 }
 
 bool Server::finish_verify() {
@@ -593,6 +505,7 @@ void Server::close(std::string_view reason) {
   Client* client = client_;
   client_ = nullptr;
   set_state(State::closing);
+  unpin();
   if (client != nullptr) client->on_server_lost(reason);
   abandon_query(reason);
   pool_->on_server_closing();

@@ -84,8 +84,14 @@ class Server final : public ChannelOwner {
   // once the transaction has ended, before the server is released.
   void keep_setting(const protocol::SessionStateFinding& finding) { kept_.note(finding); }
   void keep_settings_discarded() { kept_.note_reset_all(/*discard_all=*/true); }
-  void pin() { pinned_ = true; }
+  // Pins the server to its client when the pool has fewer than pool_size -
+  // session_state_pin_reserve servers pinned (shared_limits.h); false, nothing changed,
+  // otherwise. Already pinned: true.
+  bool pin();
   [[nodiscard]] bool pinned() const { return pinned_; }
+  // The linked client ran what may end its pin (an unlock, UNLISTEN, CLOSE, DEALLOCATE,
+  // DISCARD): the check whether anything is still held runs at the next transaction boundary.
+  void note_pin_may_end() { pin_may_end_ = true; }
   [[nodiscard]] bool dirty() const { return dirty_.any(); }
 
   // Called by the linked client for every message it forwards here. With prepared statement
@@ -190,7 +196,8 @@ class Server final : public ChannelOwner {
   // How long a closing server waits for PostgreSQL to close the connection after Terminate.
   static constexpr uint64_t kLingerMs = 2000;
 
-  enum class Reply { forward, swallow, forward_and_release };
+  // replace: `replacement_` goes to the client instead of the message.
+  enum class Reply { forward, swallow, forward_and_release, replace };
   enum class Match {
     forward,
     swallow,
@@ -239,7 +246,22 @@ class Server final : public ChannelOwner {
   // is sent, and the server stays linked until its answer (false: nothing to read).
   bool read_back_kept_settings();
   void finish_kept_settings();
+  // At a transaction boundary: the pooler's own queries that must run before the server may
+  // be released (kept settings, the pin check); true when one was sent.
+  bool run_boundary_checks();
+  // Pinned: whether the session still holds what pinned it (advisory locks, LISTEN, SQL
+  // prepared statements, holdable cursors, temp relations), checked after what may have
+  // released it and at most once a second otherwise (server_pin.cc).
+  bool check_pin();
+  void on_pin_check_row(std::string_view data_row_body);
+  void finish_pin_check();
+  void unpin();
   void note_orphan_notification(const protocol::Message& message);
+  // A refusal of the session-state checks comes back from the DO statement that raised it
+  // (rejection_statement): its CONTEXT names that statement, which is the pooler's, not the
+  // client's; the error goes to the client without it. False for any other error.
+  bool strip_refusal_context(const protocol::Message& error);
+  std::string replacement_;
   // Rolls back, resets (session end in session mode) and cleans what the client left, then
   // goes idle; closes instead when the state cannot be undone.
   void clean_and_release(bool session_ended);
@@ -316,6 +338,12 @@ class Server final : public ChannelOwner {
   void abandon_query(std::string_view reason);
   SessionVerifier verifier_;  // session_state_verify and long_hold (session_verify.h)
   bool pinned_ = false;
+  // The client left while only the pooler's own query was under way: cleaned after its answer.
+  bool detach_pending_ = false;
+  bool pin_may_end_ = false;
+  bool pin_check_awaiting_ = false;
+  int64_t pin_check_held_ = -1;  // the pin check's answer: what is still held (-1: none came)
+  uint64_t pin_checked_ms_ = 0;
   ParameterSet tracked_;  // as reported by ParameterStatus
   ParameterSet extras_;   // startup extras the pooler applied on this server
   uint64_t linked_at_ms_ = 0;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "pgsluice/protocol/frontend.h"
@@ -109,6 +110,29 @@ void record_server_finding(Worker& worker, Server& server, std::string_view kind
   }
 }
 
+// The refusal of `f`'s statement: under reject (`pool` null), or because pinning a server for
+// it would take one of the `reserve` servers of `pool` that are kept unpinned.
+void refusal_texts(std::string_view sql, const pp::SessionStateFinding& f, Pool* pool, int reserve,
+                   std::string& message, std::string& hint) {
+  std::string what = std::string(pp::to_string(f.kind));
+  if (!f.detail.empty()) what += " " + f.detail;
+  hint = std::string(hint_for(f.kind));
+  if (pool == nullptr) {
+    message = fmt::format(
+        "pgsluice refused \"{}\": session state ({}) would outlive the transaction on a shared "
+        "server in transaction pooling mode",
+        statement_text(sql, f.span), what);
+    return;
+  }
+  reserve = std::min(reserve, pool->pool_size());
+  message = fmt::format(
+      "pgsluice refused \"{}\": session state ({}) would pin a server of pool {}/{}, whose "
+      "last {} unpinned server{} kept for other clients (session_state_pin_reserve)",
+      statement_text(sql, f.span), what, pool->database().name, pool->credentials().user, reserve,
+      reserve == 1 ? " is" : "s are");
+  hint += " Or use a session-mode pool for this user.";
+}
+
 }  // namespace
 
 std::string rejection_statement(std::string_view message, std::string_view hint) {
@@ -136,12 +160,13 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   if (verdict.empty()) return SessionCheckResult::forward;
 
   const pp::SessionStateFinding* rejected = nullptr;
-  bool pin = false;
+  const pp::SessionStateFinding* pin_refused = nullptr;
   for (const pp::SessionStateFinding& f : verdict.findings) {
     // Releasing state (RESET x, UNLISTEN, pg_advisory_unlock) never leaks anything; a kept
     // setting that is reset is read back like one that is set.
     if (f.effect == pp::SessionStateEffect::release) {
       if (policy.action_for(f.kind) == SessionAction::keep) server.keep_setting(f);
+      if (server.pinned()) server.note_pin_may_end();
       continue;
     }
     SessionAction action = policy.action_for(f.kind);
@@ -152,6 +177,17 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     // A setting is kept by reading it back, which needs its name: set_config(name, …) with a
     // computed name is cleaned after the transaction instead.
     if (action == SessionAction::keep && f.detail.empty()) action = SessionAction::reset;
+    // Pin without starving: a pin that would take one of the pool's reserved servers refuses
+    // the statement instead, so that other clients are still served.
+    if (action == SessionAction::pin && !server.pinned()) {
+      if (server.pin()) {
+        spdlog::info("{} pinned to {} (session state under the pin action)", client.log_id(),
+                     server.log_id());
+      } else {
+        action = SessionAction::reject;
+        if (pin_refused == nullptr) pin_refused = &f;
+      }
+    }
     record_query_finding(worker, client, pp::to_string(f.kind), f.detail,
                          pp::to_string(f.certainty), action, statement_text(sql, f.span));
     // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
@@ -161,7 +197,6 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
         if (rejected == nullptr) rejected = &f;
         break;
       case SessionAction::pin:
-        pin = true;
         server.mark_dirty(f);
         break;
       case SessionAction::reset:
@@ -175,6 +210,7 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
         break;
     }
   }
+  if (verdict.cleanup.any() && server.pinned()) server.note_pin_may_end();
   // RESET ALL is a finding (set:all); DISCARD ALL only a cleanup. Either way the settings the
   // pooler keeps for the client are read back after the transaction.
   if (verdict.cleanup.discard_all &&
@@ -190,20 +226,15 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     }
   }
 
-  if (rejected != nullptr) {
-    std::string what = std::string(pp::to_string(rejected->kind));
-    if (!rejected->detail.empty()) what += " " + rejected->detail;
-    message_out = fmt::format(
-        "pgsluice refused \"{}\": session state ({}) would outlive the transaction on a shared "
-        "server in transaction pooling mode",
-        statement_text(sql, rejected->span), what);
-    hint_out = std::string(hint_for(rejected->kind));
+  if (pin_refused != nullptr) {
+    refusal_texts(sql, *pin_refused, &server.pool(), worker.settings().session_state_pin_reserve,
+                  message_out, hint_out);
+    server.note_pin_may_end();  // another finding of the statement may have pinned it
     return SessionCheckResult::refused;
   }
-  if (pin && !server.pinned()) {
-    spdlog::info("{} pinned to {} (session state under the pin action)", client.log_id(),
-                 server.log_id());
-    server.pin();
+  if (rejected != nullptr) {
+    refusal_texts(sql, *rejected, nullptr, 0, message_out, hint_out);
+    return SessionCheckResult::refused;
   }
   return SessionCheckResult::forward;
 }

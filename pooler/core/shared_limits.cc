@@ -206,4 +206,14 @@ bool SharedLimits::other_starving(const LimitSlots& slots, int worker) {
           others) != 0;
 }
 
+bool SharedLimits::try_pin(const LimitSlots& slots, int limit) {
+  int current = slots.pool->pinned.load(std::memory_order_acquire);
+  while (current < limit) {
+    if (slots.pool->pinned.compare_exchange_weak(current, current + 1, std::memory_order_acq_rel)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace pgsluice

@@ -36,6 +36,9 @@ struct LimitCounter {
   // for it). Only the pool's own counter keeps them.
   std::atomic<int> logins{0};
   std::atomic<uint64_t> login_waiters{0};
+  // Servers pinned to their client on every worker (session state under the pin action). Only
+  // the pool's own counter keeps it.
+  std::atomic<int> pinned{0};
 };
 
 // The three counters a pool's servers take a slot of: the pool's own (pool_size), its
@@ -106,6 +109,15 @@ class SharedLimits {
   // workers that both saw none cannot both start one); when another is in flight, false and
   // `worker` is told when it ends, as no_login_or_wait.
   static bool begin_only_login(const LimitSlots& slots, int worker);
+  // One more pinned server of the pool, when fewer than `limit` are pinned on every worker (the
+  // count goes up in one step: two workers never both take the last pin).
+  static bool try_pin(const LimitSlots& slots, int limit);
+  static void unpin(const LimitSlots& slots) {
+    slots.pool->pinned.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  [[nodiscard]] static int pinned(const LimitSlots& slots) {
+    return slots.pool->pinned.load(std::memory_order_acquire);
+  }
   [[nodiscard]] static int logins(const LimitSlots& slots) {
     return slots.pool->logins.load(std::memory_order_seq_cst);
   }

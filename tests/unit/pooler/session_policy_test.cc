@@ -46,8 +46,9 @@ TEST(SessionPolicy, KeepIsForSettingsAndWarnsOnTheRest) {
 
 TEST(SessionPolicy, TransactionModeKeepsSettingsByDefault) {
   const SessionPolicy p = SessionPolicy::transaction_default();
-  EXPECT_EQ(format_session_policy(p), "warn,set:keep,set_config:keep,role:keep");
-  EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::warn);
+  EXPECT_EQ(format_session_policy(p), "pin,set:keep,set_config:keep,role:keep");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::pin);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::pin);
   SessionPolicy parsed;
   ASSERT_EQ(parse_session_policy(format_session_policy(p), parsed), "");
   EXPECT_EQ(parsed, p);

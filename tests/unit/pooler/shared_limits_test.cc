@@ -266,5 +266,30 @@ TEST(SharedLimits, ConcurrentLoginBeginsNeverOverlap) {
   EXPECT_EQ(SharedLimits::logins(app), 0);
 }
 
+TEST(SharedLimits, PinsStopAtTheLimitAcrossWorkers) {
+  // pool_size 4, session_state_pin_reserve 1: three pins, however many workers ask at once.
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  constexpr int kThreads = 4;
+  std::atomic<int> given{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        if (SharedLimits::try_pin(app, 3)) given.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(given.load(), 3);
+  EXPECT_EQ(SharedLimits::pinned(app), 3);
+  EXPECT_FALSE(SharedLimits::try_pin(app, 3));
+  SharedLimits::unpin(app);
+  EXPECT_TRUE(SharedLimits::try_pin(app, 3));
+  EXPECT_FALSE(SharedLimits::try_pin(app, 0));  // a reserve as large as the pool: no pin
+  // Another pool's pins are its own.
+  EXPECT_TRUE(SharedLimits::try_pin(limits.slots_for("app", "other"), 1));
+}
+
 }  // namespace
 }  // namespace pgsluice

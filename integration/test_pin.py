@@ -1,0 +1,167 @@
+"""Pin without starving, the default in transaction mode for what cannot move to another server
+(session advisory locks, temp tables, WITH HOLD cursors, LISTEN, SQL PREPARE): the owner keeps its
+server across transactions, a pool never pins its last session_state_pin_reserve servers (the
+statement that would is refused with 0A000 and a hint), and a client that releases everything is
+unpinned."""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+
+import psycopg
+import psycopg.errors
+import pytest
+
+
+def pid_of(conn) -> int:
+    return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+class Noise:
+    """Clients running short transactions; records the slowest one."""
+
+    def __init__(self, pooler, clients: int = 3):
+        self.stop = threading.Event()
+        self.slowest = 0.0
+        self.count = 0
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self.run, args=(pooler,)) for _ in range(clients)]
+
+    def run(self, pooler) -> None:
+        try:
+            with pooler.connect(autocommit=True) as c:
+                while not self.stop.is_set():
+                    start = time.monotonic()
+                    c.execute("SELECT pg_sleep(0.002)")
+                    self.slowest = max(self.slowest, time.monotonic() - start)
+                    self.count += 1
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.errors.append(e)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+        assert not self.errors, self.errors
+        assert self.count > 0
+
+
+@pytest.fixture
+def pooler(make_pooler):
+    return make_pooler(default_pool_size=2, admin_users="app")
+
+
+def test_advisory_lock_holds_across_the_owners_transactions(pooler):
+    with Noise(pooler) as noise, pooler.connect(autocommit=True) as a:
+        a.execute("SELECT pg_advisory_lock(41)")
+        pid = pid_of(a)
+        for _ in range(20):
+            assert pid_of(a) == pid
+            assert a.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                             "AND pid = pg_backend_pid()").fetchone()[0] == 1
+        a.execute("SELECT pg_advisory_unlock(41)")
+        a.execute("SELECT 1")  # the pin check after the unlock answers while a is still here
+    assert noise.slowest < 1.0, noise.slowest
+    assert pooler.wait_for_log(r"pinned to S-"), pooler.log()
+    assert pooler.wait_for_log(r"unpinned from S-.*holds nothing"), pooler.log()
+
+
+def test_the_last_server_is_never_pinned(pooler):
+    # A pool of 2 with the default reserve of 1: one pin is given, the second is refused, and
+    # the other clients are still served within a second.
+    with Noise(pooler) as noise, pooler.connect(autocommit=True) as a, \
+            pooler.connect(autocommit=True) as b:
+        a.execute("SELECT pg_advisory_lock(42)")
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+            b.execute("CREATE TEMP TABLE t_b (x int)")
+        assert "session_state_pin_reserve" in str(e.value), str(e.value)
+        assert "ON COMMIT DROP" in (e.value.diag.message_hint or "")
+        assert "session-mode pool" in (e.value.diag.message_hint or "")
+        assert e.value.diag.context is None, e.value.diag.context  # not the pooler's DO block
+        # b is not broken: its next statements run.
+        assert b.execute("SELECT 1").fetchone()[0] == 1
+        # Released by a: b may pin now.
+        a.execute("SELECT pg_advisory_unlock(42)")
+        assert a.execute("SELECT 1").fetchone()[0] == 1  # the boundary where the check runs
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                b.execute("CREATE TEMP TABLE t_b (x int)")
+                break
+            except psycopg.errors.FeatureNotSupported:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        pid = pid_of(b)
+        b.execute("INSERT INTO t_b VALUES (1)")
+        assert pid_of(b) == pid
+        assert b.execute("SELECT count(*) FROM t_b").fetchone()[0] == 1
+        b.execute("DROP TABLE t_b")
+    assert noise.slowest < 1.0, noise.slowest
+    rc, out, err = pooler.psql("SHOW LEAKS", db="pgsluice")
+    assert "temp_object|t_b|definite|reject" in out, out
+
+
+def test_temp_table_and_hold_cursor_work_across_transactions(pooler):
+    with Noise(pooler, clients=2), pooler.connect(autocommit=True) as a:
+        a.execute("CREATE TEMP TABLE scratch (x int)")
+        a.execute("INSERT INTO scratch SELECT generate_series(1, 5)")
+        a.execute("BEGIN")
+        a.execute("DECLARE c CURSOR WITH HOLD FOR SELECT x FROM scratch ORDER BY x")
+        a.execute("COMMIT")
+        assert a.execute("FETCH 2 FROM c").fetchall() == [(1,), (2,)]
+        assert a.execute("FETCH 2 FROM c").fetchall() == [(3,), (4,)]
+        a.execute("CLOSE c")
+        assert "unpinned" not in pooler.log()  # the temp table still holds it
+        a.execute("DROP TABLE scratch")
+        # DROP is not a statement the checks follow: the pin is checked again within a second.
+        time.sleep(1.1)
+        a.execute("SELECT 1")
+        assert pooler.wait_for_log(r"unpinned from S-"), pooler.log()
+
+
+def test_listen_receives_notifications_while_idle(pg, pooler):
+    with pooler.connect(autocommit=True) as listener, Noise(pooler, clients=2):
+        listener.execute("LISTEN jobs")
+        for n in range(3):
+            pg.psql(f"NOTIFY jobs, 'job {n}'", db="app")
+        got: list[str] = []
+        listener.add_notify_handler(lambda n: got.append(n.payload))
+        # Idle: the notifications reach the client's socket without a query of its own.
+        deadline = time.monotonic() + 5
+        while len(got) < 3 and time.monotonic() < deadline:
+            readable, _, _ = select.select([listener.fileno()], [], [], 0.5)
+            if readable:
+                listener.execute("SELECT 1")  # psycopg reads what arrived
+        assert got == ["job 0", "job 1", "job 2"]
+
+
+def test_a_pin_is_given_back_when_the_client_leaves(pooler):
+    with pooler.connect(autocommit=True) as a:
+        a.execute("SELECT pg_advisory_lock(43)")
+    # a's pin went with it: b can take the one pin the pool gives.
+    deadline = time.monotonic() + 5
+    with pooler.connect(autocommit=True) as b:
+        while True:
+            try:
+                b.execute("SELECT pg_advisory_lock(44)")
+                break
+            except psycopg.errors.FeatureNotSupported:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+def test_reserve_zero_lets_every_server_be_pinned(make_pooler):
+    pooler = make_pooler(default_pool_size=2, session_state_pin_reserve=0)
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        a.execute("SELECT pg_advisory_lock(45)")
+        b.execute("SELECT pg_advisory_lock(46)")
+        assert pid_of(a) != pid_of(b)

@@ -1,0 +1,86 @@
+// Pinning without starving (issue 18): a pool's pins are counted over every worker and never
+// take its last session_state_pin_reserve servers, and a pinned server is unpinned as soon as
+// its session holds nothing that pinned it.
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+
+#include "pgsluice/protocol/backend.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/shared_limits.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace {
+
+// Everything the pin action pins for, counted in one row; 0 means the session could serve
+// anyone again (LOAD is never undone: such a server is closed instead, never checked).
+constexpr std::string_view kPinCheckQuery =
+    "SELECT (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = "
+    "pg_catalog.pg_backend_pid()) + (SELECT count(*) FROM pg_catalog.pg_listening_channels()) + "
+    "(SELECT count(*) FROM pg_catalog.pg_prepared_statements WHERE from_sql) + (SELECT count(*) "
+    "FROM pg_catalog.pg_cursors WHERE is_holdable) + (SELECT count(*) FROM pg_catalog.pg_class "
+    "WHERE relnamespace = pg_catalog.pg_my_temp_schema())";
+
+constexpr uint64_t kPinCheckIntervalMs = 1000;
+
+}  // namespace
+
+bool Server::pin() {
+  if (pinned_) return true;
+  const int limit = pool_->pool_size() - worker_->settings().session_state_pin_reserve;
+  if (!SharedLimits::try_pin(pool_->limit_slots(), limit)) return false;
+  pinned_ = true;
+  pin_may_end_ = false;
+  pin_checked_ms_ = worker_->now_ms();
+  return true;
+}
+
+void Server::unpin() {
+  if (!pinned_) return;
+  pinned_ = false;
+  pin_may_end_ = false;
+  SharedLimits::unpin(pool_->limit_slots());
+}
+
+bool Server::run_boundary_checks() {
+  // Pinned or not: the server's settings must be known when it is released at last.
+  if (kept_.any() && read_back_kept_settings()) return true;
+  return pinned_ && check_pin();
+}
+
+bool Server::check_pin() {
+  if (dirty_.needs_close() || pin_check_awaiting_) return false;
+  const uint64_t now = worker_->now_ms();
+  if (!pin_may_end_ && now < pin_checked_ms_ + kPinCheckIntervalMs) return false;
+  pin_may_end_ = false;
+  pin_checked_ms_ = now;
+  pin_check_awaiting_ = true;
+  pin_check_held_ = -1;
+  send_internal_query(std::string(kPinCheckQuery));
+  return true;
+}
+
+void Server::on_pin_check_row(std::string_view data_row_body) {
+  auto row = protocol::parse_data_row(data_row_body);
+  if (!row || row.value.values.size() != 1 || !row.value.values[0]) return;
+  const std::string_view text = *row.value.values[0];
+  int64_t held = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), held);
+  if (ec == std::errc() && end == text.data() + text.size()) pin_check_held_ = held;
+}
+
+void Server::finish_pin_check() {
+  pin_check_awaiting_ = false;
+  if (pin_check_held_ != 0) return;  // still held, or no answer: the pin stays
+  if (client_ != nullptr) {
+    spdlog::info("{} unpinned from {}: its session holds nothing that pinned it", client_->log_id(),
+                 log_id());
+  }
+  unpin();
+}
+
+}  // namespace pgsluice

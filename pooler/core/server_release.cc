@@ -1,0 +1,142 @@
+// The end of a link: a server goes back to the pool at a transaction boundary (transaction mode)
+// or when its client leaves, cleaned first of what the client left on it (server.h).
+#include <spdlog/spdlog.h>
+
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+using protocol::TransactionStatus;
+
+void Server::release_to_pool() {
+  if (client_ != nullptr) {
+    Client* client = client_;
+    client_ = nullptr;
+    client->channel().flush();
+    client->on_server_released();
+  }
+  internal_failed_ = false;
+  replies_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
+  reset_retry_state();
+  const Settings& settings = worker_->settings();
+  if (pool_->mode() == PoolMode::transaction &&
+      verify_turn(settings.session_state_verify, settings.session_state_verify_sample)) {
+    verifier_.expect();
+  }
+  const bool reset_always = settings.server_reset_query_always &&
+                            !settings.server_reset_query.empty() &&
+                            pool_->mode() == PoolMode::transaction;
+  if (dirty_.any() || verifier_.awaiting() || reset_always) {
+    // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
+    // held by an idle pooled server.
+    clean_and_release(/*session_ended=*/false);
+    return;
+  }
+  set_state(State::idle);
+  pool_->on_server_idle(*this);
+}
+
+void Server::release_if_nothing_owed() {
+  if (state_ != State::active || pool_->mode() != PoolMode::transaction) return;
+  if (!at_transaction_boundary()) return;
+  // What was noted while the last check was under way is checked before the release.
+  if (run_boundary_checks() || pinned_) return;
+  release_to_pool();
+}
+
+void Server::detach_client() {
+  client_ = nullptr;
+  if (state_ != State::active) return;
+  const bool client_request_open = replies_.copy() != ReplyQueue::Copy::none ||
+                                   replies_.client_ready_owed() > 0 || replies_.extended_open();
+  if (passthrough_remaining_ == 0 && !client_request_open && replies_.internal_ready_owed() > 0) {
+    // Only the pooler's own query is under way (a parameter sync, a read-back, a pin check):
+    // its answer is awaited, then the server is cleaned as below (handle_internal_reply).
+    detach_pending_ = true;
+    return;
+  }
+  if (passthrough_remaining_ > 0 || replies_.request_open()) {
+    // Replies are still on their way, and a COPY or a half-sent batch cannot be finished for
+    // a client that is gone: closing is the only safe way.
+    close("client left in the middle of a request");
+    return;
+  }
+  clean_and_release(/*session_ended=*/true);
+}
+
+void Server::forget_reset_settings() {
+  if (dirty_.resets_role()) {
+    extras_.erase("role");
+    extras_.erase("session_authorization");
+  }
+  if (dirty_.resets_all_settings()) {
+    // RESET ALL leaves the role and the session authorization (GUC_NO_RESET_ALL): a server
+    // believed to have neither would serve the next client as that role.
+    ParameterSet roles;
+    for (std::string_view name : {"role", "session_authorization"}) {
+      if (const std::string* v = extras_.get(name)) roles.set(name, *v);
+    }
+    extras_ = std::move(roles);
+  } else {
+    for (const std::string& name : dirty_.reset_names()) extras_.erase(name);
+  }
+}
+
+void Server::clean_and_release(bool session_ended) {
+  if (dirty_.needs_close()) {
+    close("LOAD cannot be undone on a pooled server");
+    return;
+  }
+  // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
+  // transaction of a multi-statement query.
+  if (session_ended && pool_->mode() == PoolMode::transaction && !verifier_.awaiting() &&
+      verify_turn(worker_->settings().session_state_verify,
+                  worker_->settings().session_state_verify_sample)) {
+    verifier_.expect();
+  }
+  std::vector<std::string> queries;
+  if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
+  const std::string& reset_query = worker_->settings().server_reset_query;
+  // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).
+  if (!reset_query.empty() && ((session_ended && pool_->mode() == PoolMode::session) ||
+                               worker_->settings().server_reset_query_always)) {
+    queries.push_back(reset_query);
+    extras_.clear();  // DISCARD ALL (the usual reset) resets what the pooler applied
+  }
+  // Settings kept for a client whose transaction never reached a quiet boundary (it left with
+  // more in flight): what stuck is unknown, so they are reset.
+  if (kept_.any()) {
+    kept_.mark_for_reset(dirty_);
+    kept_.clear();
+  }
+  for (std::string& q : dirty_.cleanup_queries()) queries.push_back(std::move(q));
+  forget_reset_settings();
+  dirty_.clear();
+  unpin();
+  for (const std::string& q : queries) {
+    // These end every prepared statement on the server, the pooler's included.
+    if (q.find("DISCARD ALL") != std::string::npos ||
+        q.find("DEALLOCATE ALL") != std::string::npos) {
+      forget_statements();
+    }
+    if (q.find("DISCARD ALL") != std::string::npos) verifier_.track().clear();
+  }
+  // Last, after the cleaning: it sees what the cleaning left.
+  if (verifier_.awaiting()) queries.push_back(verify_query(pool_->credentials().user));
+  replies_.forget_client_requests();
+  reset_retry_state();
+  if (queries.empty()) {
+    set_state(State::idle);
+    pool_->on_server_idle(*this);
+    return;
+  }
+  internal_failed_ = false;
+  set_state(State::resetting);
+  for (const std::string& q : queries) send_internal_query(q);
+}
+
+}  // namespace pgsluice
