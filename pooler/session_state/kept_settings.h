@@ -70,7 +70,7 @@ class SettingsCapture {
 
   // Noted since the last read-back began: the client may go on sending while it is under way.
   Notes pending_;
-  // Being read back: the row's columns are these items' values, then their "at the default".
+  // Being read back: the row's columns are these items' values.
   Notes reading_;
   bool awaiting_ = false;
   std::optional<std::vector<std::optional<std::string>>> row_;
