@@ -19,6 +19,19 @@ def pid_of(conn) -> int:
     return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
 
 
+def pin_when_free(conn, sql: str, timeout: float = 5) -> None:
+    """Runs a statement that pins, retrying while the pool's pin is still taken (0A000)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute(sql)
+            return
+        except psycopg.errors.FeatureNotSupported:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 class Noise:
     """Clients running short transactions; records the slowest one."""
 
@@ -90,15 +103,7 @@ def test_the_last_server_is_never_pinned(pooler):
         # Released by a: b may pin now.
         a.execute("SELECT pg_advisory_unlock(42)")
         assert a.execute("SELECT 1").fetchone()[0] == 1  # the boundary where the check runs
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                b.execute("CREATE TEMP TABLE t_b (x int)")
-                break
-            except psycopg.errors.FeatureNotSupported:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        pin_when_free(b, "CREATE TEMP TABLE t_b (x int)")
         pid = pid_of(b)
         b.execute("INSERT INTO t_b VALUES (1)")
         assert pid_of(b) == pid
@@ -147,16 +152,8 @@ def test_a_pin_is_given_back_when_the_client_leaves(pooler):
     with pooler.connect(autocommit=True) as a:
         a.execute("SELECT pg_advisory_lock(43)")
     # a's pin went with it: b can take the one pin the pool gives.
-    deadline = time.monotonic() + 5
     with pooler.connect(autocommit=True) as b:
-        while True:
-            try:
-                b.execute("SELECT pg_advisory_lock(44)")
-                break
-            except psycopg.errors.FeatureNotSupported:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        pin_when_free(b, "SELECT pg_advisory_lock(44)")
 
 
 def test_reserve_zero_lets_every_server_be_pinned(make_pooler):

@@ -10,12 +10,9 @@ namespace pp = pgsluice::protocol;
 
 namespace {
 
-constexpr std::string_view kRole = "role";
-constexpr std::string_view kSessionAuthorization = "session_authorization";
-
-// RESET ALL leaves these two (GUC_NO_RESET_ALL); DISCARD ALL resets them as well.
+// RESET ALL leaves these (GUC_NO_RESET_ALL); DISCARD ALL resets them as well.
 bool reset_all_skips(std::string_view name) {
-  return iequals(name, kRole) || iequals(name, kSessionAuthorization);
+  return is_role_setting(name);
 }
 
 }  // namespace

@@ -110,13 +110,9 @@ std::string quote_identifier(std::string_view name) {
   return out;
 }
 
-namespace {
-constexpr std::string_view kRole = "role";
-constexpr std::string_view kSessionAuthorization = "session_authorization";
 bool is_role_setting(std::string_view name) {
   return iequals(name, kRole) || iequals(name, kSessionAuthorization);
 }
-}  // namespace
 
 std::string build_parameter_sync_query(const ParameterSet& client_tracked,
                                        const ParameterSet& server_tracked,

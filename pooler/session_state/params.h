@@ -56,6 +56,13 @@ class ParameterSet {
   mutable bool packed_stale_ = false;
 };
 
+// The two settings of who the session is. Special in three ways: RESET ALL leaves them
+// (GUC_NO_RESET_ALL), setting or resetting the session authorization resets the role, and neither
+// is in pg_settings.
+inline constexpr std::string_view kRole = "role";
+inline constexpr std::string_view kSessionAuthorization = "session_authorization";
+bool is_role_setting(std::string_view name);
+
 // The tracked parameter's canonical spelling ("datestyle" → "DateStyle"), or empty when `name`
 // is not tracked.
 std::string_view tracked_parameter_name(std::string_view name);
