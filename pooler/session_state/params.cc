@@ -139,12 +139,12 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
   // The session authorization and the role go in an order: the session authorization first
   // (changing or resetting it resets the role), the role last (a setting only a superuser may
   // change must be set or reset before the role drops the privilege).
+  auto differ = [](const std::string* a, const std::string* b) {
+    return a == nullptr || b == nullptr ? a != b : *a != *b;
+  };
   const std::string* authorization = client_extras.get(kSessionAuthorization);
-  const std::string* server_authorization = server_extras.get(kSessionAuthorization);
   const bool authorization_changes =
-      authorization == nullptr
-          ? server_authorization != nullptr
-          : server_authorization == nullptr || *server_authorization != *authorization;
+      differ(authorization, server_extras.get(kSessionAuthorization));
   std::string first;
   if (authorization_changes) {
     if (authorization != nullptr) {
@@ -170,7 +170,7 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
   const std::string* role = client_extras.get(kRole);
   const std::string* server_role = server_extras.get(kRole);
   if (role != nullptr) {
-    if (authorization_changes || server_role == nullptr || *server_role != *role) {
+    if (authorization_changes || differ(role, server_role)) {
       last = "SELECT pg_catalog.set_config('role', " + quote_literal(*role) + ", false);";
     }
   } else if (server_role != nullptr && !authorization_changes) {
