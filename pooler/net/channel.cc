@@ -1,8 +1,10 @@
 // Socket IO of one connection: reading into the frame reader, batched writes, TLS, close.
 #include "pooler/net/channel.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "pooler/net/tls_session.h"
@@ -28,7 +30,7 @@ Channel::Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phas
                  uint32_t max_length)
     : loop_(loop), owner_(owner), input_(phase, max_length) {
   std::memset(&handle_, 0, sizeof(handle_));
-  std::memset(&write_req_, 0, sizeof(write_req_));
+  std::memset(&poll_, 0, sizeof(poll_));
 }
 
 Channel::~Channel() = default;
@@ -55,53 +57,121 @@ int Channel::init_pipe() {
 
 void Channel::start_reading() {
   if (reading_ || closing_) return;
-  if (uv_read_start(stream(), on_alloc, on_read) == 0) reading_ = true;
+  reading_ = true;
+  update_poll();
 }
 
 void Channel::stop_reading() {
   if (!reading_ || closing_) return;
-  uv_read_stop(stream());
   reading_ = false;
+  update_poll();
 }
 
-void Channel::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
-  auto* self = static_cast<Channel*>(handle->data);
-  if (self->tls_ != nullptr) {
-    *buf = uv_buf_init(self->cipher_in_.data(), static_cast<unsigned>(self->cipher_in_.size()));
+void Channel::update_poll() {
+  const int want = (reading_ ? UV_READABLE : 0) | (writing_ ? UV_WRITABLE : 0);
+  if (want == poll_events_ || closing_) return;
+  if (!poll_open_) {
+    uv_os_fd_t fd = -1;
+    int rc = uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd);
+    if (rc == 0) rc = uv_poll_init_socket(loop_, &poll_, fd);
+    if (rc != 0) {
+      reading_ = false;
+      owner_.on_channel_error(*this, rc);
+      return;
+    }
+    poll_.data = this;
+    poll_open_ = true;
+    fd_ = fd;
+  }
+  if (want == 0) {
+    uv_poll_stop(&poll_);
+  } else if (int rc = uv_poll_start(&poll_, want, on_poll); rc != 0) {
+    poll_events_ = 0;
+    reading_ = false;
+    owner_.on_channel_error(*this, rc);
     return;
   }
-  char* p = self->input_.writable(self->read_size_);
-  *buf = uv_buf_init(p, static_cast<unsigned>(self->input_.writable_size()));
+  poll_events_ = want;
 }
 
-void Channel::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
-  auto* self = static_cast<Channel*>(stream->data);
-  if (self->awaiting_peer_close_) {
-    if (nread > 0) {
-      self->input_.commit(static_cast<size_t>(nread));
-      self->input_.skip(self->input_.unread_size());
-    } else if (nread < 0) {
-      self->close();  // EOF (or an error): the peer is gone
+void Channel::on_poll(uv_poll_t* poll, int status, int events) {
+  auto* self = static_cast<Channel*>(poll->data);
+  if (status < 0) {
+    // libuv reports a socket error (POLLERR: a reset, say) as UV_EBADF and stops watching. What
+    // was received before it is still read, and the error is the socket's own.
+    self->poll_events_ = 0;
+    if (self->reading_) {
+      self->read_socket();
+      if (self->closing_ || !self->reading_) return;
+    }
+    int error = 0;
+    socklen_t len = sizeof(error);
+    if (::getsockopt(self->fd_, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error != 0) {
+      status = uv_translate_sys_error(error);
+    }
+    if (self->writing_) {
+      self->on_write_done(status);
+    } else {
+      self->on_read(status);
     }
     return;
   }
-  if (nread > 0 && self->tls_ != nullptr) {
-    self->on_tls_read(static_cast<size_t>(nread));
+  if ((events & UV_WRITABLE) != 0 && self->writing_) self->continue_write();
+  if ((events & UV_READABLE) != 0 && self->reading_ && !self->closing_) self->read_socket();
+}
+
+void Channel::read_socket() {
+  const int fd = fd_;
+  // As libuv's stream reads: read again while a read fills the buffer (more may be waiting),
+  // a bounded number of times so that one busy socket does not hold the loop.
+  for (int reads = 0; reads < 32 && reading_ && !closing_; ++reads) {
+    char* p;
+    size_t size;
+    if (tls_ != nullptr) {
+      p = cipher_in_.data();
+      size = cipher_in_.size();
+    } else {
+      p = input_.writable(read_size_);
+      size = input_.writable_size();
+    }
+    ssize_t n = ::recv(fd, p, size, 0);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      on_read(uv_translate_sys_error(errno));
+      return;
+    }
+    on_read(n == 0 ? static_cast<ssize_t>(UV_EOF) : n);
+    if (n == 0 || static_cast<size_t>(n) < size) return;
+  }
+}
+
+void Channel::on_read(ssize_t nread) {
+  if (awaiting_peer_close_) {
+    if (nread > 0) {
+      input_.commit(static_cast<size_t>(nread));
+      input_.skip(input_.unread_size());
+    } else if (nread < 0) {
+      close();  // EOF (or an error): the peer is gone
+    }
+    return;
+  }
+  if (nread > 0 && tls_ != nullptr) {
+    on_tls_read(static_cast<size_t>(nread));
   } else if (nread > 0) {
     // A read that filled what was asked for: ask for more next time. Connections start small
     // (most clients send short queries), which keeps an idle client's memory low.
-    if (static_cast<size_t>(nread) >= self->read_size_ && self->read_size_ < kReadChunk) {
-      self->read_size_ *= 2;
+    if (static_cast<size_t>(nread) >= read_size_ && read_size_ < kReadChunk) {
+      read_size_ *= 2;
     }
-    self->input_.commit(static_cast<size_t>(nread));
-    self->bytes_received_ += static_cast<uint64_t>(nread);
-    self->owner_.on_channel_readable(*self);
-    if (!self->closing_ && self->input_.unread_size() == 0) {
-      self->input_.shrink_if_idle(kIdleInputCapacity);
+    input_.commit(static_cast<size_t>(nread));
+    bytes_received_ += static_cast<uint64_t>(nread);
+    owner_.on_channel_readable(*this);
+    if (!closing_ && input_.unread_size() == 0) {
+      input_.shrink_if_idle(kIdleInputCapacity);
     }
   } else if (nread < 0) {
-    self->stop_reading();
-    self->owner_.on_channel_error(*self, static_cast<int>(nread));
+    stop_reading();
+    owner_.on_channel_error(*this, static_cast<int>(nread));
   }
 }
 
@@ -115,8 +185,16 @@ void Channel::flush() {
 
 void Channel::send(std::string& pending) {
   if (writing_ || closing_ || pending.empty()) return;
-  uv_buf_t buf = uv_buf_init(pending.data(), static_cast<unsigned>(pending.size()));
-  int written = uv_try_write(stream(), &buf, 1);
+  if (fd_ < 0) {
+    uv_os_fd_t fd = -1;
+    if (int rc = uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd); rc != 0) {
+      pending.clear();
+      write_failed(rc);
+      return;
+    }
+    fd_ = fd;
+  }
+  ssize_t written = ::send(fd_, pending.data(), pending.size(), MSG_NOSIGNAL);
   if (written > 0) {
     bytes_sent_ += static_cast<uint64_t>(written);
     if (static_cast<size_t>(written) == pending.size()) {
@@ -124,49 +202,57 @@ void Channel::send(std::string& pending) {
       release_if_large(pending);
       return;
     }
-    pending.erase(0, static_cast<size_t>(written));
-  } else if (written != UV_EAGAIN && written != UV_ENOSYS) {
+  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
     // The error surfaces through the read side as well; drop what cannot be sent.
     pending.clear();
-    write_failed(written);
+    write_failed(uv_translate_sys_error(errno));
     return;
   }
   in_flight_.swap(pending);
+  in_flight_sent_ = written > 0 ? static_cast<size_t>(written) : 0;
   pending.clear();
   release_if_large(pending);
-  buf = uv_buf_init(in_flight_.data(), static_cast<unsigned>(in_flight_.size()));
-  write_req_.data = this;
-  if (uv_write(&write_req_, stream(), &buf, 1, on_write) == 0) {
-    writing_ = true;
-  } else {
-    in_flight_.clear();
-  }
+  writing_ = true;
+  update_poll();
 }
 
-void Channel::on_write(uv_write_t* req, int status) {
-  auto* self = static_cast<Channel*>(req->data);
-  self->writing_ = false;
-  if (status == 0) self->bytes_sent_ += self->in_flight_.size();
-  self->in_flight_.clear();
-  // A large message written leaves its capacity here (send swaps the two buffers): give it
-  // back, so that a connection that once carried 200 MB does not hold 200 MB from then on.
-  release_if_large(self->in_flight_);
-  if (self->closing_) return;
-  if (status < 0) {
-    self->write_failed(status);
+void Channel::continue_write() {
+  const size_t left = in_flight_.size() - in_flight_sent_;
+  ssize_t written = ::send(fd_, in_flight_.data() + in_flight_sent_, left, MSG_NOSIGNAL);
+  if (written < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+    on_write_done(uv_translate_sys_error(errno));
     return;
   }
-  bool was_high = self->output_.size() + self->cipher_out_.size() > kLowWaterMark;
-  self->flush();
-  if (self->close_after_flush_ && !self->writing_) {
-    if (self->awaiting_peer_close_) {
-      self->start_reading();
+  bytes_sent_ += static_cast<uint64_t>(written);
+  in_flight_sent_ += static_cast<size_t>(written);
+  if (in_flight_sent_ == in_flight_.size()) on_write_done(0);
+}
+
+void Channel::on_write_done(int status) {
+  writing_ = false;
+  in_flight_.clear();
+  in_flight_sent_ = 0;
+  // A large message written leaves its capacity here (send swaps the two buffers): give it
+  // back, so that a connection that once carried 200 MB does not hold 200 MB from then on.
+  release_if_large(in_flight_);
+  if (closing_) return;
+  update_poll();
+  if (status < 0) {
+    write_failed(status);
+    return;
+  }
+  bool was_high = output_.size() + cipher_out_.size() > kLowWaterMark;
+  flush();
+  if (close_after_flush_ && !writing_) {
+    if (awaiting_peer_close_) {
+      start_reading();
     } else {
-      self->close();
+      close();
     }
     return;
   }
-  if (!was_high || self->queued_output() <= kLowWaterMark) self->owner_.on_channel_drained(*self);
+  if (!was_high || queued_output() <= kLowWaterMark) owner_.on_channel_drained(*this);
 }
 
 // --- TLS ---
@@ -312,6 +398,16 @@ void Channel::close() {
     owner_.on_channel_closed(*this);
     return;
   }
+  // The poll handle stops watching before the descriptor closes with handle_; the owner hears
+  // of the close once both handles are done (libuv finishes closes in no promised order).
+  closes_pending_ = 1;
+  if (poll_open_) {
+    uv_poll_stop(&poll_);
+    poll_events_ = 0;
+    poll_open_ = false;
+    ++closes_pending_;
+    uv_close(reinterpret_cast<uv_handle_t*>(&poll_), on_close);
+  }
   uv_close(reinterpret_cast<uv_handle_t*>(&handle_), on_close);
 }
 
@@ -341,6 +437,8 @@ int Channel::attach(uv_loop_t* loop, int fd) {
   reading_ = false;
   initialized_ = false;
   std::memset(&handle_, 0, sizeof(handle_));
+  std::memset(&poll_, 0, sizeof(poll_));
+  fd_ = -1;
   int rc = is_tcp_ ? init_tcp() : init_pipe();
   if (rc == 0) rc = is_tcp_ ? uv_tcp_open(tcp(), fd) : uv_pipe_open(pipe(), fd);
   if (rc != 0) {
@@ -352,7 +450,7 @@ int Channel::attach(uv_loop_t* loop, int fd) {
 
 void Channel::on_close(uv_handle_t* handle) {
   auto* self = static_cast<Channel*>(handle->data);
-  self->owner_.on_channel_closed(*self);
+  if (--self->closes_pending_ == 0) self->owner_.on_channel_closed(*self);
 }
 
 }  // namespace pgsluice

@@ -1,0 +1,182 @@
+// Channel's socket IO (pooler/net/channel.h): recv/send on a uv_poll_t. Output the socket does
+// not take at once goes out in order as the peer reads; the peer's end and a reset are reported
+// after the bytes that came before them; close reports once for both handles. Real sockets
+// (a Unix socketpair, loopback TCP) and a real loop, on one thread.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "pooler/net/channel.h"
+
+namespace pgsluice {
+namespace {
+
+class Recorder final : public ChannelOwner {
+ public:
+  void on_channel_readable(Channel& channel) override {
+    received += channel.input().unread();
+    channel.input().skip(channel.input().unread_size());
+  }
+  void on_channel_error(Channel&, int status) override {
+    error = status;
+    received_at_error = received;
+  }
+  void on_channel_drained(Channel&) override { ++drained; }
+  void on_channel_closed(Channel&) override { ++closed; }
+
+  std::string received;
+  std::string received_at_error;
+  int error = 0;
+  int drained = 0;
+  int closed = 0;
+};
+
+template <class Fn>
+void run_until(uv_loop_t* loop, Fn done) {
+  for (int i = 0; i < 2000 && !done(); ++i) uv_run(loop, UV_RUN_NOWAIT);
+}
+
+class ChannelIo : public ::testing::Test {
+ protected:
+  void SetUp() override { uv_loop_init(&loop_); }
+  void TearDown() override {
+    if (peer_ >= 0) ::close(peer_);
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    EXPECT_EQ(uv_loop_close(&loop_), 0);
+  }
+  // A channel on one end of a Unix socketpair; peer_ is the other end (blocking).
+  void open_pair(Channel& channel) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    peer_ = fds[1];
+    ASSERT_EQ(channel.init_pipe(), 0);
+    ASSERT_EQ(uv_pipe_open(channel.pipe(), fds[0]), 0);
+  }
+  // A channel on the accepted end of a loopback TCP connection; peer_ is the connecting end.
+  void open_tcp(Channel& channel) {
+    int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(listener, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(::listen(listener, 1), 0);
+    ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    peer_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(::connect(peer_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    int accepted = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+    ASSERT_GE(accepted, 0);
+    ASSERT_EQ(channel.init_tcp(), 0);
+    ASSERT_EQ(uv_tcp_open(channel.tcp(), accepted), 0);
+  }
+
+  uv_loop_t loop_{};
+  int peer_ = -1;
+};
+
+TEST_F(ChannelIo, OutputTheSocketDoesNotTakeAtOnceGoesOutInOrder) {
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  // Far more than a socket buffer: the first send takes part, the rest waits for writability.
+  std::string big;
+  for (int i = 0; big.size() < 4 * 1024 * 1024; ++i) big += std::to_string(i) + ",";
+  channel.output() = big;
+  channel.flush();
+  EXPECT_GT(channel.queued_output(), 0U);
+  channel.output() = "tail";  // collects behind what is being written
+  channel.flush();
+  std::string got;
+  char buf[65536];
+  while (got.size() < big.size() + 4) {
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    ssize_t n = ::recv(peer_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_TRUE(got == big + "tail");
+  EXPECT_EQ(channel.queued_output(), 0U);
+  EXPECT_EQ(channel.bytes_sent(), big.size() + 4);
+  EXPECT_GE(owner.drained, 1);
+  EXPECT_EQ(owner.error, 0);
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  EXPECT_EQ(owner.closed, 1);
+}
+
+TEST_F(ChannelIo, ThePeersEndComesAfterItsLastBytes) {
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  channel.start_reading();
+  const std::string last(40000, 'x');  // more than one read's worth
+  ASSERT_EQ(::write(peer_, last.data(), last.size()), static_cast<ssize_t>(last.size()));
+  ::close(peer_);
+  peer_ = -1;
+  run_until(&loop_, [&] { return owner.error != 0; });
+  EXPECT_EQ(owner.error, UV_EOF);
+  EXPECT_EQ(owner.received_at_error, last);
+  EXPECT_FALSE(channel.reading());
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  EXPECT_EQ(owner.closed, 1);
+}
+
+TEST_F(ChannelIo, AResetIsReportedAsTheSocketsErrorAfterWhatCameBefore) {
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_tcp(channel);
+  channel.start_reading();
+  ASSERT_EQ(::write(peer_, "hello", 5), 5);
+  run_until(&loop_, [&] { return owner.received == "hello"; });
+  // Unread data at the close makes the kernel reset the connection; SO_LINGER 0 does it anyway.
+  linger no_linger{1, 0};
+  ASSERT_EQ(::setsockopt(peer_, SOL_SOCKET, SO_LINGER, &no_linger, sizeof(no_linger)), 0);
+  ::close(peer_);
+  peer_ = -1;
+  run_until(&loop_, [&] { return owner.error != 0; });
+  EXPECT_EQ(owner.error, UV_ECONNRESET);
+  EXPECT_EQ(owner.received_at_error, "hello");
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  EXPECT_EQ(owner.closed, 1);
+}
+
+TEST_F(ChannelIo, ASendToAClosedPeerIsAnErrorNotASignal) {
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  ::close(peer_);
+  peer_ = -1;
+  channel.output() = "nobody reads this";
+  channel.flush();  // EPIPE without MSG_NOSIGNAL would end the test binary with SIGPIPE
+  EXPECT_EQ(owner.error, UV_EPIPE);
+  EXPECT_EQ(channel.queued_output(), 0U);
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  EXPECT_EQ(owner.closed, 1);
+}
+
+TEST_F(ChannelIo, StopReadingLeavesBytesInTheSocketUntilReadingStartsAgain) {
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  channel.start_reading();
+  channel.stop_reading();
+  ASSERT_EQ(::write(peer_, "later", 5), 5);
+  for (int i = 0; i < 20; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+  EXPECT_EQ(owner.received, "");
+  channel.start_reading();
+  run_until(&loop_, [&] { return owner.received == "later"; });
+  EXPECT_EQ(owner.received, "later");
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  EXPECT_EQ(owner.closed, 1);
+}
+
+}  // namespace
+}  // namespace pgsluice
