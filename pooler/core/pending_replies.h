@@ -6,9 +6,9 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 
+#include "pooler/base/ring_queue.h"
 #include "pooler/core/prepared_statements.h"
 
 namespace pgsluice {
@@ -42,8 +42,6 @@ inline bool is_made_up(PendingKind kind) {
          kind == PendingKind::made_error || kind == PendingKind::made_command_done;
 }
 
-// Four strings at most, so that three entries fit in one of std::deque's 512-byte blocks (a
-// block is allocated and freed as the queue moves on).
 struct PendingReply {
   PendingKind kind = PendingKind::query;
   uint64_t statement_id = 0;  // parse, parse_hidden, made_parse_complete
@@ -65,9 +63,6 @@ struct PendingReply {
   bool retried = false;     // sent again once already: a second 0A000 goes to the client
 };
 
-// Checked here: a field more would make every third push allocate a block of its own.
-static_assert(sizeof(PendingReply) * 3 <= 512, "three PendingReply to a std::deque block");
-
-using PendingReplies = std::deque<PendingReply>;
+using PendingReplies = RingQueue<PendingReply>;
 
 }  // namespace pgsluice

@@ -152,8 +152,8 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
   }
   // No longer safe (the client sent more meanwhile): the error goes through as it came, and
   // the batch is skipped to its Sync as PostgreSQL did.
-  for (auto it = held_batch_.rbegin(); it != held_batch_.rend(); ++it) {
-    replies_.pending().push_front(std::move(*it));
+  for (size_t i = held_batch_.size(); i-- > 0;) {
+    replies_.pending().push_front(std::move(held_batch_[i]));
   }
   held_batch_.clear();
   replies_.skip_to_sync();
