@@ -10,29 +10,12 @@
 #include <string>
 
 #include "pooler/net/channel.h"
+#include "tests/unit/pooler/channel_recorder.h"
 
 namespace pgsluice {
 namespace {
 
-class Recorder final : public ChannelOwner {
- public:
-  void on_channel_readable(Channel& channel) override {
-    received += channel.input().unread();
-    channel.input().skip(channel.input().unread_size());
-  }
-  void on_channel_error(Channel&, int status) override {
-    error = status;
-    received_at_error = received;
-  }
-  void on_channel_drained(Channel&) override { ++drained; }
-  void on_channel_closed(Channel&) override { ++closed; }
-
-  std::string received;
-  std::string received_at_error;
-  int error = 0;
-  int drained = 0;
-  int closed = 0;
-};
+using Recorder = test_support::ChannelRecorder;
 
 template <class Fn>
 void run_until(uv_loop_t* loop, Fn done) {

@@ -8,25 +8,12 @@
 #include <string>
 
 #include "pooler/net/channel.h"
+#include "tests/unit/pooler/channel_recorder.h"
 
 namespace pgsluice {
 namespace {
 
-// Records what the channel reports; reads consume everything that arrived.
-class Recorder final : public ChannelOwner {
- public:
-  void on_channel_readable(Channel& channel) override {
-    received += channel.input().unread();
-    channel.input().skip(channel.input().unread_size());
-  }
-  void on_channel_error(Channel&, int status) override { error = status; }
-  void on_channel_drained(Channel&) override {}
-  void on_channel_closed(Channel&) override { ++closed; }
-
-  std::string received;
-  int error = 0;
-  int closed = 0;
-};
+using Recorder = test_support::ChannelRecorder;
 
 class ChannelMove : public ::testing::Test {
  protected:
