@@ -250,6 +250,22 @@ def test_counts_move_under_pgbench(pgbench_data, make_pooler):
     admin.close()
 
 
+def test_query_and_transaction_times_are_the_time_the_server_took(make_pooler):
+    # The stats clock is read once per loop turn (PgBouncer's cached time): a 300 ms query still
+    # counts 300 ms, not 0 and not the time the pooler waited for something else.
+    pooler = make_pooler(**ADMIN)
+    with pooler.raw() as c:
+        c.query("BEGIN")
+        c.query("SELECT pg_sleep(0.3)")
+        c.query("COMMIT")
+    admin = Admin(pooler)
+    st = stats_row(admin)
+    assert int(st["total_xact_count"]) == 1, st
+    assert 300_000 <= int(st["total_query_time"]) < 3_000_000, st
+    assert int(st["total_query_time"]) <= int(st["total_xact_time"]) < 3_000_000, st
+    admin.close()
+
+
 def test_show_clients_and_servers_rows(make_pooler):
     pooler = make_pooler(default_pool_size=2, **ADMIN)
     c1 = pooler.raw(params={"application_name": "cli-one"})

@@ -171,7 +171,7 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
       type == fe::kExecute) {
-    timing.on_request();  // stats: the query (and transaction) clock starts, once
+    timing.on_request(worker_->turn_now_us());  // stats: the query (and transaction) clock starts
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kExecute) {
     ++pool_->counters().queries;
@@ -287,7 +287,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       ready_ms_ = worker_->now_ms();
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
       timing.on_ready(pool_->stats(), static_cast<char>(replies_.transaction_status()),
-                      channel_.bytes_sent(), channel_.bytes_received());
+                      channel_.bytes_sent(), channel_.bytes_received(), worker_->turn_now_us());
       if (replies_.transaction_status() == TransactionStatus::idle && !at_transaction_boundary() &&
           log_enabled(spdlog::level::debug)) {
         spdlog::debug(

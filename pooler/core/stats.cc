@@ -76,13 +76,12 @@ uint64_t Histogram::cumulative(size_t i) const {
 }
 
 void ServerTiming::on_ready(PoolStats& stats, char status, uint64_t socket_sent,
-                            uint64_t socket_received) {
+                            uint64_t socket_received, uint64_t now) {
   stats.totals.bytes_received += socket_sent - counted_sent;
   stats.totals.bytes_sent += socket_received - counted_received;
   counted_sent = socket_sent;
   counted_received = socket_received;
   if (query_start_us == 0 && (status != 'I' || xact_start_us == 0)) return;
-  const uint64_t now = now_us();
   if (query_start_us != 0) {
     const uint64_t d = now - query_start_us;
     stats.totals.query_time_us += d;

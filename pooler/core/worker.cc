@@ -51,6 +51,10 @@ Worker::Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> conf
   if (index_ != 0) uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   uv_async_init(&loop_, &wake_, on_wake);
   wake_.data = this;
+  uv_prepare_init(&loop_, &turn_);
+  turn_.data = this;
+  uv_prepare_start(&turn_,
+                   [](uv_prepare_t* handle) { static_cast<Worker*>(handle->data)->turn_us_ = 0; });
   started_ms_ = now_ms();
 }
 
@@ -488,6 +492,8 @@ void Worker::stop() {
   if (primary()) extensions().stop(*this);
   uv_timer_stop(&janitor_);
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
+  uv_prepare_stop(&turn_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&turn_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
   clients_.for_each([](Client& c) { c.fail(sqlstate::kAdminShutdown, kShutdownMessage); });
   for (auto& [key, pool] : pools_) pool->close_all_servers();

@@ -94,6 +94,12 @@ class Worker {
   const protocol::ScramVerifier* plain_scram_verifier(const std::string& user,
                                                       const std::string& secret);
   [[nodiscard]] uint64_t now_ms() { return uv_now(&loop_); }
+  // Microseconds (now_us's clock) read once per loop turn, at the first call after the loop last
+  // waited: what the stats' query and transaction times use. Callbacks of one turn share it.
+  [[nodiscard]] uint64_t turn_now_us() {
+    if (turn_us_ == 0) turn_us_ = now_us();
+    return turn_us_;
+  }
   [[nodiscard]] bool stopping() const { return stopping_; }
 
   // The pool for a client of `user` on `db` (created on first use).
@@ -181,6 +187,9 @@ class Worker {
   std::vector<std::unique_ptr<uv_stream_t, void (*)(uv_stream_t*)>> listeners_;
   uv_signal_t sighup_{};
   uv_timer_t janitor_{};
+  // Runs before each wait for events: the next turn reads the clock again (turn_now_us).
+  uv_prepare_t turn_{};
+  uint64_t turn_us_ = 0;
   uv_async_t wake_{};
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;

@@ -67,20 +67,24 @@ TEST(Stats, ServerTimingCountsTransactionsAtIdleReadyForQuery) {
   PoolStats stats;
   ServerTiming t;
   t.on_link(100, 200);
-  t.on_request();
-  EXPECT_NE(t.query_start_us, 0u);
-  t.on_ready(stats, 'T', 150, 260);  // BEGIN done: a query, no transaction yet
+  t.on_request(1'000);
+  EXPECT_EQ(t.query_start_us, 1'000u);
+  t.on_request(1'200);  // a second message of the same query: the clock started already
+  t.on_ready(stats, 'T', 150, 260, 1'500);  // BEGIN done: a query, no transaction yet
   EXPECT_EQ(stats.totals.transactions, 0u);
   EXPECT_EQ(stats.query_time.count(), 1u);
-  t.on_request();
-  t.on_ready(stats, 'I', 180, 300);  // COMMIT done
+  EXPECT_EQ(stats.totals.query_time_us, 500u);
+  t.on_request(2'000);
+  t.on_ready(stats, 'I', 180, 300, 2'250);  // COMMIT done
   EXPECT_EQ(stats.totals.transactions, 1u);
   EXPECT_EQ(stats.xact_time.count(), 1u);
   EXPECT_EQ(stats.query_time.count(), 2u);
-  EXPECT_EQ(stats.totals.bytes_received, 80u);  // what the server socket sent since the link
+  EXPECT_EQ(stats.totals.query_time_us, 750u);
+  EXPECT_EQ(stats.totals.xact_time_us, 1'250u);  // from BEGIN's request to COMMIT's answer
+  EXPECT_EQ(stats.totals.bytes_received, 80u);   // what the server socket sent since the link
   EXPECT_EQ(stats.totals.bytes_sent, 100u);
   // A ReadyForQuery without a request (an idle server's) counts nothing.
-  t.on_ready(stats, 'I', 180, 300);
+  t.on_ready(stats, 'I', 180, 300, 3'000);
   EXPECT_EQ(stats.totals.transactions, 1u);
 }
 
