@@ -16,6 +16,13 @@ namespace {
 // busy client need stays).
 constexpr size_t kIdleOutputCapacity = 256 * 1024;
 
+// The handle's socket descriptor, or a negative libuv error.
+int socket_of(const uv_handle_t* handle) {
+  uv_os_fd_t fd = -1;
+  const int rc = uv_fileno(handle, &fd);
+  return rc != 0 ? rc : fd;
+}
+
 void release_if_large(std::string& buffer) {
   if (buffer.empty() && buffer.capacity() > kIdleOutputCapacity) std::string().swap(buffer);
 }
@@ -71,9 +78,8 @@ void Channel::update_poll() {
   const int want = (reading_ ? UV_READABLE : 0) | (writing_ ? UV_WRITABLE : 0);
   if (want == poll_events_ || closing_) return;
   if (!poll_open_) {
-    uv_os_fd_t fd = -1;
-    int rc = uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd);
-    if (rc == 0) rc = uv_poll_init_socket(loop_, &poll_, fd);
+    const int fd = fd_ >= 0 ? fd_ : socket_of(reinterpret_cast<const uv_handle_t*>(&handle_));
+    const int rc = fd < 0 ? fd : uv_poll_init_socket(loop_, &poll_, fd);
     if (rc != 0) {
       reading_ = false;
       owner_.on_channel_error(*this, rc);
@@ -185,14 +191,13 @@ void Channel::flush() {
 
 void Channel::send(std::string& pending) {
   if (writing_ || closing_ || pending.empty()) return;
+  if (fd_ < 0) fd_ = socket_of(reinterpret_cast<const uv_handle_t*>(&handle_));
   if (fd_ < 0) {
-    uv_os_fd_t fd = -1;
-    if (int rc = uv_fileno(reinterpret_cast<const uv_handle_t*>(&handle_), &fd); rc != 0) {
-      pending.clear();
-      write_failed(rc);
-      return;
-    }
-    fd_ = fd;
+    const int error = fd_;
+    fd_ = -1;
+    pending.clear();
+    write_failed(error);
+    return;
   }
   ssize_t written = ::send(fd_, pending.data(), pending.size(), MSG_NOSIGNAL);
   if (written > 0) {
