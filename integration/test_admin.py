@@ -22,7 +22,8 @@ REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 ADMIN = {"admin_users": "app", "stats_users": "md5user"}
 
 # pgsluice's own columns, allowed only after PgBouncer's.
-EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused"]}
+EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused"],
+                 "CLIENTS": ["pinned_for"], "SERVERS": ["pinned_for"]}
 IMPLEMENTED = ["POOLS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "CLIENTS",
                "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG"]
 

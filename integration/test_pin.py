@@ -162,3 +162,27 @@ def test_reserve_zero_lets_every_server_be_pinned(make_pooler):
         a.execute("SELECT pg_advisory_lock(45)")
         b.execute("SELECT pg_advisory_lock(46)")
         assert pid_of(a) != pid_of(b)
+
+
+def test_show_clients_and_servers_say_who_is_pinned_and_why(pooler):
+    def column(subject: str, name: str) -> list[str]:
+        rc, out, err = pooler.psql(f"SHOW {subject}", db="pgsluice", args=["-F", "\t"])
+        assert rc == 0, err
+        return [line.split("\t")[-1] for line in out.splitlines()
+                if line.split("\t")[2] == name]
+
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        a.execute("SELECT pg_advisory_lock(43)")
+        b.execute("SELECT 1")
+        # pinned_for, pgsluice's column after PgBouncer's: a's row and its server's, not b's.
+        assert sorted(column("CLIENTS", "app")) == ["", "advisory_lock pg_advisory_lock"], \
+            column("CLIENTS", "app")
+        assert "advisory_lock pg_advisory_lock" in column("SERVERS", "app")
+        a.execute("SELECT pg_advisory_unlock(43)")
+        a.execute("SELECT 1")  # the boundary where the pin check runs
+        deadline = time.monotonic() + 5
+        while any(column("SERVERS", "app")) and time.monotonic() < deadline:
+            a.execute("SELECT 1")
+            time.sleep(0.1)
+        assert column("CLIENTS", "app") == ["", ""]
+        assert not any(column("SERVERS", "app"))

@@ -138,6 +138,30 @@ def test_psycopg_prepare_threshold_zero(make_pooler):
     assert not errors, errors
 
 
+def test_show_clients_and_servers_count_prepared_statements(make_pooler):
+    # PgBouncer's prepared_statements column: the client's own statements, and the ones each
+    # server holds under rewritten names.
+    pooler = make_pooler(default_pool_size=1, admin_users="app")
+
+    def counts(subject: str) -> list[int]:
+        rc, out, err = pooler.psql(f"SHOW {subject}", db="pgsluice", args=["-F", "\t"])
+        assert rc == 0, err
+        return [int(line.split("\t")[19]) for line in out.splitlines()
+                if line.split("\t")[2] == "app"]
+
+    with psycopg.connect(pooler.dsn(), autocommit=True) as conn:
+        conn.prepare_threshold = 0
+        conn.execute("SELECT %s::int", (1,))
+        conn.execute("SELECT %s::text", ("a",))
+        conn.execute("SELECT %s::int + 1", (2,))
+        assert counts("CLIENTS") == [3], counts("CLIENTS")
+        assert counts("SERVERS") == [3], counts("SERVERS")
+        conn.prepare_threshold = None  # unnamed from here on: nothing more is counted
+        conn.execute("SELECT %s::int * 2", (3,))
+        assert counts("CLIENTS") == [3], counts("CLIENTS")
+    assert counts("CLIENTS") == []
+
+
 def test_asyncpg_default_statement_cache(make_pooler):
     import asyncpg
 

@@ -7,6 +7,7 @@ channel binding (SCRAM-SHA-256-PLUS) on both sides, and pgbench over TLS."""
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import threading
@@ -151,6 +152,30 @@ def test_server_tls_shown_by_pg_stat_ssl(pg, make_pooler):
     rows = pg.psql("SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
                    "WHERE a.usename = 'app' AND a.datname = 'app'")
     assert rows and set(rows.split()) == {"t"}, rows
+
+
+def test_show_clients_and_servers_name_the_tls_of_each_connection(pg, make_pooler):
+    # PgBouncer's form, protocol/cipher/key exchange: a TLS client and a TLS server show it;
+    # the console session, asked for from inside the TLS session with sslmode=disable, shows
+    # nothing.
+    p = make_pooler(server_tls_sslmode="require", admin_users="app", pool_mode="session",
+                    **client_tls(pg, "prefer"))
+    env = p.client_env("app")
+    dsn = f"host={harness.HOST} port={p.port} dbname=app user=app sslmode=require"
+    inner = (f"psql -X -At -F '|' 'host={harness.HOST} port={p.port} dbname=pgsluice user=app "
+             f"sslmode=disable' -c 'SHOW CLIENTS' -c 'SHOW SERVERS'")
+    rc, out, err = harness.run(["psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", dsn],
+                               input=f"SELECT 1;\n\\! {inner}\n", env=env, timeout=60)
+    assert rc == 0, err
+    tls = re.compile(r"^TLSv1\.[23]/[A-Z0-9_-]+"
+                     r"(/ECDH=(X25519|X448|prime256v1|secp384r1|secp521r1))?$")
+    clients = [line.split("|") for line in out.splitlines() if line.startswith("C|")]
+    servers = [line.split("|") for line in out.splitlines() if line.startswith("S|")]
+    app = [c for c in clients if c[2] == "app"]
+    console = [c for c in clients if c[2] == "pgsluice"]
+    assert len(app) == 1 and tls.match(app[0][17]), clients
+    assert len(console) == 1 and console[0][17] == "", clients
+    assert servers and all(tls.match(s[17]) for s in servers), servers
 
 
 def test_a_tls_server_moves_between_workers_with_its_session(pg, make_pooler):

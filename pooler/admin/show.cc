@@ -17,6 +17,7 @@
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
+#include "pooler/net/tls_session.h"
 
 namespace pgsluice {
 
@@ -179,6 +180,14 @@ void socket_columns(AdminResult& r) {
   r.int4("wait").int4("wait_us").int4("close_needed").text("ptr").text("link");
   r.int4("remote_pid").text("tls").text("application_name").int4("prepared_statements");
   r.int8("id");
+  // pgsluice's own, after PgBouncer's: what pins the server (session state under `pin`).
+  r.text("pinned_for");
+}
+
+// PgBouncer's tls column: empty for a plain connection.
+std::string tls_info(const Channel& channel) {
+  const TlsSession* tls = channel.tls();
+  return tls != nullptr && tls->handshake_done() ? tls->connection_info() : std::string();
 }
 
 struct Endpoint {
@@ -260,10 +269,11 @@ AdminResult show_clients(Worker& worker) {
         .add(ptr_text(&c))
         .add(ptr_text(c.server()))
         .add(0)
-        .add("")
+        .add(tls_info(c.channel()))
         .add(app != nullptr ? *app : std::string())
-        .add(0)
-        .add(c.id());
+        .add(static_cast<int64_t>(c.prepared_statement_count()))
+        .add(c.id())
+        .add(c.server() != nullptr ? c.server()->pinned_for() : std::string());
   });
   r.set_tag("SHOW");
   return r;
@@ -317,10 +327,11 @@ AdminResult show_servers(Worker& worker) {
           .add(ptr_text(&s))
           .add(ptr_text(s.client()))
           .add(s.backend_pid())
-          .add("")
+          .add(connected ? tls_info(s.channel()) : std::string())
           .add(app != nullptr ? *app : std::string())
-          .add(0)
-          .add(s.id());
+          .add(static_cast<int64_t>(s.prepared_statement_count()))
+          .add(s.id())
+          .add(s.pinned_for());
     });
   });
   r.set_tag("SHOW");

@@ -100,6 +100,8 @@ class Client final : public ChannelOwner {
   // Protocol-level prepared statements: a name the server skipped (an error earlier in the
   // batch) is free again.
   void forget_statement(const std::string& name, uint64_t id);
+  // The client's protocol-level prepared statements (SHOW CLIENTS).
+  [[nodiscard]] size_t prepared_statement_count() const { return statements_.size(); }
   // A stale plan (0A000) of `stmt` reached this client, or its batch was sent again with a
   // Describe of the portal: the client knows the statement's new row description.
   void note_stale_plan_seen(const PreparedStatement& stmt);

@@ -87,8 +87,11 @@ class Server final : public ChannelOwner {
   // Pins the server to its client when the pool has fewer than pool_size -
   // session_state_pin_reserve servers pinned (shared_limits.h); false, nothing changed,
   // otherwise. Already pinned: true.
-  bool pin();
+  // `why`: the finding's kind and detail, as SHOW CLIENTS/SERVERS show it ("advisory_lock").
+  bool pin(std::string why);
   [[nodiscard]] bool pinned() const { return pinned_; }
+  // What pinned the server; empty when it is not pinned.
+  [[nodiscard]] const std::string& pinned_for() const { return pinned_for_; }
   // The linked client ran what may end its pin (an unlock, UNLISTEN, CLOSE, DEALLOCATE,
   // DISCARD): the check whether anything is still held runs at the next transaction boundary.
   void note_pin_may_end() { pin_may_end_ = true; }
@@ -112,6 +115,10 @@ class Server final : public ChannelOwner {
     return statements_->has(stmt.id, stmt.generation);
   }
   void touch_statement(uint64_t id) { statements_->touch(id); }
+  // Statements prepared on this server under rewritten names (SHOW SERVERS).
+  [[nodiscard]] size_t prepared_statement_count() const {
+    return statements_ != nullptr ? statements_->size() : 0;
+  }
   // Writes the Parse of `stmt` under its server name (after Close messages for statements the
   // cache evicts) and queues its reply: the client's own (`hidden` false) or swallowed.
   void prepare_statement(const PreparedStatement& stmt, bool hidden, std::string client_name,
@@ -338,6 +345,7 @@ class Server final : public ChannelOwner {
   void abandon_query(std::string_view reason);
   SessionVerifier verifier_;  // session_state_verify and long_hold (session_verify.h)
   bool pinned_ = false;
+  std::string pinned_for_;
   // The client left while only the pooler's own query was under way: cleaned after its answer.
   bool detach_pending_ = false;
   bool pin_may_end_ = false;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <utility>
 
 #include "pgsluice/protocol/backend.h"
 #include "pooler/core/client.h"
@@ -29,11 +30,12 @@ constexpr uint64_t kPinCheckIntervalMs = 1000;
 
 }  // namespace
 
-bool Server::pin() {
+bool Server::pin(std::string why) {
   if (pinned_) return true;
   const int limit = pool_->pool_size() - worker_->settings().session_state_pin_reserve;
   if (!SharedLimits::try_pin(pool_->limit_slots(), limit)) return false;
   pinned_ = true;
+  pinned_for_ = std::move(why);
   pin_may_end_ = false;
   pin_checked_ms_ = worker_->now_ms();
   return true;
@@ -42,6 +44,7 @@ bool Server::pin() {
 void Server::unpin() {
   if (!pinned_) return;
   pinned_ = false;
+  pinned_for_.clear();
   pin_may_end_ = false;
   SharedLimits::unpin(pool_->limit_slots());
 }

@@ -180,9 +180,11 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     // Pin without starving: a pin that would take one of the pool's reserved servers refuses
     // the statement instead, so that other clients are still served.
     if (action == SessionAction::pin && !server.pinned()) {
-      if (server.pin()) {
-        spdlog::info("{} pinned to {} (session state under the pin action)", client.log_id(),
-                     server.log_id());
+      std::string why(pp::to_string(f.kind));
+      if (!f.detail.empty()) why.append(" ").append(f.detail);
+      if (server.pin(std::move(why))) {
+        spdlog::info("{} pinned to {} ({}, under the pin action)", client.log_id(), server.log_id(),
+                     server.pinned_for());
       } else {
         action = SessionAction::reject;
         if (pin_refused == nullptr) pin_refused = &f;

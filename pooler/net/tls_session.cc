@@ -142,6 +142,15 @@ std::string TlsSession::describe() const {
   return std::string(SSL_get_version(ssl_)) + " " + SSL_get_cipher_name(ssl_);
 }
 
+std::string TlsSession::connection_info() const {
+  std::string info = std::string(SSL_get_version(ssl_)) + "/" + SSL_get_cipher_name(ssl_);
+  // The group's short object name, as libusual's TLS code names it ("X25519", "prime256v1").
+  const int group = SSL_get_negotiated_group(ssl_);
+  const char* group_name = group > 0 ? OBJ_nid2sn(group) : nullptr;
+  if (group_name != nullptr) info += std::string("/ECDH=") + group_name;
+  return info;
+}
+
 std::string TlsSession::peer_common_name() const {
   X509* cert = SSL_get0_peer_certificate(ssl_);
   if (cert == nullptr || SSL_get_verify_result(ssl_) != X509_V_OK) return {};

@@ -45,6 +45,9 @@ class TlsSession {
   [[nodiscard]] const std::string& error() const { return error_; }
   // After the handshake: "TLSv1.3 TLS_AES_256_GCM_SHA384", for the log.
   [[nodiscard]] std::string describe() const;
+  // For the tls column of SHOW CLIENTS/SERVERS, in PgBouncer's form:
+  // "TLSv1.3/TLS_AES_256_GCM_SHA384/ECDH=X25519" (the key exchange group when one was used).
+  [[nodiscard]] std::string connection_info() const;
   // The peer certificate's subject CN (auth_type = cert); empty without a verified certificate.
   [[nodiscard]] std::string peer_common_name() const;
   // SCRAM channel binding data of type tls-server-end-point (RFC 5929): the hash of the TLS
