@@ -184,7 +184,7 @@ void socket_columns(AdminResult& r) {
   r.text("pinned_for");
 }
 
-// PgBouncer's tls column: empty for a plain connection.
+// PgBouncer's tls column: empty for a plain connection or one still connecting.
 std::string tls_info(const Channel& channel) {
   const TlsSession* tls = channel.tls();
   return tls != nullptr && tls->handshake_done() ? tls->connection_info() : std::string();
@@ -327,7 +327,7 @@ AdminResult show_servers(Worker& worker) {
           .add(ptr_text(&s))
           .add(ptr_text(s.client()))
           .add(s.backend_pid())
-          .add(connected ? tls_info(s.channel()) : std::string())
+          .add(tls_info(s.channel()))
           .add(app != nullptr ? *app : std::string())
           .add(static_cast<int64_t>(s.prepared_statement_count()))
           .add(s.id())
