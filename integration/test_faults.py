@@ -325,16 +325,49 @@ def test_server_never_answers(make_pooler):
 # a network stall between pgsluice and PostgreSQL
 
 
+def test_login_retry_is_one_pools_on_every_worker(pg, make_pooler):
+    """server_login_retry holds back the pool, not one worker's share of it: after a failed
+    login every worker refuses clients with the retry error (PgBouncer's fast fail), and once
+    PostgreSQL is reachable and the pause is over, one login frees every worker's clients."""
+    port = harness.free_port()  # nothing listens there yet: logins are refused
+    pooler = make_pooler(databases={"app": f"host=127.0.0.1 port={port} dbname=app"},
+                         workers=2, default_pool_size=POOL_SIZE, server_login_retry=2)
+
+    def outcome() -> str:
+        try:
+            with pooler.raw(timeout=10) as c:
+                return "ok" if c.scalar("SELECT 1") == "1" else "wrong answer"
+        except harness.PgError as e:
+            return f"{e.sqlstate}: {e.message}"
+
+    first = outcome()
+    failed_at = time.monotonic()
+    assert first.startswith("08006: server login failed"), first
+    # Connections go to the workers in turn: these four reach both.
+    later = [outcome() for _ in range(4)]
+    assert all(o.startswith("08006") and "server_login_retry" in o and "refused" in o
+               for o in later), later
+    proxy = StallProxy(pg.port, listen_port=port)
+    try:
+        time.sleep(max(0.0, failed_at + 2.3 - time.monotonic()))
+        served = [outcome() for _ in range(6)]
+        assert served == ["ok"] * 6, (served, pooler.log()[-3000:])
+    finally:
+        proxy.close()
+    assert pooler.alive()
+
+
 class StallProxy:
     """A TCP relay in front of PostgreSQL. stall() freezes every connection open at that moment:
     what either side sends is still read (as the kernel buffers would take it) but held, never
     delivered, like a link that went silent; connections made later flow normally. It notes
     when pgsluice closes a frozen connection."""
 
-    def __init__(self, target_port: int):
+    def __init__(self, target_port: int, listen_port: int = 0):
         self.target_port = target_port
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind((harness.HOST, 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((harness.HOST, listen_port))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.lock = threading.Lock()

@@ -36,17 +36,38 @@ size_t Pool::server_count() const {
 }
 
 bool Pool::login_retry_blocked(uint64_t now_ms) const {
-  if (last_login_failure_ms_ == 0 || server_count() > 0) return false;
+  // As PgBouncer's fast fail, for the one pool every worker's share is: the pool's last login
+  // failed (on any worker) within server_login_retry and it has no logged-in server anywhere.
+  const uint64_t failed = SharedLimits::login_failed_ms(limit_slots_);
+  if (failed == 0 || !no_logged_in_server()) return false;
   auto retry = static_cast<uint64_t>(worker_.settings().server_login_retry.count());
-  return now_ms < last_login_failure_ms_ + retry;
+  return now_ms < failed + retry;
+}
+
+bool Pool::no_logged_in_server() const {
+  return server_count() == login_.size() &&
+         SharedLimits::others_logged_in(limit_slots_, worker_.index(),
+                                        static_cast<int>(login_.size())) == 0;
 }
 
 bool Pool::refuse_while_login_blocked(Client& client) {
   if (!login_retry_blocked(worker_.now_ms())) return false;
-  client.fail(
-      sqlstate::kConnectionFailure,
-      "server login has been failing, try again later (server_login_retry): " + last_login_error_);
+  client.fail(sqlstate::kConnectionFailure,
+              "server login has been failing, try again later (server_login_retry): " +
+                  SharedLimits::login_error(limit_slots_));
   return true;
+}
+
+void Pool::fail_waiters_after_login_failure(std::string_view message) {
+  std::string text = fmt::format("server login failed: {}", message);
+  while (Client* client = welcome_waiting_.pop_front()) {
+    client->fail(sqlstate::kConnectionFailure, text);
+  }
+  while (Client* client = waiting_.pop_front()) {
+    client->fail(sqlstate::kConnectionFailure, text);
+  }
+  publish_wait();
+  fail_pooler_waiters();
 }
 
 void Pool::launch_server() {
@@ -159,7 +180,7 @@ void Pool::serve_waiters() {
 }
 
 void Pool::on_server_login_ok(Server& server) {
-  last_login_failure_ms_ = 0;
+  SharedLimits::login_succeeded(limit_slots_);
   server.life.born_ms = worker_.now_ms();
   server.life.stagger = stagger_draw();
   server.life.fresh = true;
@@ -198,24 +219,13 @@ void Pool::post_to_shares(uint64_t workers, void (*fn)(Pool&)) {
   });
 }
 
-void Pool::on_server_login_failed(Server& server, std::string_view sqlstate,
-                                  std::string_view message) {
-  last_login_error_ = std::string(message);
-  last_login_sqlstate_ = std::string(sqlstate);
-  last_login_failure_ms_ = worker_.now_ms();
+void Pool::on_server_login_failed(Server& server, std::string_view message) {
+  SharedLimits::login_failed(limit_slots_, worker_.now_ms(), message);
   server.close(fmt::format("login failed: {}", message));
   // Nobody can be served while no server can log in: tell the waiting clients now rather than
-  // let them hang until their timeout.
-  if (server_count() == 0) {
-    std::string text = fmt::format("server login failed: {}", message);
-    while (Client* client = welcome_waiting_.pop_front()) {
-      client->fail(sqlstate::kConnectionFailure, text);
-    }
-    while (Client* client = waiting_.pop_front()) {
-      client->fail(sqlstate::kConnectionFailure, text);
-    }
-    fail_pooler_waiters();
-  }
+  // let them hang until their timeout. (The other workers' waiting clients are told when the
+  // login's end wakes them: launch_for_waiters.)
+  if (server_count() == 0 && no_logged_in_server()) fail_waiters_after_login_failure(message);
 }
 
 Pool::ServerList* Pool::list_for(Server::State state) {

@@ -94,7 +94,7 @@ class Pool {
 
   // --- servers ---
   void on_server_login_ok(Server& server);
-  void on_server_login_failed(Server& server, std::string_view sqlstate, std::string_view message);
+  void on_server_login_failed(Server& server, std::string_view message);
   // A server became idle (clean, unlinked): it serves the next waiter or stays idle.
   void on_server_idle(Server& server);
   // A server is closing (already off the lists): replace it if clients wait.
@@ -200,8 +200,12 @@ class Pool {
   void link(Server& server, Client& client);
   void serve_waiters();
   bool login_retry_blocked(uint64_t now_ms) const;
+  // No server of the pool is logged in on any worker (logins in flight may be).
+  [[nodiscard]] bool no_logged_in_server() const;
   // server_login_retry: fails the client (true) while logins keep failing and no server is left.
   bool refuse_while_login_blocked(Client& client);
+  // Every client and pooler task waiting here fails with the login's error.
+  void fail_waiters_after_login_failure(std::string_view message);
 
   Worker& worker_;
   DatabaseEntry db_;
@@ -222,9 +226,6 @@ class Pool {
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;
-  std::string last_login_error_;
-  std::string last_login_sqlstate_;
-  uint64_t last_login_failure_ms_ = 0;
 
   // Servers by state (Server::State names the list): connecting or logging in, idle (used as a
   // stack: the most recently used first), linked to a client, being cleaned before reuse.

@@ -89,6 +89,14 @@ bool Pool::try_launch(bool evict, bool ask_first) {
 
 void Pool::launch_for_waiters(bool evict) {
   if (paused_ || worker_.stopping()) return;
+  // Another worker's login of this pool failed while clients waited here (its end woke this
+  // share): they fail now, as that worker's own waiting clients did.
+  if (login_retry_blocked(worker_.now_ms())) {
+    if (!waiting_.empty() || !welcome_waiting_.empty() || !pooler_waiting_.empty()) {
+      fail_waiters_after_login_failure(SharedLimits::login_error(limit_slots_));
+    }
+    return;
+  }
   const bool greeting = !has_welcome_ && !welcome_waiting_.empty();
   if (!greeting && (asking_ || !queue_wants_server())) return;
   // One login of the pool at a time, on whichever worker: told when it ends.

@@ -139,10 +139,12 @@ void Server::on_connect_timeout(uv_timer_t* timer) {
 
 // --- login ---
 
-void Server::login_failed(std::string_view code, std::string_view message) {
+// The SQLSTATE each caller names is not sent anywhere yet: waiting clients get 08006 with the
+// message (as PgBouncer's "server login failed"), and the log line has the message.
+void Server::login_failed(std::string_view /*sqlstate*/, std::string_view message) {
   if (state_ == State::closing) return;
   spdlog::warn("{} login failed: {}", log_id(), message);
-  pool_->on_server_login_failed(*this, code, message);
+  pool_->on_server_login_failed(*this, message);
 }
 
 void Server::refuse_server_login(std::string_view code, std::string_view message) {

@@ -1,6 +1,8 @@
 // See shared_limits.h.
 #include "pooler/core/shared_limits.h"
 
+#include <algorithm>
+
 namespace pgsluice {
 
 namespace {
@@ -214,6 +216,29 @@ bool SharedLimits::try_pin(const LimitSlots& slots, int limit) {
     }
   }
   return false;
+}
+
+void SharedLimits::login_failed(const LimitSlots& slots, uint64_t now_ms,
+                                std::string_view message) {
+  {
+    std::lock_guard lock(slots.pool->login_error_mutex);
+    slots.pool->login_error = std::string(message);
+  }
+  // 0 means "the last login succeeded": a failure at the clock's zero still counts.
+  slots.pool->login_failed_ms.store(now_ms == 0 ? 1 : now_ms, std::memory_order_release);
+}
+
+std::string SharedLimits::login_error(const LimitSlots& slots) {
+  std::lock_guard lock(slots.pool->login_error_mutex);
+  return slots.pool->login_error;
+}
+
+int SharedLimits::others_logged_in(const LimitSlots& slots, int worker, int own_logins) {
+  const LimitCounter& c = *slots.pool;
+  const int others = c.servers.load(std::memory_order_acquire) -
+                     c.held[static_cast<size_t>(worker)].load(std::memory_order_acquire);
+  const int other_logins = c.logins.load(std::memory_order_acquire) - own_logins;
+  return std::max(0, others - std::max(0, other_logins));
 }
 
 }  // namespace pgsluice

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "pooler/core/pool_limits.h"
@@ -39,6 +40,11 @@ struct LimitCounter {
   // Servers pinned to their client on every worker (session state under the pin action). Only
   // the pool's own counter keeps it.
   std::atomic<int> pinned{0};
+  // server_login_retry over every worker: when the pool's last login failed (now_ms; 0: the
+  // last login succeeded), and what PostgreSQL said. Only the pool's own counter keeps them.
+  std::atomic<uint64_t> login_failed_ms{0};
+  std::mutex login_error_mutex;
+  std::string login_error;
 };
 
 // The three counters a pool's servers take a slot of: the pool's own (pool_size), its
@@ -121,6 +127,20 @@ class SharedLimits {
   [[nodiscard]] static int logins(const LimitSlots& slots) {
     return slots.pool->logins.load(std::memory_order_seq_cst);
   }
+
+  // A login of the pool failed (at now_ms, with PostgreSQL's message) or succeeded, on any
+  // worker: server_login_retry holds back every worker's share, and one success frees them all.
+  static void login_failed(const LimitSlots& slots, uint64_t now_ms, std::string_view message);
+  static void login_succeeded(const LimitSlots& slots) {
+    slots.pool->login_failed_ms.store(0, std::memory_order_release);
+  }
+  [[nodiscard]] static uint64_t login_failed_ms(const LimitSlots& slots) {
+    return slots.pool->login_failed_ms.load(std::memory_order_acquire);
+  }
+  [[nodiscard]] static std::string login_error(const LimitSlots& slots);
+  // Servers of the pool that other workers than `worker` hold and that are logged in (a
+  // login in flight does not count: PgBouncer's fast fail ignores new servers too).
+  [[nodiscard]] static int others_logged_in(const LimitSlots& slots, int worker, int own_logins);
 
   // `worker` could not start a server (the verdict names the full limit) while other workers
   // may hold slots. True when it was not marked already (the others should be told once).

@@ -291,5 +291,36 @@ TEST(SharedLimits, PinsStopAtTheLimitAcrossWorkers) {
   EXPECT_TRUE(SharedLimits::try_pin(limits.slots_for("app", "other"), 1));
 }
 
+TEST(SharedLimits, ALoginFailureAndItsMessageAreThePoolsAndOneSuccessClearsThem) {
+  // server_login_retry is one pool's, not one worker's (a CI failure: after PostgreSQL came
+  // back, worker 0's share served while worker 1's still refused clients for a failure of its
+  // own).
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  EXPECT_EQ(SharedLimits::login_failed_ms(app), 0u);
+  SharedLimits::login_failed(app, 5000, "the database system is shutting down");
+  EXPECT_EQ(SharedLimits::login_failed_ms(limits.slots_for("app", "app")), 5000u);
+  EXPECT_EQ(SharedLimits::login_error(app), "the database system is shutting down");
+  EXPECT_EQ(SharedLimits::login_failed_ms(limits.slots_for("app", "other")), 0u);
+  SharedLimits::login_failed(app, 0, "refused");  // the clock's zero is a failure too
+  EXPECT_NE(SharedLimits::login_failed_ms(app), 0u);
+  SharedLimits::login_succeeded(app);
+  EXPECT_EQ(SharedLimits::login_failed_ms(app), 0u);
+}
+
+TEST(SharedLimits, OthersLoggedInCountsOtherWorkersServersButNotTheirLogins) {
+  SharedLimits limits;
+  const LimitSlots app = limits.slots_for("app", "app");
+  EXPECT_EQ(limits.reserve(app, sized(4), 0), LaunchVerdict::allowed);  // worker 0: logged in
+  EXPECT_EQ(limits.reserve(app, sized(4), 1), LaunchVerdict::allowed);  // worker 1: logging in
+  SharedLimits::login_started(app);
+  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/1, /*own_logins=*/1), 1);
+  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/0, /*own_logins=*/0), 0);
+  SharedLimits::login_ended(app);  // worker 1's login is done
+  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/0, /*own_logins=*/0), 1);
+  SharedLimits::release(app, 0);
+  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/1, /*own_logins=*/0), 0);
+}
+
 }  // namespace
 }  // namespace pgsluice
