@@ -389,3 +389,42 @@ def test_rejected_parse_with_parameters_without_rewriting(make_pooler, binary):
         assert a.execute(f"SELECT {ph}::int + 1", (41,)).fetchone()[0] == 42
         assert a.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
                          ).fetchone()[0] == 0
+
+
+# --- currval()/lastval() ------------------------------------------------------------------------
+
+def test_currval_after_another_transaction_is_a_finding(make_pooler):
+    # Through a pool, lastval() in a transaction of its own reads whatever the server's previous
+    # client made, or fails (55000): a finding with the fix in its hint. In the transaction that
+    # inserted, it is exact and says nothing.
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    table = f"seq_demo_{int(time.time() * 1000)}"
+    with pooler.connect(autocommit=True) as a:
+        a.execute(f"CREATE TABLE {table} (id serial PRIMARY KEY, item text)")
+        a.execute(f"INSERT INTO {table} (item) VALUES ('a')")
+        a.execute(f"INSERT INTO {table} (item) VALUES ('b'); SELECT lastval()")
+    with pooler.connect() as b:  # psycopg's own transaction: BEGIN; INSERT; SELECT currval
+        b.execute(f"INSERT INTO {table} (item) VALUES ('c')")
+        assert b.execute(f"SELECT currval('{table}_id_seq')").fetchone()[0] == 3
+        b.commit()
+    assert not [r for r in leaks(pooler) if r[0] == "currval"], leaks(pooler)
+    with pooler.connect(autocommit=True) as c:
+        c.execute(f"INSERT INTO {table} (item) VALUES ('d')")
+        try:
+            c.execute("SELECT lastval()")
+        except psycopg.errors.ObjectNotInPrerequisiteState:
+            pass  # another server: "lastval is not yet defined in this session"
+    assert pooler.wait_for_log(r"session state: currval lastval \(definite\), action warn"), \
+        pooler.log()
+    rows = [r for r in leaks(pooler) if r[0] == "currval"]
+    assert len(rows) == 1 and rows[0][1:4] == ["lastval", "definite", "warn"], rows
+
+
+def test_currval_reject_refuses_with_the_returning_hint(make_pooler):
+    pooler = make_pooler(default_pool_size=2, session_state_action="pin,currval:reject")
+    with pooler.connect(autocommit=True) as a:
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+            a.execute("SELECT currval('some_seq')")
+        assert "RETURNING" in (e.value.diag.message_hint or ""), e.value.diag.message_hint
+        assert "currval" in str(e.value), str(e.value)
+        assert a.execute("SELECT 1").fetchone()[0] == 1  # the session goes on

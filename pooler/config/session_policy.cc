@@ -13,7 +13,7 @@ constexpr pp::SessionStateKind kAllKinds[kSessionStateKindCount] = {
     pp::SessionStateKind::role,        pp::SessionStateKind::advisory_lock,
     pp::SessionStateKind::listen,      pp::SessionStateKind::prepare,
     pp::SessionStateKind::hold_cursor, pp::SessionStateKind::temp_object,
-    pp::SessionStateKind::load};
+    pp::SessionStateKind::load,        pp::SessionStateKind::currval};
 }  // namespace
 
 bool keepable(pp::SessionStateKind kind) {
@@ -119,7 +119,7 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
       if (!kind) {
         return "unknown kind '" + std::string(kind_text) +
                "' (set, set_config, role, advisory_lock, listen, prepare, hold_cursor, "
-               "temp_object, load)";
+               "temp_object, load, currval)";
       }
       auto action = parse_session_action(action_text);
       if (!action) {

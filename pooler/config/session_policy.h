@@ -28,7 +28,7 @@ enum class SessionAction {
 // Kinds whose state `keep` can carry to another server.
 bool keepable(protocol::SessionStateKind kind);
 
-inline constexpr size_t kSessionStateKindCount = 9;
+inline constexpr size_t kSessionStateKindCount = 10;
 
 // session_state_verify: after a release in transaction mode, one query compares what the SQL
 // checks tracked on the server with what is really there (session_verify.h).
@@ -47,7 +47,13 @@ struct SessionPolicy {
   [[nodiscard]] SessionAction action_for(protocol::SessionStateKind kind) const {
     const auto& o = overrides[static_cast<size_t>(kind)];
     const SessionAction a = o ? *o : default_action;
-    return a == SessionAction::keep && !keepable(kind) ? SessionAction::warn : a;
+    if (a == SessionAction::keep && !keepable(kind)) return SessionAction::warn;
+    // currval/lastval leave nothing to clean or hold: the value read is already another's.
+    if (kind == protocol::SessionStateKind::currval &&
+        (a == SessionAction::pin || a == SessionAction::reset)) {
+      return SessionAction::warn;
+    }
+    return a;
   }
   // What transaction mode does when session_state_action is not set: settings are kept, what
   // cannot move (advisory locks, LISTEN, SQL PREPARE, WITH HOLD cursors, temp tables, LOAD)

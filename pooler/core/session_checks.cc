@@ -47,6 +47,9 @@ std::string_view hint_for(pp::SessionStateKind kind) {
       return "Create the temporary table with ON COMMIT DROP inside a transaction.";
     case pp::SessionStateKind::load:
       return "Load the library with session_preload_libraries instead.";
+    case pp::SessionStateKind::currval:
+      return "Read the new value where it is made: INSERT … RETURNING, or nextval() in the "
+             "same transaction.";
   }
   return {};
 }
@@ -162,6 +165,12 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   const pp::SessionStateFinding* rejected = nullptr;
   const pp::SessionStateFinding* pin_refused = nullptr;
   for (const pp::SessionStateFinding& f : verdict.findings) {
+    // Inside a transaction block an earlier statement on this server may have advanced the
+    // sequence (BEGIN; INSERT …; SELECT lastval()): only a transaction of its own is certain.
+    if (f.kind == pp::SessionStateKind::currval &&
+        server.transaction_status() != pp::TransactionStatus::idle) {
+      continue;
+    }
     // Releasing state (RESET x, UNLISTEN, pg_advisory_unlock) never leaks anything; a kept
     // setting that is reset is read back like one that is set.
     if (f.effect == pp::SessionStateEffect::release) {

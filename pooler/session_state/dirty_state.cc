@@ -45,6 +45,8 @@ void DirtyState::add(const pp::SessionStateFinding& finding) {
     case pp::SessionStateKind::load:
       needs_close_ = true;
       return;
+    case pp::SessionStateKind::currval:
+      return;  // nothing is left on the server
   }
 }
 

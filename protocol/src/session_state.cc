@@ -36,6 +36,8 @@ std::string_view to_string(SessionStateKind kind) {
       return "temp_object";
     case SessionStateKind::load:
       return "load";
+    case SessionStateKind::currval:
+      return "currval";
   }
   return "unknown";
 }
@@ -102,6 +104,8 @@ bool SessionCleanup::clears(SessionStateKind kind) const {
       return discard_temp;
     case SessionStateKind::load:
       return false;  // a loaded library stays until the backend exits
+    case SessionStateKind::currval:
+      return discard_sequences;
   }
   return false;
 }

@@ -161,6 +161,7 @@ class TreeWalker {
     const Value* body = nullptr;
     if (!unwrap(node, type, body)) return;
     const Value& s = *body;
+    note_sequence_advance(type, s);
 
     if (type == "VariableSetStmt") {
       variable_set(s);
@@ -250,6 +251,15 @@ class TreeWalker {
       // INSERT, UPDATE, DELETE, MERGE, CALL, COPY (query), CREATE INDEX (expressions), … : any
       // function call in them runs now.
       walk(s);
+    }
+  }
+
+  // A serial or identity column's default calls nextval: after these, currval/lastval in the
+  // same input read this statement's value.
+  void note_sequence_advance(std::string_view type, const Value& s) {
+    if (type == "InsertStmt" || type == "MergeStmt" ||
+        (type == "CopyStmt" && s.get_bool("is_from"))) {
+      advanced_sequence_ = true;
     }
   }
 
@@ -385,6 +395,13 @@ class TreeWalker {
       add(SessionStateKind::advisory_lock, Certainty::definite, SessionStateEffect::release, name);
     } else if (name == "set_config") {
       set_config(fc);
+    } else if (name == "nextval" || name == "setval") {
+      advanced_sequence_ = true;
+    } else if (name == "currval" || name == "lastval") {
+      // Calls are walked in evaluation order, so `SELECT nextval('s'), currval('s')` is fine.
+      if (!advanced_sequence_) {
+        add(SessionStateKind::currval, Certainty::definite, SessionStateEffect::use, name);
+      }
     } else if (!is_known_safe_builtin(name)) {
       opaque(std::string(name));
     }
@@ -413,6 +430,7 @@ class TreeWalker {
   Classification& out_;
   Scope scope_;
   StatementSpan span_;
+  bool advanced_sequence_ = false;  // an earlier statement or call of the input did
 };
 
 // A DO block in PL/pgSQL is parsed as the body of a function, and each SQL statement and

@@ -44,11 +44,25 @@ TEST(SessionPolicy, KeepIsForSettingsAndWarnsOnTheRest) {
             "keep applies to set, set_config and role, not to 'listen'");
 }
 
+TEST(SessionPolicy, CurrvalIsWarnedOrRefusedNeverPinnedOrReset) {
+  SessionPolicy p;
+  ASSERT_EQ(parse_session_policy("reset,currval:reject", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::currval), SessionAction::reject);
+  ASSERT_EQ(parse_session_policy("pin", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::currval), SessionAction::warn);
+  ASSERT_EQ(parse_session_policy("warn,currval:reset", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::currval), SessionAction::warn);
+  ASSERT_EQ(parse_session_policy("warn,currval:off", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::currval), SessionAction::off);
+}
+
 TEST(SessionPolicy, TransactionModeKeepsSettingsByDefault) {
   const SessionPolicy p = SessionPolicy::transaction_default();
   EXPECT_EQ(format_session_policy(p), "pin,set:keep,set_config:keep,role:keep");
   EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::pin);
   EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::pin);
+  // currval/lastval leave nothing to pin: they are counted and logged.
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::currval), SessionAction::warn);
   SessionPolicy parsed;
   ASSERT_EQ(parse_session_policy(format_session_policy(p), parsed), "");
   EXPECT_EQ(parsed, p);

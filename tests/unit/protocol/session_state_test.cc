@@ -304,6 +304,21 @@ const Golden kGolden[] = {
     {"UPDATE t SET a = f(a)", "opaque:f"},
     {"SELECT 1; SELECT my_func()", "opaque:my_func"},
 
+    // currval/lastval: this session's last nextval, unless the input advanced it first.
+    {"SELECT currval('orders_id_seq')", "~currval:currval"},
+    {"SELECT lastval()", "~currval:lastval"},
+    {"SELECT pg_catalog.lastval()", "~currval:lastval"},
+    {"SELECT currval(pg_get_serial_sequence('orders', 'id'))", "~currval:currval"},
+    {"INSERT INTO orders (item) VALUES ('a'); SELECT lastval()", ""},
+    {"INSERT INTO orders (item) VALUES ('a') RETURNING currval('orders_id_seq')", ""},
+    {"SELECT nextval('s'), currval('s')", ""},
+    {"SELECT currval('s'), nextval('s')", "~currval:currval"},
+    {"SELECT setval('s', 10); SELECT currval('s')", ""},
+    {"COPY orders (item) FROM STDIN; SELECT lastval()", ""},
+    {"COPY orders TO STDOUT; SELECT lastval()", "~currval:lastval"},
+    {"UPDATE orders SET item = 'b'; SELECT lastval()", "~currval:lastval"},
+    {"SELECT nextval('s')", ""},
+
     // Multi-statement strings.
     {"SET a = 1; SET b = 2", "set:a, set:b"},
     {"LISTEN a; LISTEN b", "listen:a, listen:b"},
