@@ -265,3 +265,54 @@ def test_explicit_warn_still_shows_the_leak(make_pooler):
     with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
         a.execute("SET statement_timeout = '12345ms'")
         assert b.execute("SHOW statement_timeout").fetchone()[0] == "12345ms"
+
+
+def test_a_prepared_set_config_is_kept_at_every_execution(pooler):
+    # asyncpg prepares every statement once and binds it again in later transactions, on
+    # whichever server the client has then: the tenant it sets each time must be the one its
+    # next queries see, and no other client's (before, only the Parse's transaction was kept:
+    # the client went on seeing its first tenant).
+    import asyncio
+
+    import asyncpg
+
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def bystander() -> None:
+        with pooler.connect(autocommit=True) as c:
+            while not stop.is_set():
+                v = c.execute("SELECT current_setting('app.tenant', true), pg_sleep(0.002)") \
+                    .fetchone()[0]
+                if v:
+                    seen.append(v)
+
+    async def tenant_client() -> tuple[list, set]:
+        conn = await asyncpg.connect(host="127.0.0.1", port=pooler.port, user="app",
+                                     password="app", database="app")
+        wrong, pids = [], set()
+        try:
+            for n in range(40):
+                tenant = f"tenant{n}"
+                await conn.fetchval("SELECT set_config('app.tenant', $1, false)", tenant)
+                got, pid = await conn.fetchrow(
+                    "SELECT current_setting('app.tenant', true), pg_backend_pid()")
+                pids.add(pid)
+                if got != tenant:
+                    wrong.append((tenant, got))
+        finally:
+            await conn.close()
+        return wrong, pids
+
+    threads = [threading.Thread(target=bystander) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        wrong, pids = asyncio.run(tenant_client())
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert len(pids) == 2, f"the client's transactions ran on {pids} only"
+    assert not wrong, f"the client saw another tenant than the one it set: {wrong[:5]}"
+    assert not seen, f"a bystander saw a tenant: {seen[:5]}"

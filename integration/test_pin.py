@@ -186,3 +186,57 @@ def test_show_clients_and_servers_say_who_is_pinned_and_why(pooler):
             time.sleep(0.1)
         assert column("CLIENTS", "app") == ["", ""]
         assert not any(column("SERVERS", "app"))
+
+
+
+
+def test_a_prepared_advisory_lock_pins_at_every_execution(make_pooler):
+    # asyncpg (as pgjdbc) binds a statement it prepared once again in later transactions, maybe
+    # on another server than its Parse's: that execution pins its server too (before, only the
+    # Parse's transaction was checked, and a lock a later Bind took stayed on a server shared
+    # with everyone).
+    import asyncio
+
+    import asyncpg
+
+    pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
+
+    async def run() -> None:
+        a = await asyncpg.connect(host="127.0.0.1", port=pooler.port, user="app",
+                                  password="app", database="app")
+        lock = "SELECT pg_advisory_lock($1)"
+        held_count = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' " \
+                     "AND pid = pg_backend_pid()"
+        try:
+            await a.execute("SELECT 1")
+            await a.fetchval(lock, 61)
+            first = await a.fetchval("SELECT pg_backend_pid()")
+            await a.fetchval("SELECT pg_advisory_unlock($1)", 61)
+            await a.execute("SELECT 1")  # the boundary where the pin check runs: unpinned
+            assert pooler.wait_for_log(r"unpinned from S-"), pooler.log()
+            # Holders take a's server and leave it the other one (one worker, a pool of 2).
+            with pooler.connect() as h1, pooler.connect() as h2:
+                held = [h1]
+                if pid_of(h1) != first:
+                    pid_of(h2)
+                    held.append(h2)
+                    h1.rollback()
+                    held.remove(h1)
+                await a.fetchval(lock, 61)  # a Bind of the statement prepared above
+                second = await a.fetchval("SELECT pg_backend_pid()")
+                for h in held:
+                    h.rollback()
+                assert second != first, "the holders did not move the client"
+                for _ in range(5):
+                    assert await a.fetchval("SELECT pg_backend_pid()") == second
+                    assert await a.fetchval(held_count) == 1
+                # Anyone else gets the other server: the locked one is pinned to its owner.
+                assert pid_of(h1) != second
+                h1.rollback()
+            await a.fetchval("SELECT pg_advisory_unlock($1)", 61)
+        finally:
+            await a.close()
+
+    asyncio.run(run())
+    assert pooler.log().count("(advisory_lock pg_advisory_lock, under the pin action)") == 2, \
+        pooler.log()[-3000:]

@@ -8,9 +8,11 @@
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
+#include "pooler/core/session_checks.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
@@ -154,6 +156,18 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
       return Routed::written;
     }
     if (described) use.saw_current();
+  }
+  // A SET, set_config or advisory lock the statement runs is kept, cleaned or pinned at every
+  // execution, not only in the transaction of its Parse (asyncpg and pgjdbc bind a cached
+  // `SELECT set_config('app.tenant', $1, false)` on whichever server the client has now).
+  if (session_checks_ && use->may_touch_session_state) {
+    std::string text, hint;
+    if (check_bound_statement(worker_, *this, server, session_policy_, use->query, text, hint) ==
+        SessionCheckResult::refused) {
+      refuse_until_sync(std::string(sqlstate::kFeatureNotSupported), std::move(text),
+                        std::move(hint));
+      return Routed::answered;
+    }
   }
   ensure_on_server(server, *use, out);
   ++use->stats->binds;

@@ -38,6 +38,10 @@ struct PreparedStatement {
   std::string server_name;  // "PGSLUICE_<id>": the name on every server
   std::string query;
   std::vector<uint32_t> parameter_types;
+  // The session-state prefilter flags the query (a SET, set_config, an advisory lock, …): each
+  // Bind runs the session-state actions again, since a later transaction that executes it may
+  // run on another server than the Parse's (and the Parse's checks ended with its own).
+  bool may_touch_session_state = false;
   // Bumped when a server reports that the statement's plan is stale ("cached plan must not
   // change result type", 0A000, after a schema change): every server that prepared an older
   // generation prepares it again at its next use, instead of failing until RECONNECT. One

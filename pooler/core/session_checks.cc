@@ -144,19 +144,13 @@ std::string rejection_statement(std::string_view message, std::string_view hint)
          ", HINT = " + quote_literal(without_dollars(hint)) + "; END$pgsluice$";
 }
 
-SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
-                                       const SessionPolicy& policy, const pp::Message& message,
-                                       std::string& message_out, std::string& hint_out) {
-  std::string_view sql;
-  if (message.type == fe::kQuery) {
-    auto q = pp::parse_query(message.body);
-    if (!q) return SessionCheckResult::forward;
-    sql = q.value.sql;
-  } else {
-    auto p = pp::parse_parse(message.body);
-    if (!p) return SessionCheckResult::forward;
-    sql = p.value.query;
-  }
+namespace {
+
+// The checks of one statement text: `record` at its Query or Parse (the findings are counted
+// and logged once per message), not at the Binds that execute a prepared statement again.
+SessionCheckResult check_sql(Worker& worker, const Client& client, Server& server,
+                             const SessionPolicy& policy, std::string_view sql, bool record,
+                             std::string& message_out, std::string& hint_out) {
   // The common case ends here, in a few dozen nanoseconds and without allocating.
   if (!pp::may_change_session_state(sql)) return SessionCheckResult::forward;
   const pp::Classification& verdict = worker.classifier().classify(sql);
@@ -199,8 +193,10 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
         if (pin_refused == nullptr) pin_refused = &f;
       }
     }
-    record_query_finding(worker, client, pp::to_string(f.kind), f.detail,
-                         pp::to_string(f.certainty), action, statement_text(sql, f.span));
+    if (record) {
+      record_query_finding(worker, client, pp::to_string(f.kind), f.detail,
+                           pp::to_string(f.certainty), action, statement_text(sql, f.span));
+    }
     // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
     if (action != SessionAction::reject) server.note_session_state(f);
     switch (action) {
@@ -230,7 +226,7 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   }
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
   // session_state_verify is what can confirm it.
-  if (policy.default_action != SessionAction::off) {
+  if (record && policy.default_action != SessionAction::off) {
     for (const pp::OpaqueCall& call : verdict.opaque_calls) {
       record_query_finding(worker, client, "opaque_call", call.name, "possible",
                            SessionAction::warn, statement_text(sql, call.span));
@@ -248,6 +244,30 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     return SessionCheckResult::refused;
   }
   return SessionCheckResult::forward;
+}
+
+}  // namespace
+
+SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
+                                       const SessionPolicy& policy, const pp::Message& message,
+                                       std::string& message_out, std::string& hint_out) {
+  std::string_view sql;
+  if (message.type == fe::kQuery) {
+    auto q = pp::parse_query(message.body);
+    if (!q) return SessionCheckResult::forward;
+    sql = q.value.sql;
+  } else {
+    auto p = pp::parse_parse(message.body);
+    if (!p) return SessionCheckResult::forward;
+    sql = p.value.query;
+  }
+  return check_sql(worker, client, server, policy, sql, /*record=*/true, message_out, hint_out);
+}
+
+SessionCheckResult check_bound_statement(Worker& worker, const Client& client, Server& server,
+                                         const SessionPolicy& policy, std::string_view sql,
+                                         std::string& message_out, std::string& hint_out) {
+  return check_sql(worker, client, server, policy, sql, /*record=*/false, message_out, hint_out);
 }
 
 void note_last_client(SessionVerifier& verifier, const Client& client) {

@@ -28,6 +28,13 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
                                        const protocol::Message& message, std::string& message_out,
                                        std::string& hint_out);
 
+// The same actions for a Bind of a prepared statement (the pooler's statement rewriting) whose
+// query the prefilter flags: its execution in a later transaction, maybe on another server,
+// must be kept, cleaned or pinned like its Parse was. The findings were counted at the Parse.
+SessionCheckResult check_bound_statement(Worker& worker, const Client& client, Server& server,
+                                         const SessionPolicy& policy, std::string_view sql,
+                                         std::string& message_out, std::string& hint_out);
+
 // The statement that makes the server itself refuse a rejected one: the error then comes in
 // its normal place among the replies, and the transaction state (idle, or failed inside a
 // transaction block) is what PostgreSQL would have made it.
