@@ -52,9 +52,10 @@ bool Pool::no_logged_in_server() const {
 
 bool Pool::refuse_while_login_blocked(Client& client) {
   if (!login_retry_blocked(worker_.now_ms())) return false;
+  // PgBouncer 1.25's words (check_fast_fail).
   client.fail(sqlstate::kConnectionFailure,
-              "server login has been failing, try again later (server_login_retry): " +
-                  SharedLimits::login_error(limit_slots_));
+              fmt::format("server login has been failing, cached error: {} (server_login_retry)",
+                          SharedLimits::login_error(limit_slots_)));
   return true;
 }
 
