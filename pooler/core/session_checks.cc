@@ -133,7 +133,10 @@ void refusal_texts(std::string_view sql, const pp::SessionStateFinding& f, Pool*
       "last {} unpinned server{} kept for other clients (session_state_pin_reserve)",
       statement_text(sql, f.span), what, pool->database().name, pool->credentials().user, reserve,
       reserve == 1 ? " is" : "s are");
-  hint += " Or use a session-mode pool for this user.";
+  // LISTEN's and SQL PREPARE's hints name session pooling already.
+  if (hint.find("session-mode pool") == std::string::npos) {
+    hint += " Or use a session-mode pool for this user.";
+  }
 }
 
 }  // namespace
