@@ -2,7 +2,7 @@
 its own stand (PostgreSQL on loopback, pgsluice from PGSLUICE_BIN, PgBouncer for experiment 1),
 runs with small N for a few seconds, and must exit 0 — which it does only when its own checks
 hold (for experiment 3: every breakage shows under warn, with a SHOW LEAKS row, and is gone under
-the protective action). The reports are then read back."""
+pgsluice's defaults). The reports are then read back."""
 
 from __future__ import annotations
 
@@ -81,25 +81,27 @@ def test_breakage(tmp_path):
     for name, ph in cases.items():
         assert not ph["direct"]["broken"], name
         assert ph["warn"]["broken"], name
-        assert not ph["protect"]["broken"], name
+        assert not ph["default"]["broken"], name
     assert "B saw A's value" in cases["set"]["warn"]["broken"]
-    assert any(x["action"] == "pin" for x in cases["listen"]["protect"]["leaks"])
+    # At the defaults: the SET is kept, the LISTEN pins (pool_size 2, never the last server).
+    assert any(x["action"] == "keep" for x in cases["set"]["default"]["leaks"])
+    assert any(x["action"] == "pin" for x in cases["listen"]["default"]["leaks"])
     assert 'ERROR 42P05: prepared statement "_pg3_0" already exists' in md
     assert "ERROR 0A000: pgsluice refused" in md
 
 
 def test_breakage_check_fails_when_nothing_breaks():
-    # The check is what makes the CI run meaningful: a warn phase without breakage, a protective
+    # The check is what makes the CI run meaningful: a warn phase without breakage, a default
     # phase with it, or a missing SHOW LEAKS row must each be reported.
     import breakage
 
     def case(warn_broken, protect_broken, leaks):
-        return {"case": "set", "kind": "set", "protective_action": "reset", "phases": [
+        return {"case": "set", "kind": "set", "default_action": "keep", "phases": [
             {"phase": "direct", "broken": [], "title": "d", "db": "app"},
             {"phase": "warn", "broken": warn_broken, "title": "w", "db": "one",
              "leaks": leaks},
-            {"phase": "protect", "broken": protect_broken, "title": "p", "db": "one_reset",
-             "leaks": [{"action": "reset"}]}]}
+            {"phase": "default", "broken": protect_broken, "title": "p", "db": "two_default",
+             "leaks": [{"action": "keep"}]}]}
 
     good = case(["B saw A's value"], [], [{"action": "warn"}])
     assert breakage.check({"cases": [good]}) == []

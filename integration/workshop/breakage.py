@@ -3,12 +3,14 @@
 Two clients, A and B (psycopg, autocommit), run each case three times: directly against
 PostgreSQL (the expected behaviour), through pgsluice's `one` database (pool_size=1, so both share
 one server connection; session_state_action = warn: the breakage happens and SHOW LEAKS names
-it), and through the database whose session_state_action protects against it (reset, pin or
-reject; stand/pgsluice.ini). Protocol-level prepared statements run against a pgsluice with
-max_prepared_statements = 0 and then against the default one.
+it), and through `two_default`, pgsluice at its defaults (no session_state_action, pool_size=2:
+settings kept, what cannot move pinned, never the last server; stand/pgsluice.ini).
+Protocol-level prepared statements run against a pgsluice with max_prepared_statements = 0 and
+then against the default one.
 
 Each case decides from what the clients saw whether it broke; the checks require the breakage
-under warn (with a SHOW LEAKS row) and its absence under the protective action.
+under warn (with a SHOW LEAKS row) and its absence under the defaults (with a row of the
+default's action).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ CHANNEL = "jobs"
 
 class Phase:
     def __init__(self, name: str, target: st.Target, db: str, title: str, action: str = ""):
-        self.name = name      # direct, warn, protect
+        self.name = name      # direct, warn, default
         self.target = target
         self.db = db
         self.title = title
@@ -280,18 +282,18 @@ def case_protocol_prepared(ctx, ph: Phase, lines: list[str]):
     return broken
 
 
-# (name, title, leak kind in SHOW LEAKS, protective database, protective action)
+# (name, title, leak kind in SHOW LEAKS, database of the default phase, what the defaults do)
 CASES = [
-    ("set", "A plain SET", "set", "one_reset", "reset", case_set),
-    ("advisory_lock", "A session advisory lock", "advisory_lock", "two_pin", "pin",
+    ("set", "A plain SET", "set", "two_default", "keep", case_set),
+    ("advisory_lock", "A session advisory lock", "advisory_lock", "two_default", "pin",
      case_advisory_lock),
-    ("listen", "LISTEN", "listen", "two_pin", "pin", case_listen),
-    ("prepare", "SQL PREPARE", "prepare", "one_reject", "reject", case_prepare),
-    ("temp_table", "A temp table", "temp_object", "one_reset", "reset", case_temp_table),
+    ("listen", "LISTEN", "listen", "two_default", "pin", case_listen),
+    ("prepare", "SQL PREPARE", "prepare", "two_default", "pin", case_prepare),
+    ("temp_table", "A temp table", "temp_object", "two_default", "pin", case_temp_table),
     ("protocol_prepared", "Protocol-level prepared statements", None, "one",
      "max_prepared_statements = 200", case_protocol_prepared),
 ]
-POOL_SIZE = {"one": 1, "one_reset": 1, "one_reject": 1, "two_pin": 2}
+POOL_SIZE = {"one": 1, "one_reset": 1, "one_reject": 1, "two_pin": 2, "two_default": 2}
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,18 +367,19 @@ def run(stand, args) -> dict:
                 phases.append(Phase("warn", ctx.noprep, "one",
                                     "through pgsluice with max_prepared_statements = 0, "
                                     "pool_size = 1", "warn"))
-                phases.append(Phase("protect", ctx.main, "one",
+                phases.append(Phase("default", ctx.main, "one",
                                     "through pgsluice with max_prepared_statements = 200 (the "
                                     "default), pool_size = 1", paction))
             else:
                 phases.append(Phase("warn", ctx.main, "one",
                                     "through pgsluice, session_state_action = warn, "
                                     "pool_size = 1", "warn"))
-                phases.append(Phase("protect", ctx.main, pdb,
-                                    f"through pgsluice, session_state_action = {paction}, "
+                phases.append(Phase("default", ctx.main, pdb,
+                                    "through pgsluice at its defaults (no "
+                                    "session_state_action: here " + paction + "), "
                                     f"pool_size = {POOL_SIZE[pdb]}", paction))
             results.append({"case": name, "title": title, "kind": kind,
-                            "protective_action": paction, "seed": seed.BREAKAGE.get(name),
+                            "default_action": paction, "seed": seed.BREAKAGE.get(name),
                             "phases": [run_phase(ctx, case, ph) for ph in phases]})
     finally:
         ctx.close()
@@ -391,16 +394,16 @@ def check(res: dict) -> list[str]:
             problems.append(f"{c['case']}: broken even directly: {ph['direct']['broken']}")
         if not ph["warn"]["broken"]:
             problems.append(f"{c['case']}: the breakage did not show under {ph['warn']['title']}")
-        if ph["protect"]["broken"]:
-            problems.append(f"{c['case']}: still broken under {ph['protect']['title']}: "
-                            f"{'; '.join(ph['protect']['broken'])}")
+        if ph["default"]["broken"]:
+            problems.append(f"{c['case']}: still broken {ph['default']['title']}: "
+                            f"{'; '.join(ph['default']['broken'])}")
         if c["kind"]:
-            for p, action in (("warn", "warn"), ("protect", c["protective_action"])):
+            for p, action in (("warn", "warn"), ("default", c["default_action"])):
                 if not any(x["action"] == action for x in ph[p].get("leaks", [])):
                     problems.append(f"{c['case']}: SHOW LEAKS has no {c['kind']} row with "
                                     f"action {action} for database {ph[p]['db']}")
         else:
-            prep = ph["protect"].get("prepared") or {}
+            prep = ph["default"].get("prepared") or {}
             if int(prep.get("client_parse_count") or 0) < 2:
                 problems.append(f"{c['case']}: SHOW PREPARED counted no client Parse under "
                                 f"the default max_prepared_statements: {prep}")
@@ -433,16 +436,19 @@ def markdown(res: dict) -> str:
            "Clients A and B (psycopg, autocommit: every statement is its own transaction) run "
            "each case directly, through pgsluice under `session_state_action = warn` with "
            "pool_size = 1 (both share one server connection, as seed 002's database `one`), and "
-           "under the protective action. `-- ` lines are the observer's; SHOW LEAKS is "
-           "pgsluice's admin console.", "",
-           "| case | seed 002, PgBouncer 1.26 | pgsluice, warn | pgsluice recorded (warn) | "
-           "protective action | broken then? |", "|---|---|---|---|---|---|"]
+           "through pgsluice at its defaults (no `session_state_action`; pool_size = 2: a pinned "
+           "client keeps its server, the others get the other one). `-- ` lines are the "
+           "observer's; SHOW LEAKS is pgsluice's admin console.", "",
+           "| case | direct | seed 002, PgBouncer 1.26 | pgsluice, warn | pgsluice recorded "
+           "(warn) | pgsluice at its defaults | broken then? |",
+           "|---|---|---|---|---|---|---|"]
     for c in res["cases"]:
         ph = {p["phase"]: p for p in c["phases"]}
         warn = "; ".join(ph["warn"]["broken"]) or "not broken"
-        out.append(f"| {c['title']} | {c['seed']} | {warn} | "
-                   f"{recorded(ph['warn'])} | {c['protective_action']} | "
-                   f"{'; '.join(ph['protect']['broken']) or 'no'} |")
+        direct = "; ".join(ph["direct"]["broken"]) or "works"
+        out.append(f"| {c['title']} | {direct} | {c['seed']} | {warn} | "
+                   f"{recorded(ph['warn'])} | {c['default_action']} | "
+                   f"{'; '.join(ph['default']['broken']) or 'no'} |")
     for i, c in enumerate(res["cases"], 1):
         out += ["", f"### {i}. {c['title']}", ""]
         for p in c["phases"]:
