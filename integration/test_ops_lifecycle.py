@@ -213,6 +213,7 @@ def test_transaction_timeout(pg, make_pooler):
 USERS_CONFIG = """[databases]
 app = host=127.0.0.1 port={pg_port} dbname=app
 limited = host=127.0.0.1 port={pg_port} dbname=app max_db_client_connections=1
+inherits = host=127.0.0.1 port={pg_port} dbname=app max_db_client_connections=0
 
 [users]
 app = query_timeout=1 max_user_client_connections=3
@@ -223,6 +224,8 @@ listen_port = {port}
 auth_type = scram-sha-256
 auth_file = {auth_file}
 pool_mode = transaction
+admin_users = app
+max_db_client_connections = 50
 """
 
 
@@ -245,6 +248,23 @@ def test_user_and_database_overrides(make_pooler):
     with pytest.raises(harness.PgError) as e:
         pooler.raw()
     assert e.value.message == "client connections exceeded (max_user_client_connections)"
+    # The console shows the limits in force (0 in a [databases] line inherits, as PgBouncer's
+    # database_max_client_connections), and the clients counted against them.
+    rc, out, err = pooler.psql("SHOW DATABASES", db="pgsluice", args=["-F", "|"])
+    assert rc == 0, err
+    rows = [line.split("|") for line in out.strip().splitlines()]
+    # name … max_client_connections, current_client_connections (columns 13 and 14)
+    limits = {r[0]: (r[13], r[14]) for r in rows}
+    assert limits["limited"] == ("1", "1") and limits["app"] == ("50", "2"), rows
+    assert limits["inherits"][0] == "50", rows
+    rc, out, err = pooler.psql("SHOW USERS", db="pgsluice")
+    assert rc == 0, err
+    users = {line.split("|")[0]: line.split("|") for line in out.strip().splitlines()}
+    # name, pool_size, reserve_pool_size, pool_mode, max_user_connections,
+    # current_connections, max_user_client_connections, current_client_connections
+    # app's three clients, and this console session (not counted against the limit)
+    assert users["app"][6:8] == ["3", "4"], users
+    assert users["md5user"][6] == "0", users
     for h in held:
         h.close()
 

@@ -374,7 +374,7 @@ AdminResult show_databases(Worker& worker, const AdminControl& control) {
     r.add_null()
         .add(config.max_db_connections_for(db))
         .add(servers[name])
-        .add(0)
+        .add(config.max_db_client_connections_for(name))
         .add(clients[name]);
     r.add(control.db_paused(name)).add(control.db_disabled(name));
   }
@@ -410,7 +410,7 @@ AdminResult show_users(Worker& worker) {
     }
     r.add(worker.config().max_user_connections_for(name))
         .add(servers[name])
-        .add(0)
+        .add(worker.config().max_user_client_connections_for(name))
         .add(clients[name]);
   }
   r.set_tag("SHOW");

@@ -72,6 +72,21 @@ int Config::max_user_connections_for(const std::string& user) const {
   return settings.max_user_connections;
 }
 
+int Config::max_db_client_connections_for(const std::string& db) const {
+  if (auto entry = find_database(db); entry && entry->max_db_client_connections.value_or(0) > 0) {
+    return *entry->max_db_client_connections;
+  }
+  return settings.max_db_client_connections;
+}
+
+int Config::max_user_client_connections_for(const std::string& user) const {
+  if (auto it = users.find(user);
+      it != users.end() && it->second.max_user_client_connections.value_or(0) > 0) {
+    return *it->second.max_user_client_connections;
+  }
+  return settings.max_user_client_connections;
+}
+
 SessionPolicy Config::session_policy_for(const DatabaseEntry& db, const std::string& user,
                                          PoolMode mode) const {
   if (auto it = users.find(user); it != users.end() && it->second.session_state_action) {

@@ -202,6 +202,11 @@ struct Config {
   [[nodiscard]] Duration server_lifetime_for(const DatabaseEntry& db) const;
   // The [users] entry's max_user_connections, else the main section's (0: unlimited).
   [[nodiscard]] int max_user_connections_for(const std::string& user) const;
+  // max_db_client_connections / max_user_client_connections of a database or user: its own
+  // value when above 0, else the main section's (PgBouncer's database_max_client_connections
+  // and user_client_max_connections); 0: no limit.
+  [[nodiscard]] int max_db_client_connections_for(const std::string& db) const;
+  [[nodiscard]] int max_user_client_connections_for(const std::string& user) const;
   // The most specific session_state_action: the user's, the database's, the main section's,
   // else the pool mode's default.
   [[nodiscard]] SessionPolicy session_policy_for(const DatabaseEntry& db, const std::string& user,

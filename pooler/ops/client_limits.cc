@@ -21,16 +21,9 @@ const char* exceeded_client_limit(size_t same_db, size_t same_user, int max_db, 
 
 bool client_limits_admit(Worker& worker, Client& client) {
   const Config& config = worker.config();
-  int max_db = config.settings.max_db_client_connections;
-  int max_user = config.settings.max_user_client_connections;
-  // A [databases] or [users] value replaces the main section's (PgBouncer's precedence).
-  if (auto db = config.find_database(client.database()); db && db->max_db_client_connections) {
-    max_db = *db->max_db_client_connections;
-  }
-  if (auto u = config.users.find(client.user());
-      u != config.users.end() && u->second.max_user_client_connections) {
-    max_user = *u->second.max_user_client_connections;
-  }
+  // A [databases] or [users] value above 0 replaces the main section's (PgBouncer's precedence).
+  const int max_db = config.max_db_client_connections_for(client.database());
+  const int max_user = config.max_user_client_connections_for(client.user());
   if (max_db <= 0 && max_user <= 0) return true;
   size_t same_db = 0;
   size_t same_user = 0;

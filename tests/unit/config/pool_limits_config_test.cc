@@ -83,6 +83,28 @@ TEST(PoolLimitsConfig, PerDatabaseAndPerUserOverrides) {
   EXPECT_TRUE(c->warnings.empty());
 }
 
+TEST(PoolLimitsConfig, ClientConnectionLimitsInheritBelowOne) {
+  // PgBouncer's database_max_client_connections / user_client_max_connections: a value of 0 in
+  // a [databases] or [users] line means the main section's.
+  auto c = load_ok(
+      "[pgsluice]\nmax_db_client_connections = 50\nmax_user_client_connections = 60\n"
+      "[databases]\n"
+      "a = host=h max_db_client_connections=3\n"
+      "b = host=h max_db_client_connections=0\n"
+      "c = host=h\n"
+      "[users]\n"
+      "bob = max_user_client_connections=7\n"
+      "eve = max_user_client_connections=0\n");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->max_db_client_connections_for("a"), 3);
+  EXPECT_EQ(c->max_db_client_connections_for("b"), 50);
+  EXPECT_EQ(c->max_db_client_connections_for("c"), 50);
+  EXPECT_EQ(c->max_db_client_connections_for("not-configured"), 50);
+  EXPECT_EQ(c->max_user_client_connections_for("bob"), 7);
+  EXPECT_EQ(c->max_user_client_connections_for("eve"), 60);
+  EXPECT_EQ(c->max_user_client_connections_for("alice"), 60);
+}
+
 TEST(PoolLimitsConfig, BadValuesAreErrorsWithTheirLine) {
   struct Case {
     const char* text;
