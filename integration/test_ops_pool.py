@@ -209,6 +209,29 @@ def test_max_user_connections_across_two_databases(pg, make_pooler):
     holder.close()
 
 
+
+def test_a_users_pool_size_wins_over_the_default(pg, make_pooler):
+    # PgBouncer 1.25: [users] pool_size is the pool's size for that server user (before, it was
+    # accepted with a warning and the pool kept default_pool_size).
+    pooler = make_pooler(databases={"app": DB_LINE}, default_pool_size=1, admin_users="app",
+                         query_wait_timeout=5)
+    with open(pooler.config_path, "a") as f:
+        f.write("[users]\napp = pool_size=2 reserve_pool_size=0\n")
+    reload(pooler)
+    first, second = pooler.connect(), pooler.connect()
+    try:
+        pids = {first.execute("SELECT pg_backend_pid()").fetchone()[0],
+                second.execute("SELECT pg_backend_pid()").fetchone()[0]}
+        assert len(pids) == 2, "the second transaction did not get a second server"
+        rc, out, err = pooler.psql("SHOW USERS", db="pgsluice")
+        assert rc == 0, err
+        row = [line.split("|") for line in out.splitlines() if line.startswith("app|")][0]
+        assert row[1:3] == ["2", "0"], row
+    finally:
+        first.close()
+        second.close()
+
+
 # --- server lifetime, idle timeout, checks -----------------------------------------------------
 
 def test_server_lifetime_replaces_servers_under_pgbench_without_a_failure(pgbench_data,

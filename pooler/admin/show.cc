@@ -401,8 +401,14 @@ AdminResult show_users(Worker& worker) {
     ++clients[c.user()];
   });
   for (const std::string& name : names) {
-    r.row().add(name).add("").add("");
     auto it = worker.config().users.find(name);
+    const UserEntry* entry = it != worker.config().users.end() ? &it->second : nullptr;
+    // Empty unless the [users] line sets them (PgBouncer's text columns).
+    auto own = [](const std::optional<int>& v) { return v ? std::to_string(*v) : std::string(); };
+    r.row()
+        .add(name)
+        .add(entry != nullptr ? own(entry->pool_size) : std::string())
+        .add(entry != nullptr ? own(entry->reserve_pool_size) : std::string());
     if (it != worker.config().users.end() && it->second.pool_mode) {
       r.add(std::string(to_string(*it->second.pool_mode)));
     } else {

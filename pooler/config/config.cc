@@ -49,6 +49,20 @@ int Config::pool_size_for(const DatabaseEntry& db) const {
   return db.pool_size ? *db.pool_size : settings.default_pool_size;
 }
 
+int Config::pool_size_for(const DatabaseEntry& db, const std::string& user) const {
+  if (auto it = users.find(user); it != users.end() && it->second.pool_size) {
+    return *it->second.pool_size;
+  }
+  return pool_size_for(db);
+}
+
+int Config::reserve_pool_for(const DatabaseEntry& db, const std::string& user) const {
+  if (auto it = users.find(user); it != users.end() && it->second.reserve_pool_size) {
+    return *it->second.reserve_pool_size;
+  }
+  return reserve_pool_for(db);
+}
+
 int Config::min_pool_size_for(const DatabaseEntry& db) const {
   return db.min_pool_size.value_or(settings.min_pool_size);
 }

@@ -67,6 +67,10 @@ struct UserEntry {
   std::optional<PoolMode> pool_mode;
   std::optional<SessionPolicy> session_state_action;
   std::optional<int> max_user_connections;  // unset: the main section's
+  // PgBouncer 1.25's [users] pool_size / reserve_pool_size: when set they win over the
+  // database's (pool_pool_size, pool_res_pool_size) for every pool whose server user this is.
+  std::optional<int> pool_size;
+  std::optional<int> reserve_pool_size;
   // Client timeouts and limit of this user's clients (client_timeouts.h, client_limits.h);
   // unset: the main section's.
   std::optional<std::chrono::milliseconds> client_idle_timeout;
@@ -195,6 +199,9 @@ struct Config {
   [[nodiscard]] std::optional<DatabaseEntry> find_database(const std::string& name) const;
   [[nodiscard]] PoolMode pool_mode_for(const DatabaseEntry& db, const std::string& user) const;
   [[nodiscard]] int pool_size_for(const DatabaseEntry& db) const;
+  // A pool's: the server user's [users] pool_size / reserve_pool_size first, as PgBouncer.
+  [[nodiscard]] int pool_size_for(const DatabaseEntry& db, const std::string& user) const;
+  [[nodiscard]] int reserve_pool_for(const DatabaseEntry& db, const std::string& user) const;
   // Per-database values over the main section's (0 limits: unlimited).
   [[nodiscard]] int min_pool_size_for(const DatabaseEntry& db) const;
   [[nodiscard]] int reserve_pool_for(const DatabaseEntry& db) const;

@@ -17,10 +17,7 @@ const std::set<std::string_view> kPgBouncerOnlyDatabaseKeys = {
 };
 
 // PgBouncer's [users] parameters pgsluice does not implement yet.
-const std::set<std::string_view> kPgBouncerOnlyUserKeys = {
-    "pool_size",
-    "reserve_pool_size",
-};
+const std::set<std::string_view> kPgBouncerOnlyUserKeys = {};
 
 struct ConnParam {
   std::string key;
@@ -179,6 +176,12 @@ bool apply_user_param(const ConnParam& p, std::string_view user_name, UserEntry&
   }
   if (p.key == "max_user_client_connections") {
     return parse_into(p, user.max_user_client_connections, problems, int_between(0, 10'000'000));
+  }
+  if (p.key == "pool_size") {
+    return parse_into(p, user.pool_size, problems, int_between(1, 1'000'000));
+  }
+  if (p.key == "reserve_pool_size") {
+    return parse_into(p, user.reserve_pool_size, problems, int_between(0, 1'000'000));
   }
   if (auto timeout = user_timeout_field(p.key)) {
     return parse_into(p, user.*timeout, problems, parse_duration);

@@ -18,14 +18,14 @@ constexpr uint64_t kHandoverMinWaitUs = 100'000;  // see Pool::yield_to_other_po
 }  // namespace
 
 int Pool::reserve_pool() const {
-  return worker_.config().reserve_pool_for(db_);
+  return worker_.config().reserve_pool_for(db_, credentials_.user);
 }
 
 LaunchInput Pool::launch_input() {
   const Config& config = worker_.config();
   LaunchInput in;
   in.pool_size = pool_size_;
-  in.reserve_pool = config.reserve_pool_for(db_);
+  in.reserve_pool = config.reserve_pool_for(db_, credentials_.user);
   const auto reserve_timeout_us =
       static_cast<uint64_t>(config.settings.reserve_pool_timeout.count()) * 1000;
   const uint64_t oldest = oldest_wait_start_us();

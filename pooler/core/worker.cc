@@ -186,8 +186,9 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
   auto key = std::make_pair(db.name, cred.user);
   auto it = pools_.find(key);
   if (it != pools_.end()) return *it->second;
+  const int pool_size = config_->pool_size_for(db, cred.user);
   auto pool = std::make_unique<Pool>(*this, db, std::move(cred), config_->pool_mode_for(db, user),
-                                     config_->pool_size_for(db));
+                                     pool_size);
   Pool& ref = *pool;
   pools_.emplace(key, std::move(pool));
   extensions().on_new_pool(ref);  // a paused database's new pool starts paused

@@ -32,7 +32,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
     if (db->password.empty()) {
       if (auto secret = secret_for(user)) pool->credentials().password = *secret;
     }
-    pool->apply_config(*db, c.pool_mode_for(*db, user), c.pool_size_for(*db));
+    pool->apply_config(*db, c.pool_mode_for(*db, user), c.pool_size_for(*db, user));
   }
   // Cached auth_query results may be stale under new settings or passwords.
   if (auth_query_) auth_query_->on_config_changed();

@@ -105,6 +105,33 @@ TEST(PoolLimitsConfig, ClientConnectionLimitsInheritBelowOne) {
   EXPECT_EQ(c->max_user_client_connections_for("alice"), 60);
 }
 
+TEST(PoolLimitsConfig, AUsersPoolSizeWinsOverTheDatabases) {
+  // PgBouncer 1.25's pool_pool_size / pool_res_pool_size: the [users] value first.
+  auto c = load_ok(
+      "[pgsluice]\ndefault_pool_size = 20\nreserve_pool_size = 1\n"
+      "[databases]\n"
+      "a = host=h pool_size=5 reserve_pool=2\n"
+      "b = host=h\n"
+      "[users]\n"
+      "bob = pool_size=2 reserve_pool_size=0\n"
+      "carol = pool_size=7\n");
+  ASSERT_NE(c, nullptr);
+  const DatabaseEntry a = *c->find_database("a");
+  const DatabaseEntry b = *c->find_database("b");
+  EXPECT_EQ(c->pool_size_for(a, "bob"), 2);
+  EXPECT_EQ(c->pool_size_for(b, "bob"), 2);
+  EXPECT_EQ(c->reserve_pool_for(a, "bob"), 0);
+  EXPECT_EQ(c->pool_size_for(a, "carol"), 7);
+  EXPECT_EQ(c->reserve_pool_for(a, "carol"), 2);  // not set for carol: the database's
+  EXPECT_EQ(c->pool_size_for(a, "alice"), 5);
+  EXPECT_EQ(c->pool_size_for(b, "alice"), 20);
+  EXPECT_EQ(c->reserve_pool_for(b, "alice"), 1);
+  EXPECT_TRUE(c->warnings.empty()) << c->warnings.front();
+  // Out of range is an error with its line, as on a [databases] line.
+  EXPECT_FALSE(
+      load_config_string("[users]\nbob = pool_size=0\n[pgsluice]\n", "t.ini").errors.empty());
+}
+
 TEST(PoolLimitsConfig, BadValuesAreErrorsWithTheirLine) {
   struct Case {
     const char* text;
