@@ -174,6 +174,8 @@ class Client final : public ChannelOwner {
   // Describe and Close of a statement), SQL DEALLOCATE / DISCARD ALL (Query).
   Routed route_parse(const protocol::Message& message, std::string& out);
   Routed route_bind(const protocol::Message& message, std::string& out);
+  // A Bind of a statement whose query leaves session state runs the checks again.
+  bool bind_needs_checks(const PreparedStatement& stmt);
   Routed route_describe(const protocol::Message& message, std::string& out);
   Routed route_close(const protocol::Message& message);
   Routed route_query(const protocol::Message& message);

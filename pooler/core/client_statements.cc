@@ -127,6 +127,16 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
   return Routed::written;
 }
 
+bool Client::bind_needs_checks(const PreparedStatement& stmt) {
+  int8_t known = stmt.bind_checks.load(std::memory_order_relaxed);
+  if (known < 0) {
+    const pp::Classification& verdict = worker_.classifier().classify(stmt.query);
+    known = !verdict.findings.empty() || verdict.cleanup.any() ? 1 : 0;
+    stmt.bind_checks.store(known, std::memory_order_relaxed);
+  }
+  return known == 1;
+}
+
 Client::Routed Client::route_bind(const pp::Message& message, std::string& out) {
   Server& server = *server_;
   auto bind = pp::parse_bind(message.body);
@@ -160,7 +170,7 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   // A SET, set_config or advisory lock the statement runs is kept, cleaned or pinned at every
   // execution, not only in the transaction of its Parse (asyncpg and pgjdbc bind a cached
   // `SELECT set_config('app.tenant', $1, false)` on whichever server the client has now).
-  if (session_checks_ && use->may_touch_session_state) {
+  if (session_checks_ && use->may_touch_session_state && bind_needs_checks(*use)) {
     std::string text, hint;
     if (check_bound_statement(worker_, *this, server, session_policy_, use->query, text, hint) ==
         SessionCheckResult::refused) {

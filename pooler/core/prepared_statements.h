@@ -42,6 +42,10 @@ struct PreparedStatement {
   // Bind runs the session-state actions again, since a later transaction that executes it may
   // run on another server than the Parse's (and the Parse's checks ended with its own).
   bool may_touch_session_state = false;
+  // Whether the classifier's verdict on the query has findings or cleaning statements (what a
+  // Bind acts on; a call the checks cannot see into alone is counted at the Parse and needs no
+  // action): -1 until the first Bind looks, then 0 or 1. The verdict depends on the text only.
+  mutable std::atomic<int8_t> bind_checks{-1};
   // Bumped when a server reports that the statement's plan is stale ("cached plan must not
   // change result type", 0A000, after a schema change): every server that prepared an older
   // generation prepares it again at its next use, instead of failing until RECONNECT. One
