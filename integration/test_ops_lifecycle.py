@@ -536,6 +536,39 @@ def test_sigquit_exits_now(make_pooler):
     assert closed_after(c, 5)
 
 
+def test_sigusr1_pauses_and_sigusr2_resumes(make_pooler):
+    # PgBouncer's PAUSE and RESUME by signal (before, either signal's default action ended the
+    # process and left its pidfile behind).
+    pooler = make_pooler(default_pool_size=2, query_wait_timeout=30)
+    holder = pooler.raw()
+    holder.query("BEGIN")
+    assert holder.scalar("SELECT 1") == "1"
+    pooler.proc.send_signal(signal.SIGUSR1)
+    assert pooler.wait_for_log(r"got SIGUSR1, pausing all activity"), pooler.log()
+    assert pooler.alive()
+    result: dict = {}
+
+    def newcomer() -> None:
+        with pooler.raw() as c:
+            result["answer"] = c.scalar("SELECT 42")
+
+    t = threading.Thread(target=newcomer)
+    t.start()
+    time.sleep(1.0)
+    assert "answer" not in result, "a paused pooler handed out a server"
+    holder.query("COMMIT")  # the transaction under way ends as usual
+    holder.close()
+    pooler.proc.send_signal(signal.SIGUSR1)
+    assert pooler.wait_for_log(r"got SIGUSR1, but already paused/suspended"), pooler.log()
+    pooler.proc.send_signal(signal.SIGUSR2)
+    assert pooler.wait_for_log(r"got SIGUSR2, continuing from PAUSE"), pooler.log()
+    t.join(15)
+    assert result.get("answer") == "42", result
+    pooler.proc.send_signal(signal.SIGUSR2)
+    assert pooler.wait_for_log(r"got SIGUSR2, but not paused/suspended"), pooler.log()
+    assert pooler.alive()
+
+
 # -- so_reuseport: two processes, one port, a rolling restart under load ----------------------
 
 def pooler_on_port(pg, port: int, **settings) -> harness.Pooler:

@@ -13,10 +13,14 @@ class Features final : public Extensions {
  public:
   explicit Features(Worker& primary) : ops_(primary), console_(primary, ops_.shutdown()) {}
 
-  void before_listen(Worker& primary) override { ops_.start_signals(primary); }
+  void before_listen(Worker& primary) override {
+    ops_.start_signals(primary);
+    console_.start_signals(primary.loop());
+  }
   bool after_listen(Worker& primary) override { return console_.start_metrics(primary); }
   void stop(Worker&) override {
     console_.stop_metrics();
+    console_.stop_signals();
     ops_.stop_signals();
   }
   std::unique_ptr<ConsoleSession> open_console(Worker& worker, Client& client) override {

@@ -39,7 +39,8 @@ constexpr const char* kUsage =
     "  -h, --help      print this help and exit\n"
     "\n"
     "Signals: SIGINT stops when running transactions end (shutdown_timeout), SIGTERM when\n"
-    "clients leave, SIGQUIT (or a second signal) at once; SIGHUP reloads the configuration.\n";
+    "clients leave, SIGQUIT (or a second signal) at once; SIGHUP reloads the configuration;\n"
+    "SIGUSR1 pauses every database (the console's PAUSE), SIGUSR2 resumes (RESUME).\n";
 
 // Many clients need many descriptors: take the hard limit, as a pooler's service file would.
 void raise_fd_limit() {

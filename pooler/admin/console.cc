@@ -10,7 +10,9 @@
 namespace pgsluice {
 
 Console::Console(Worker& primary, Shutdown& shutdown)
-    : shutdown_(shutdown), control_(primary, shutdown) {}
+    : shutdown_(shutdown),
+      control_(primary, shutdown),
+      pause_signals_(primary, control_, shutdown) {}
 
 Console::~Console() = default;
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "pooler/admin/control.h"
+#include "pooler/admin/pause_signals.h"
 
 namespace pgsluice {
 
@@ -35,6 +36,9 @@ class Console {
   // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN WAIT_FOR_CLIENTS (from the janitor).
   void tick() { control_.tick(); }
   [[nodiscard]] bool tick_due(uint64_t now_us) const { return control_.tick_due(now_us); }
+  // SIGUSR1 / SIGUSR2: PAUSE and RESUME of every database (pause_signals.h).
+  void start_signals(uv_loop_t* loop) { pause_signals_.start(loop); }
+  void stop_signals() { pause_signals_.close(); }
   // The /metrics endpoint (metrics_port); false when it cannot listen.
   bool start_metrics(Worker& primary);
   void stop_metrics();
@@ -42,6 +46,7 @@ class Console {
  private:
   Shutdown& shutdown_;
   AdminControl control_;
+  PauseSignals pause_signals_;
   std::unique_ptr<MetricsServer> metrics_;
 };
 
