@@ -12,19 +12,11 @@
 namespace pgsluice {
 
 void PauseSignals::start(uv_loop_t* loop) {
-  const std::array<int, 2> numbers = {SIGUSR1, SIGUSR2};
-  for (size_t i = 0; i < signals_.size(); ++i) {
-    uv_signal_init(loop, &signals_[i]);
-    signals_[i].data = this;
-    uv_signal_start(&signals_[i], on_signal, numbers[i]);
-  }
-  started_ = true;
+  signals_.start(loop, {SIGUSR1, SIGUSR2}, on_signal, this);
 }
 
 void PauseSignals::close() {
-  if (!started_) return;
-  started_ = false;
-  for (auto& s : signals_) uv_close(reinterpret_cast<uv_handle_t*>(&s), nullptr);
+  signals_.close();
 }
 
 void PauseSignals::on_signal(uv_signal_t* handle, int signum) {

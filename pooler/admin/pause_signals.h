@@ -7,7 +7,7 @@
 
 #include <uv.h>
 
-#include <array>
+#include "pooler/core/signal_handlers.h"
 
 namespace pgsluice {
 
@@ -35,8 +35,7 @@ class PauseSignals {
   Worker& primary_;
   AdminControl& control_;
   Shutdown& shutdown_;
-  std::array<uv_signal_t, 2> signals_{};
-  bool started_ = false;
+  SignalHandlers<2> signals_;
 };
 
 }  // namespace pgsluice

@@ -32,18 +32,11 @@ const char* signal_name(int signum) {
 }  // namespace
 
 void Shutdown::start_signals(uv_loop_t* loop) {
-  for (size_t i = 0; i < kSignals.size(); ++i) {
-    uv_signal_init(loop, &signals_[i]);
-    signals_[i].data = this;
-    uv_signal_start(&signals_[i], on_signal, kSignals[i]);
-  }
-  signals_started_ = true;
+  signals_.start(loop, kSignals, on_signal, this);
 }
 
 void Shutdown::close_signals() {
-  if (!signals_started_) return;
-  signals_started_ = false;
-  for (auto& s : signals_) uv_close(reinterpret_cast<uv_handle_t*>(&s), nullptr);
+  signals_.close();
 }
 
 Shutdown::Mode Shutdown::mode_for_signal(int signum, Mode current) {

@@ -18,6 +18,8 @@
 #include <array>
 #include <cstdint>
 
+#include "pooler/core/signal_handlers.h"
+
 namespace pgsluice {
 
 class Worker;
@@ -56,8 +58,7 @@ class Shutdown {
   Worker& worker_;
   Mode mode_ = Mode::none;
   uint64_t deadline_ms_ = 0;  // 0: none
-  std::array<uv_signal_t, 3> signals_{};
-  bool signals_started_ = false;
+  SignalHandlers<3> signals_;
 };
 
 }  // namespace pgsluice
