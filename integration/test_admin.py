@@ -447,6 +447,35 @@ def test_disable_enable_reconnect_kill(make_pooler):
         admin.close()
 
 
+def test_kill_without_a_database_kills_every_database(make_pooler):
+    # PgBouncer 1.25: KILL alone kills every pool's database (pausing each); refused while the
+    # pooler is paused or suspended. (Before, pgsluice required a database.)
+    pooler = make_pooler(databases={"app": "host=127.0.0.1 port={pg_port} dbname=app",
+                                    "app2": "host=127.0.0.1 port={pg_port} dbname=app"},
+                         **ADMIN)
+    admin = Admin(pooler)
+    try:
+        victims = [pooler.raw(), pooler.raw(db="app2")]
+        for v in victims:
+            v.query("SELECT 1")
+        assert admin.run("KILL")[2] == "KILL"
+        for v in victims:
+            with pytest.raises((harness.PgError, ConnectionError, OSError)):
+                v.query("SELECT 1")
+        paused = {r["name"]: r["paused"] for r in admin.dicts("SHOW DATABASES")}
+        assert paused["app"] == "1" and paused["app2"] == "1", paused
+        assert admin.run("RESUME")[2] == "RESUME"
+        with pooler.raw(db="app2") as c:
+            assert c.scalar("SELECT 7") == "7"
+        assert admin.run("PAUSE")[2] == "PAUSE"
+        with pytest.raises(harness.PgError) as e:
+            admin.run("KILL app")
+        assert e.value.message == "already suspended/paused", e.value.message
+        assert admin.run("RESUME")[2] == "RESUME"
+    finally:
+        admin.close()
+
+
 def test_shutdown_wait_for_clients(make_pooler):
     pooler = make_pooler(**ADMIN)
     c = pooler.raw()

@@ -114,7 +114,7 @@ const std::map<std::string, CommandSpec>& commands() {
           return from_error(s.console().control().reconnect(c.arg), "RECONNECT");
         }}},
       {"KILL",
-       {true, true,
+       {false, true,
         [](Worker&, AdminSession& s, const AdminCommand& c) {
           return from_error(s.console().control().kill(c.arg), "KILL");
         }}},

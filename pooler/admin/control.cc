@@ -127,10 +127,24 @@ std::string AdminControl::reconnect(const std::string& db) {
 }
 
 std::string AdminControl::kill(const std::string& db) {
-  if (!known_database(db)) return "no such database: " + db;
-  // As PgBouncer: the database is paused too, so new clients wait for RESUME.
+  // As PgBouncer 1.25: not while the pooler is paused or suspended; without a database, every
+  // database that has a pool.
+  if (mode_ != Mode::active) return "already suspended/paused";
+  std::set<std::string> victims;
+  if (db.empty()) {
+    worker_.for_each_pool([&](Pool& p) { victims.insert(p.database().name); });
+  } else {
+    if (!known_database(db)) return "no such database: " + db;
+    victims.insert(db);
+  }
+  spdlog::info("KILL {}", db.empty() ? "(all databases)" : db);
+  for (const std::string& name : victims) kill_database(name);
+  return {};
+}
+
+void AdminControl::kill_database(const std::string& db) {
+  // The database is paused too, so new clients wait for RESUME.
   paused_dbs_[db] = true;
-  spdlog::info("KILL {}", db);
   const std::string reason = "database " + db + " killed by the administrator (KILL)";
   // Paused first, so that no server released by a leaving client serves anyone again.
   worker_.for_each_pool([&](Pool& p) {
@@ -142,7 +156,6 @@ std::string AdminControl::kill(const std::string& db) {
   worker_.for_each_pool([&](Pool& p) {
     if (p.database().name == db) p.kill(reason);
   });
-  return {};
 }
 
 std::string AdminControl::kill_client(uint64_t id) {

@@ -71,6 +71,8 @@ class AdminControl {
     std::string tag;
   };
   void set_pool_paused(const std::string& db, bool paused);
+  // KILL of one database: paused, its clients failed, its servers closed.
+  void kill_database(const std::string& db);
 
   Worker& worker_;
   Shutdown& shutdown_;
