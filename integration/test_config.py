@@ -165,6 +165,22 @@ def test_logfile(pg, make_pooler, tmp_path):
         time.sleep(0.1)
     assert logfile.exists() and re.search(r"app@app .*login ok", logfile.read_text()), (
         logfile.read_text() if logfile.exists() else "no log file")
+    # In the foreground the log goes to stderr as well, as PgBouncer's does (before, a logfile
+    # took it all, startup errors included).
+    assert re.search(r"app@app .*login ok", pooler.log()), pooler.log()
+
+
+def test_quiet_keeps_stderr_silent_and_the_logfile_full(pg, make_pooler, tmp_path):
+    # PgBouncer's -q: "do not log to stderr"; it does not change the level (before, pgsluice's -q
+    # kept warnings only, in whichever place it logged to).
+    logfile = tmp_path / "pgsluice-quiet.log"
+    pooler = make_pooler(BASE + f"logfile = {logfile}\n", args=["-q"])
+    with pooler.connect(autocommit=True) as conn:
+        conn.execute("SELECT 1")
+    assert harness.wait_until(lambda: logfile.exists() and
+                              re.search(r"app@app .*login ok", logfile.read_text()), 5), \
+        logfile.read_text() if logfile.exists() else "no log file"
+    assert "login ok" not in pooler.log() and "started" not in pooler.log(), pooler.log()
 
 
 def test_fallback_database(pg, make_pooler):

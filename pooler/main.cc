@@ -34,7 +34,7 @@ constexpr const char* kUsage =
     "Options:\n"
     "  -d, --daemon    run in the background (needs logfile and pidfile)\n"
     "  -v, --verbose   more logging (repeat for trace)\n"
-    "  -q, --quiet     only warnings and errors\n"
+    "  -q, --quiet     do not log to stderr (the logfile, when set, gets every line)\n"
     "  -V, --version   print the version and exit\n"
     "  -h, --help      print this help and exit\n"
     "\n"
@@ -55,6 +55,7 @@ void raise_fd_limit() {
 // usage error).
 struct Options {
   int verbosity = 0;
+  bool quiet = false;
   bool daemon = false;
   std::string config_path;
   std::optional<int> exit_code;
@@ -81,7 +82,7 @@ Options parse_options(int argc, char** argv) {
     } else if (arg == "-vv") {
       o.verbosity += 2;
     } else if (arg == "-q" || arg == "--quiet") {
-      o.verbosity = -1;
+      o.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "pgsluice: unknown option %s\n%s", arg.c_str(), kUsage);
       o.exit_code = 2;
@@ -134,21 +135,25 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string log_error;
-  if (!pgsluice::init_logging(config.settings, verbosity, log_error)) {
+  if (!pgsluice::init_logging(config.settings,
+                              {.verbosity = verbosity, .quiet = options.quiet, .daemon = daemon},
+                              log_error)) {
     std::fprintf(stderr, "pgsluice: cannot open logfile: %s\n", log_error.c_str());
     return 1;
   }
+  // A startup failure from here on is logged (to stderr too in the foreground, unless -q); a
+  // daemon that is not ready yet also says it on stderr, which its parent still shows.
+  auto startup_error = [daemon](const std::string& message) {
+    spdlog::error("{}", message);
+    if (daemon) std::fprintf(stderr, "pgsluice: %s\n", message.c_str());
+  };
   for (const auto& w : config.warnings) spdlog::warn("{}", w);
 
   // The auth_file and, under auth_type = hba, the auth_hba_file.
   pgsluice::AuthSourcesResult auth = pgsluice::load_auth_sources(config.settings);
   for (const auto& w : auth.warnings) spdlog::warn("{}", w);
   if (!auth.errors.empty()) {
-    for (const auto& e : auth.errors) {
-      spdlog::error("{}", e);
-      // With a logfile, the log is not where whoever started pgsluice looks first.
-      if (!config.settings.logfile.empty()) std::fprintf(stderr, "pgsluice: %s\n", e.c_str());
-    }
+    for (const auto& e : auth.errors) startup_error(e);
     spdlog::error("authentication files have errors, not starting");
     return 1;
   }
@@ -158,8 +163,7 @@ int main(int argc, char** argv) {
   pgsluice::TlsContexts tls;
   std::string tls_error;
   if (!pgsluice::TlsContexts::build(config.settings, tls, tls_error)) {
-    if (!config.settings.logfile.empty()) spdlog::error("{}", tls_error);
-    std::fprintf(stderr, "pgsluice: %s\n", tls_error.c_str());
+    startup_error(tls_error);
     return 1;
   }
 
@@ -167,8 +171,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   pgsluice::PidFile pidfile;  // removed when main returns
   if (!config.settings.pidfile.empty() && !pidfile.write(config.settings.pidfile, pid_error)) {
-    spdlog::error("{}", pid_error);
-    if (!config.settings.logfile.empty()) std::fprintf(stderr, "pgsluice: %s\n", pid_error.c_str());
+    startup_error(pid_error);
     return 1;
   }
   // The operations and the admin console, as the core calls them (core/extensions.h). Declared

@@ -5,24 +5,32 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <memory>
+#include <vector>
+
 #include "pooler/base/log_level.h"
 
 namespace pgsluice {
 
-bool init_logging(const Settings& settings, int verbosity, std::string& error) {
-  std::shared_ptr<spdlog::logger> logger;
+bool init_logging(const Settings& settings, const LogTargets& targets, std::string& error) {
+  std::vector<spdlog::sink_ptr> sinks;
   try {
-    if (settings.logfile.empty()) {
-      logger = spdlog::stderr_logger_mt("pgsluice");
-    } else {
-      logger = spdlog::basic_logger_mt("pgsluice", settings.logfile);
+    if (!settings.logfile.empty()) {
+      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(settings.logfile));
     }
   } catch (const spdlog::spdlog_ex& e) {
     error = e.what();
     return false;
   }
+  // Whoever started pgsluice in the foreground sees its log, startup errors included, even
+  // when it also goes to a file.
+  if (!targets.quiet && !targets.daemon) {
+    sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  }
+  auto logger = std::make_shared<spdlog::logger>("pgsluice", sinks.begin(), sinks.end());
   int level = spdlog::level::from_str(settings.verbose_level);
-  level = std::clamp(level - verbosity, 0, static_cast<int>(spdlog::level::off));
+  level = std::clamp(level - targets.verbosity, 0, static_cast<int>(spdlog::level::off));
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %P %l %v");
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);

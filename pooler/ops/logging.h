@@ -7,7 +7,14 @@
 
 namespace pgsluice {
 
-// `verbosity` adds to the configured level: +1 debug, +2 trace; -1 warnings only.
-bool init_logging(const Settings& settings, int verbosity, std::string& error);
+// Where the log goes, as PgBouncer's: the logfile when set, and stderr too unless `quiet`
+// (-q, "do not log to stderr") or `daemon` (stderr is /dev/null then). `verbosity` adds to the
+// configured level: +1 debug, +2 trace.
+struct LogTargets {
+  int verbosity = 0;
+  bool quiet = false;
+  bool daemon = false;
+};
+bool init_logging(const Settings& settings, const LogTargets& targets, std::string& error);
 
 }  // namespace pgsluice
