@@ -7,6 +7,7 @@
 #include "pgsluice/protocol/deallocate.h"
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/sql_lexer.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
@@ -130,8 +131,12 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
 bool Client::bind_needs_checks(const PreparedStatement& stmt) {
   int8_t known = stmt.bind_checks.load(std::memory_order_relaxed);
   if (known < 0) {
-    const pp::Classification& verdict = worker_.classifier().classify(stmt.query);
-    known = !verdict.findings.empty() || verdict.cleanup.any() ? 1 : 0;
+    known = 0;
+    // The prefilter first, as at a Parse: most statements never reach the classifier.
+    if (pp::may_change_session_state(stmt.query)) {
+      const pp::Classification& verdict = worker_.classifier().classify(stmt.query);
+      known = !verdict.findings.empty() || verdict.cleanup.any() ? 1 : 0;
+    }
     stmt.bind_checks.store(known, std::memory_order_relaxed);
   }
   return known == 1;
@@ -170,7 +175,7 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   // A SET, set_config or advisory lock the statement runs is kept, cleaned or pinned at every
   // execution, not only in the transaction of its Parse (asyncpg and pgjdbc bind a cached
   // `SELECT set_config('app.tenant', $1, false)` on whichever server the client has now).
-  if (session_checks_ && use->may_touch_session_state && bind_needs_checks(*use)) {
+  if (session_checks_ && bind_needs_checks(*use)) {
     std::string text, hint;
     if (check_bound_statement(worker_, *this, server, session_policy_, use->query, text, hint) ==
         SessionCheckResult::refused) {

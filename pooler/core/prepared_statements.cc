@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "pgsluice/protocol/sql_lexer.h"
-
 namespace pgsluice {
 
 std::string PreparedRegistry::key_of(std::string_view query, const std::vector<uint32_t>& types) {
@@ -34,7 +32,6 @@ PreparedStatementRef PreparedRegistry::get_or_create(std::string_view query,
   stmt->server_name = fmt::format("PGSLUICE_{}", stmt->id);
   stmt->query = std::string(query);
   stmt->parameter_types = types;
-  stmt->may_touch_session_state = protocol::may_change_session_state(query);
   index_[std::move(key)] = stmt;
   return stmt;
 }

@@ -38,13 +38,11 @@ struct PreparedStatement {
   std::string server_name;  // "PGSLUICE_<id>": the name on every server
   std::string query;
   std::vector<uint32_t> parameter_types;
-  // The session-state prefilter flags the query (a SET, set_config, an advisory lock, …): each
-  // Bind runs the session-state actions again, since a later transaction that executes it may
-  // run on another server than the Parse's (and the Parse's checks ended with its own).
-  bool may_touch_session_state = false;
-  // Whether the classifier's verdict on the query has findings or cleaning statements (what a
-  // Bind acts on; a call the checks cannot see into alone is counted at the Parse and needs no
-  // action): -1 until the first Bind looks, then 0 or 1. The verdict depends on the text only.
+  // Whether the session-state verdict on the query has findings or cleaning statements (a SET,
+  // set_config, an advisory lock, …): each Bind then runs the session-state actions again,
+  // since a later transaction that executes it may run on another server than the Parse's. A
+  // call the checks cannot see into alone is counted at the Parse and needs no action. -1 until
+  // the first Bind looks, then 0 or 1: the verdict depends on the text only.
   mutable std::atomic<int8_t> bind_checks{-1};
   // Bumped when a server reports that the statement's plan is stale ("cached plan must not
   // change result type", 0A000, after a schema change): every server that prepared an older
