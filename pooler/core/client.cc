@@ -251,7 +251,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
   pp::VersionNegotiation version = pp::negotiate_protocol_version(packet);
   protocol_version_ = version.accepted_version;
   if (version.send_negotiate) {
-    pp::write_negotiate_protocol_version(channel_.output(), version.newest_minor,
+    pp::write_negotiate_protocol_version(channel_.output(), version.accepted_version,
                                          version.unrecognized_options);
   }
   user_ = std::string(packet.parameter("user"));

@@ -256,8 +256,8 @@ Parsed<NegotiateProtocolVersion> parse_negotiate_protocol_version(std::string_vi
   ByteReader r(body);
   NegotiateProtocolVersion v;
   int32_t count = 0;
-  if (!r.read_i32(v.newest_minor) || !r.read_i32(count)) return ParseError::truncated;
-  if (v.newest_minor < 0 || count < 0) return ParseError::bad_value;
+  if (!r.read_i32(v.newest_version) || !r.read_i32(count)) return ParseError::truncated;
+  if (v.newest_version < 0 || count < 0) return ParseError::bad_value;
   v.unrecognized_options.reserve(bounded_reserve(count, r.remaining(), 1));
   for (int32_t i = 0; i < count; ++i) {
     std::string_view option;

@@ -146,10 +146,10 @@ void write_backend_key_data(std::string& out, int32_t process_id, std::string_vi
   MessageWriter(out, backend::kBackendKeyData).i32(process_id).bytes(secret_key).end();
 }
 
-void write_negotiate_protocol_version(std::string& out, int32_t newest_minor,
+void write_negotiate_protocol_version(std::string& out, int32_t newest_version,
                                       std::span<const std::string_view> unrecognized_options) {
   MessageWriter w(out, backend::kNegotiateProtocolVersion);
-  w.i32(newest_minor).i32(static_cast<int32_t>(unrecognized_options.size()));
+  w.i32(newest_version).i32(static_cast<int32_t>(unrecognized_options.size()));
   for (std::string_view option : unrecognized_options) w.cstring(option);
   w.end();
 }

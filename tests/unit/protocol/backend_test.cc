@@ -401,19 +401,20 @@ TEST(NotificationResponse, EmptyPayload) {
 }
 
 TEST(NegotiateProtocolVersion, WithUnrecognizedOption) {
-  const std::string wire = "v\0\0\0\x15\0\0\0\x02\0\0\0\x01_pq_.foo\0"s;
+  const std::string wire = "v\0\0\0\x15\0\x03\0\x02\0\0\0\x01_pq_.foo\0"s;
   Parsed<NegotiateProtocolVersion> v = parse_negotiate_protocol_version(body_of(wire, 'v'));
   ASSERT_TRUE(v.ok()) << to_string(v.error);
-  EXPECT_EQ(v.value.newest_minor, 2);
+  EXPECT_EQ(v.value.newest_version, (3 << 16) | 2);
   ASSERT_EQ(v.value.unrecognized_options.size(), 1u);
   EXPECT_EQ(v.value.unrecognized_options[0], "_pq_.foo");
 }
 
-TEST(NegotiateProtocolVersion, MinorOnly) {
-  const std::string wire = "v\0\0\0\x0c\0\0\0\0\0\0\0\0"s;
+TEST(NegotiateProtocolVersion, PostgreSQL15sAnswerTo32) {
+  // Captured from PostgreSQL 15 answering a 3.2 StartupMessage: 3.0, whole.
+  const std::string wire = "v\0\0\0\x0c\0\x03\0\0\0\0\0\0"s;
   Parsed<NegotiateProtocolVersion> v = parse_negotiate_protocol_version(body_of(wire, 'v'));
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(v.value.newest_minor, 0);
+  EXPECT_EQ(v.value.newest_version, 196608);
   EXPECT_TRUE(v.value.unrecognized_options.empty());
 }
 

@@ -243,11 +243,11 @@ TEST(WriteBackend, BackendKeyData32ByteKeyRoundTrip) {
 TEST(WriteBackend, NegotiateProtocolVersion) {
   std::string out;
   const std::vector<std::string_view> options = {"_pq_.a", "_pq_.bb"};
-  write_negotiate_protocol_version(out, 2, options);
-  EXPECT_EQ(out, "v\0\0\0\x1b\0\0\0\x02\0\0\0\x02_pq_.a\0_pq_.bb\0"s);
+  write_negotiate_protocol_version(out, kProtocolVersion32, options);
+  EXPECT_EQ(out, "v\0\0\0\x1b\0\x03\0\x02\0\0\0\x02_pq_.a\0_pq_.bb\0"s);
   Parsed<NegotiateProtocolVersion> v = parse_negotiate_protocol_version(only_message(out).body);
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(v.value.newest_minor, 2);
+  EXPECT_EQ(v.value.newest_version, kProtocolVersion32);
   EXPECT_EQ(v.value.unrecognized_options, options);
 }
 
@@ -258,10 +258,13 @@ TEST(WriteBackend, NegotiateFromTheNegotiationResult) {
   VersionNegotiation n = negotiate_protocol_version(packet);
   ASSERT_TRUE(n.send_negotiate);
   std::string out;
-  write_negotiate_protocol_version(out, n.newest_minor, n.unrecognized_options);
+  write_negotiate_protocol_version(out, n.accepted_version, n.unrecognized_options);
+  // What libpq 18 reads: the whole version, 3.2, never a bare minor number (which it would take
+  // for a "pre-3.0 protocol version" and fail the connection).
+  EXPECT_EQ(out.substr(5, 4), "\0\x03\0\x02"s);
   Parsed<NegotiateProtocolVersion> v = parse_negotiate_protocol_version(only_message(out).body);
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(v.value.newest_minor, 2);
+  EXPECT_EQ(v.value.newest_version, kProtocolVersion32);
   ASSERT_EQ(v.value.unrecognized_options.size(), 1u);
   EXPECT_EQ(v.value.unrecognized_options[0], "_pq_.x");
 }

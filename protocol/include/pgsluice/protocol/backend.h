@@ -110,8 +110,10 @@ struct NotificationResponse {
   std::string_view payload;
 };
 
+// PostgreSQL sends the whole version it will speak (major << 16 | minor: 196608 for 3.0), though
+// the protocol documentation calls the field the "newest minor version"; libpq reads it whole.
 struct NegotiateProtocolVersion {
-  int32_t newest_minor = 0;
+  int32_t newest_version = 0;
   std::vector<std::string_view> unrecognized_options;
 };
 

@@ -63,7 +63,8 @@ void write_authentication_sasl_continue(std::string& out, std::string_view data)
 void write_authentication_sasl_final(std::string& out, std::string_view data);
 void write_parameter_status(std::string& out, std::string_view name, std::string_view value);
 void write_backend_key_data(std::string& out, int32_t process_id, std::string_view secret_key);
-void write_negotiate_protocol_version(std::string& out, int32_t newest_minor,
+// `newest_version` whole (major << 16 | minor), as PostgreSQL sends it and libpq reads it.
+void write_negotiate_protocol_version(std::string& out, int32_t newest_version,
                                       std::span<const std::string_view> unrecognized_options);
 void write_parse_complete(std::string& out);
 void write_bind_complete(std::string& out);
