@@ -172,6 +172,13 @@ class Loader {
       // Without rules every connection would be refused: a mistake, not a policy.
       error({top_name_, 0}, "auth_type", "auth_type = hba needs auth_hba_file");
     }
+    if (config_->settings.server_tls_direct &&
+        config_->settings.server_tls.sslmode < SslMode::require) {
+      // libpq's rule: with direct TLS there is no plaintext fallback to prefer or allow.
+      error({top_name_, 0}, "server_tls_sslnegotiation",
+            "server_tls_sslnegotiation = direct needs server_tls_sslmode require, verify-ca or "
+            "verify-full");
+    }
     ConfigLoadResult result;
     result.errors = std::move(errors_);
     if (result.errors.empty()) result.config = std::move(config_);

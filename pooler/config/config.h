@@ -118,6 +118,16 @@ struct Settings {
   Duration query_wait_timeout = std::chrono::seconds(120);  // 0 disables
   Duration server_connect_timeout = std::chrono::seconds(15);
   Duration server_login_retry = std::chrono::seconds(15);
+  // The newest protocol minor version asked of servers (pgsluice's key, libpq 18's
+  // max_protocol_version): 2 logs in with 3.2 (PostgreSQL 18's longer cancel keys; older servers
+  // answer NegotiateProtocolVersion and speak 3.0), 0 with 3.0 for servers or poolers that cannot
+  // negotiate.
+  int server_max_protocol_minor = 2;
+  // server_tls_sslnegotiation (pgsluice's key, libpq 17's sslnegotiation): false "postgres" asks
+  // with an SSLRequest first; true "direct" starts the TLS handshake at once (ALPN
+  // "postgresql"), which PostgreSQL 17+ accepts and saves a round trip per server login. Needs
+  // server_tls_sslmode require or stronger, as libpq.
+  bool server_tls_direct = false;
   Duration client_login_timeout = std::chrono::seconds(60);
   // Pool limits and server lifecycle (PgBouncer's names, defaults and meanings;
   // docs/operations.md).

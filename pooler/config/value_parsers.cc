@@ -190,6 +190,31 @@ std::string parse_workers(std::string_view value, int& out) {
   return {};
 }
 
+std::string parse_protocol_version(std::string_view value, int& minor) {
+  const std::string v = ascii_lower(trim(value));
+  if (v == "3.0") {
+    minor = 0;
+  } else if (v == "3.2" || v == "latest") {
+    minor = 2;
+  } else {
+    return "invalid value " + quoted(value) + ": expected 3.0, 3.2 or latest";
+  }
+  return {};
+}
+
+std::string print_protocol_version(int minor) {
+  return "3." + std::to_string(minor);
+}
+
+std::string parse_ssl_negotiation(std::string_view value, bool& direct) {
+  const std::string v = ascii_lower(trim(value));
+  if (v != "postgres" && v != "direct") {
+    return "invalid value " + quoted(value) + ": expected postgres or direct";
+  }
+  direct = v == "direct";
+  return {};
+}
+
 std::string parse_verbose_level(std::string_view value, std::string& out) {
   const std::string v = ascii_lower(trim(value));
   if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error") {

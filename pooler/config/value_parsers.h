@@ -45,6 +45,11 @@ std::string parse_auth_type(std::string_view value, AuthType& out);
 std::string parse_sslmode(std::string_view value, SslMode& out);
 // 0..64 or auto; 0 and auto become one worker per CPU.
 std::string parse_workers(std::string_view value, int& out);
+// "3.0", "3.2" or "latest" (libpq's max_protocol_version values) into the minor version.
+std::string parse_protocol_version(std::string_view value, int& minor);
+std::string print_protocol_version(int minor);
+// "postgres" (false) or "direct" (true): libpq's sslnegotiation values.
+std::string parse_ssl_negotiation(std::string_view value, bool& direct);
 std::string parse_verbose_level(std::string_view value, std::string& out);
 std::string parse_session_verify(std::string_view value, SessionVerifyMode& out);
 

@@ -187,6 +187,10 @@ void Client::process_input() {
 // --- startup ---
 
 void Client::process_startup_input() {
+  if (opens_with_tls_record()) {
+    accept_direct_tls();
+    return;
+  }
   while (state_ == State::startup) {
     pp::FrameResult frame = channel_.input().next();
     if (frame.status == pp::FrameStatus::need_more) return;

@@ -111,6 +111,7 @@ class Client final : public ChannelOwner {
   void on_channel_error(Channel& channel, int status) override;
   void on_channel_drained(Channel& channel) override;
   void on_channel_closed(Channel& channel) override;
+  void on_channel_tls_ready(Channel& channel) override;
 
   ListNode worker_node;          // on the worker's list of clients
   ListNode pool_node;            // on a pool's waiting list while it waits
@@ -130,6 +131,9 @@ class Client final : public ChannelOwner {
   // with 'N'); refuses a plaintext StartupMessage under client_tls_sslmode >= require; logs in
   // by the certificate's CN under auth_type = cert.
   bool accept_tls();
+  // Direct TLS (sslnegotiation=direct): the connection opened with a TLS record, no SSLRequest.
+  [[nodiscard]] bool opens_with_tls_record();
+  void accept_direct_tls();
   bool tls_requirement_met();
   void login_by_certificate();
   // Authentication (client_login.cc): the method (auth_type, or the auth_hba_file rule that
@@ -218,6 +222,7 @@ class Client final : public ChannelOwner {
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;
   bool registered_for_cancel_ = false;
+  bool direct_tls_ = false;  // TLS began without an SSLRequest: ALPN must say "postgresql"
   std::unordered_map<std::string, ClientStatement> statements_;
   bool discard_until_sync_ = false;
   std::vector<std::string> refused_statements_;  // see bind_refused_statement()

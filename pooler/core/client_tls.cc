@@ -22,6 +22,46 @@ bool Client::accept_tls() {
   return true;
 }
 
+// A StartupMessage or SSLRequest starts with its length, whose first byte is 0 for any packet a
+// client may send; a TLS handshake record starts with 0x16. PostgreSQL 17 tells them apart the
+// same way.
+constexpr char kTlsHandshakeRecord = 0x16;
+
+bool Client::opens_with_tls_record() {
+  if (channel_.tls() != nullptr) return false;
+  std::string_view in = channel_.input().unread();
+  return !in.empty() && in[0] == kTlsHandshakeRecord;
+}
+
+void Client::accept_direct_tls() {
+  const TlsContext* ctx = worker_.tls().client.get();
+  if (ctx == nullptr || !channel_.is_tcp()) {
+    // A plaintext error would be garbage to a TLS client; PostgreSQL logs and closes too.
+    spdlog::warn(
+        "{} closing: a direct TLS handshake, but TLS is not enabled for clients "
+        "(client_tls_sslmode = disable)",
+        log_id_);
+    close("direct TLS without client TLS");
+    return;
+  }
+  std::unique_ptr<TlsSession> session = ctx->new_session();
+  if (session == nullptr) {
+    close("cannot create a TLS session");
+    return;
+  }
+  direct_tls_ = true;
+  channel_.start_tls_on_input(std::move(session));
+}
+
+void Client::on_channel_tls_ready(Channel&) {
+  // As PostgreSQL 17: direct TLS needs ALPN, so that a TLS client of another protocol, pointed
+  // at this port, is not taken for a PostgreSQL client (the SSLRequest path has its own proof).
+  if (direct_tls_ && !channel_.tls()->alpn_is_postgresql()) {
+    protocol_violation(
+        "received direct SSL connection request without ALPN protocol negotiation extension");
+  }
+}
+
 bool Client::tls_requirement_met() {
   const TlsContext* ctx = worker_.tls().client.get();
   if (ctx == nullptr || !ctx->required() || channel_.tls() != nullptr || !channel_.is_tcp()) {

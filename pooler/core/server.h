@@ -187,6 +187,8 @@ class Server final : public ChannelOwner {
 
   // For SHOW SERVERS.
   [[nodiscard]] int32_t backend_pid() const { return backend_pid_; }
+  // The protocol version the server connection speaks (3.0, or 3.2 with PostgreSQL 18).
+  [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
   [[nodiscard]] uint64_t linked_at_ms() const { return linked_at_ms_; }
   // Client timeouts (client_timeouts.h): a reply still owed to the client (a query runs), and
   // when the last ReadyForQuery for the client came (idle in transaction since then).
@@ -216,6 +218,7 @@ class Server final : public ChannelOwner {
   void process_login_input();
   bool handle_login_message(const protocol::Message& message);
   bool handle_authentication(const protocol::Message& message);
+  bool handle_negotiation(const protocol::Message& message);
   // Replies after login: forwarded to the linked client, or handled by the pooler.
   void process_session_input();
   // One reply the client gets (or, for ParameterStatus, may get).
@@ -321,6 +324,10 @@ class Server final : public ChannelOwner {
   size_t login_parameter_reports_ = 0;
   bool parameter_cap_logged_ = false;
   bool awaiting_ssl_answer_ = false;  // SSLRequest sent; the next byte is 'S' or 'N'
+  // Asked for in the StartupMessage (server_max_protocol_version); lowered by the server's
+  // NegotiateProtocolVersion, which may only come before anything else.
+  int32_t protocol_version_ = 0;
+  bool login_answered_ = false;  // a message other than NegotiateProtocolVersion arrived
   std::string backend_key_;
 
   // What is owed and open; see the comment at the top (reply_queue.h).

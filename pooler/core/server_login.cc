@@ -124,7 +124,9 @@ void Server::send_startup_message() {
   if (!db.datestyle.empty()) params.emplace_back("DateStyle", db.datestyle);
   if (!db.timezone.empty()) params.emplace_back("TimeZone", db.timezone);
   if (!db.application_name.empty()) params.emplace_back("application_name", db.application_name);
-  pp::write_startup_message(channel_.output(), pp::kProtocolVersion30, params);
+  protocol_version_ = (3 << 16) | worker_->settings().server_max_protocol_minor;
+  login_answered_ = false;
+  pp::write_startup_message(channel_.output(), protocol_version_, params);
   channel_.flush();
   channel_.start_reading();
 }
@@ -188,6 +190,8 @@ void Server::process_login_input() {
 }
 
 bool Server::handle_login_message(const pp::Message& message) {
+  if (message.type == be::kNegotiateProtocolVersion) return handle_negotiation(message);
+  login_answered_ = true;
   switch (message.type) {
     case be::kAuthentication:
       return handle_authentication(message);
@@ -211,7 +215,6 @@ bool Server::handle_login_message(const pp::Message& message) {
       return true;
     }
     case be::kNoticeResponse:
-    case be::kNegotiateProtocolVersion:
       return true;
     case be::kErrorResponse: {
       auto error = pp::parse_error_fields(message.body);
@@ -243,7 +246,9 @@ bool Server::handle_login_message(const pp::Message& message) {
       uv_timer_stop(&connect_timer_);
       channel_.input().set_max_length(pp::kDefaultMaxMessageLength);
       replies_.on_login_ready();
-      if (worker_->settings().log_connections) spdlog::info("{} login ok", log_id());
+      if (worker_->settings().log_connections) {
+        spdlog::info("{} login ok, protocol 3.{}", log_id(), protocol_version_ & 0xffff);
+      }
       set_state(State::idle);
       pool_->on_server_login_ok(*this);
       return false;
@@ -252,6 +257,31 @@ bool Server::handle_login_message(const pp::Message& message) {
                    fmt::format("unexpected message '{}' from server during login", message.type));
       return false;
   }
+}
+
+bool Server::handle_negotiation(const pp::Message& message) {
+  // A PostgreSQL older than 18 answers a 3.2 StartupMessage with this, before authentication;
+  // the connection then speaks the version it names. Later, or twice, it is no PostgreSQL.
+  if (login_answered_) {
+    refuse_server_login(sqlstate::kProtocolViolation,
+                        "the server sent NegotiateProtocolVersion after its login had begun");
+    return false;
+  }
+  login_answered_ = true;
+  auto answer = pp::parse_negotiate_protocol_version(message.body);
+  if (!answer) {
+    refuse_server_login(sqlstate::kProtocolViolation,
+                        fmt::format("malformed NegotiateProtocolVersion from server: {}",
+                                    pp::to_string(answer.error)));
+    return false;
+  }
+  pp::ServerVersionAnswer accepted = pp::accept_server_negotiation(protocol_version_, answer.value);
+  if (!accepted.error.empty()) {
+    refuse_server_login(sqlstate::kProtocolViolation, accepted.error);
+    return false;
+  }
+  protocol_version_ = accepted.version;
+  return true;
 }
 
 bool Server::handle_authentication(const pp::Message& message) {

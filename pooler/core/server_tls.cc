@@ -1,5 +1,6 @@
 // The TLS parts of a server connection's login (members of Server, kept apart from server.cc):
-// the SSLRequest, its one-byte answer under server_tls_sslmode, and SCRAM channel binding.
+// the SSLRequest (or direct TLS), its one-byte answer under server_tls_sslmode, and SCRAM channel
+// binding.
 #include <spdlog/spdlog.h>
 
 #include "pgsluice/protocol/writer.h"
@@ -18,6 +19,19 @@ bool Server::request_tls() {
   const TlsContext* ctx = worker_->tls().server.get();
   // PostgreSQL does not speak TLS over its Unix socket.
   if (ctx == nullptr || !channel_.is_tcp()) return false;
+  if (worker_->settings().server_tls_direct) {
+    // sslnegotiation=direct: the ClientHello (with ALPN "postgresql") is the first thing sent.
+    // Config loading made sure the sslmode requires TLS, so a server that cannot take it fails
+    // the login; there is no plaintext to fall back to.
+    std::unique_ptr<TlsSession> session = ctx->new_session(pool_->address().host);
+    if (session == nullptr) {
+      login_failed(sqlstate::kConnectionFailure, "cannot create a TLS session");
+      return true;
+    }
+    channel_.start_tls(std::move(session));
+    if (!channel_.closing()) channel_.start_reading();
+    return true;
+  }
   pp::write_ssl_request(channel_.output());
   awaiting_ssl_answer_ = true;
   channel_.flush();

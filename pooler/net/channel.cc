@@ -276,6 +276,13 @@ void Channel::start_tls(std::unique_ptr<TlsSession> session) {
   flush_tls();
 }
 
+void Channel::start_tls_on_input(std::unique_ptr<TlsSession> session) {
+  std::string_view hello = input_.unread();
+  session->feed(hello.data(), hello.size());
+  input_.skip(hello.size());
+  start_tls(std::move(session));
+}
+
 void Channel::flush_tls() {
   if (writing_ || closing_) return;  // on_write flushes again
   // Until the handshake is done, output() is held back: nothing may leave unencrypted once TLS

@@ -117,6 +117,9 @@ class Channel {
   // handshake were not encrypted: CVE-2021-23214/23222). A connecting session sends its
   // ClientHello at once. on_channel_tls_ready follows the handshake.
   void start_tls(std::unique_ptr<TlsSession> session);
+  // Direct TLS (PostgreSQL 17's sslnegotiation=direct): the peer opened with its ClientHello, no
+  // SSLRequest; what input() holds unread is that ciphertext and goes to the session.
+  void start_tls_on_input(std::unique_ptr<TlsSession> session);
   // The TLS session (null on a plaintext socket); tls_ready() once its handshake is done.
   [[nodiscard]] TlsSession* tls() const { return tls_.get(); }
   [[nodiscard]] bool tls_ready() const { return tls_ready_; }

@@ -28,6 +28,24 @@ std::string openssl_reason() {
   return out.empty() ? "unknown OpenSSL error" : out;
 }
 
+// PostgreSQL 17's ALPN protocol name, in the wire form (length-prefixed).
+constexpr unsigned char kAlpnPostgresql[] = {10, 'p', 'o', 's', 't', 'g', 'r', 'e', 's', 'q', 'l'};
+
+// As PostgreSQL 17+: a client that offers ALPN must offer "postgresql" (a TLS connection meant
+// for another protocol, e.g. HTTPS sent to the wrong port, fails the handshake with
+// no_application_protocol); one that offers none is let through here, and the direct-TLS path
+// refuses it afterwards (Client::on_channel_tls_ready).
+int select_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen,
+                const unsigned char* in, unsigned int inlen, void* /*arg*/) {
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, kAlpnPostgresql, sizeof(kAlpnPostgresql), in,
+                            inlen) != OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  *out = selected;
+  return SSL_TLSEXT_ERR_OK;
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   std::transform(out.begin(), out.end(), out.begin(),
@@ -173,6 +191,7 @@ std::shared_ptr<const TlsContext> TlsContext::create(Role role, const TlsSetting
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_dh_auto(ctx, 1);
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     if (!settings.ca_file.empty()) {
       // With a CA file, a client certificate is asked for: required under verify-*, optional
       // otherwise (auth_type = cert under require); a certificate that is sent must verify.
@@ -205,6 +224,12 @@ std::unique_ptr<TlsSession> TlsContext::new_session(std::string_view host) const
     return std::make_unique<TlsSession>(ssl);
   }
   SSL_set_connect_state(ssl);
+  // As libpq 17+: always offer ALPN "postgresql"; PostgreSQL 17+ needs it for direct TLS and
+  // older servers ignore it. (SSL_set_alpn_protos returns 0 on success.)
+  if (SSL_set_alpn_protos(ssl, kAlpnPostgresql, sizeof(kAlpnPostgresql)) != 0) {
+    SSL_free(ssl);
+    return nullptr;
+  }
   std::string name(host);
   if (!name.empty() && !is_ip_literal(name)) SSL_set_tlsext_host_name(ssl, name.c_str());
   if (mode_ == SslMode::verify_full && !name.empty()) {

@@ -151,6 +151,14 @@ std::string TlsSession::connection_info() const {
   return info;
 }
 
+bool TlsSession::alpn_is_postgresql() const {
+  const unsigned char* data = nullptr;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(ssl_, &data, &length);
+  return std::string_view(reinterpret_cast<const char*>(data), data != nullptr ? length : 0) ==
+         "postgresql";
+}
+
 std::string TlsSession::peer_common_name() const {
   X509* cert = SSL_get0_peer_certificate(ssl_);
   if (cert == nullptr || SSL_get_verify_result(ssl_) != X509_V_OK) return {};

@@ -50,6 +50,9 @@ class TlsSession {
   [[nodiscard]] std::string connection_info() const;
   // The peer certificate's subject CN (auth_type = cert); empty without a verified certificate.
   [[nodiscard]] std::string peer_common_name() const;
+  // After the handshake: whether ALPN agreed on "postgresql" (PostgreSQL 17's direct TLS needs
+  // it; a peer that offered no ALPN agreed on nothing).
+  [[nodiscard]] bool alpn_is_postgresql() const;
   // SCRAM channel binding data of type tls-server-end-point (RFC 5929): the hash of the TLS
   // server's certificate (ours when accepting, the peer's when connecting), with the hash of the
   // certificate's signature algorithm, SHA-256 instead of MD5 or SHA-1. Empty when unavailable.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ascii.h"
+#include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/bytes.h"
 
 namespace pgsluice::protocol {
@@ -108,6 +109,30 @@ VersionNegotiation negotiate_protocol_version(const StartupPacket& packet,
   result.accepted_version = (3 << 16) | accepted_minor;
   result.send_negotiate = negotiate;
   result.newest_minor = accepted_minor;
+  return result;
+}
+
+ServerVersionAnswer accept_server_negotiation(int32_t requested,
+                                              const NegotiateProtocolVersion& answer) {
+  ServerVersionAnswer result;
+  const int32_t minor = minor_of(answer.newest_version);
+  if (major_of(answer.newest_version) != 3) {
+    result.error = "the server sent NegotiateProtocolVersion for protocol " +
+                   std::to_string(major_of(answer.newest_version)) + "." + std::to_string(minor) +
+                   ", not 3.x";
+  } else if (minor >= minor_of(requested)) {
+    result.error = "the server sent NegotiateProtocolVersion for protocol 3." +
+                   std::to_string(minor) + ", not below the 3." +
+                   std::to_string(minor_of(requested)) + " pgsluice asked for";
+  } else if (minor == 1) {
+    result.error = "the server offered protocol 3.1, which PostgreSQL never defined";
+  } else if (!answer.unrecognized_options.empty()) {
+    // pgsluice sends no _pq_. option to servers: naming one is a confused or hostile server.
+    result.error = "the server named protocol option \"" +
+                   std::string(answer.unrecognized_options.front()) +
+                   "\" as unrecognized, which pgsluice did not send";
+  }
+  result.version = (3 << 16) | minor;
   return result;
 }
 

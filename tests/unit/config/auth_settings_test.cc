@@ -8,6 +8,23 @@
 namespace pgsluice {
 namespace {
 
+TEST(TlsSettings, DirectNegotiationNeedsARequiringSslmode) {
+  // libpq's rule for sslnegotiation=direct: no plaintext fallback, so prefer/allow make no sense.
+  ConfigLoadResult r =
+      load_config_string("[pgsluice]\nserver_tls_sslnegotiation = direct\n", "a.ini");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(),
+            "a.ini: server_tls_sslnegotiation: server_tls_sslnegotiation = direct needs "
+            "server_tls_sslmode require, verify-ca or verify-full");
+  r = load_config_string(
+      "[pgsluice]\nserver_tls_sslnegotiation = direct\nserver_tls_sslmode = verify-ca\n", "a.ini");
+  ASSERT_TRUE(r.errors.empty());
+  EXPECT_TRUE(r.config->settings.server_tls_direct);
+  r = load_config_string("[pgsluice]\n", "a.ini");
+  EXPECT_FALSE(r.config->settings.server_tls_direct);
+  EXPECT_EQ(r.config->settings.server_max_protocol_minor, 2);
+}
+
 TEST(AuthSettings, HbaNeedsAFile) {
   ConfigLoadResult r = load_config_string("[pgsluice]\nauth_type = hba\n", "a.ini");
   ASSERT_EQ(r.errors.size(), 1u);

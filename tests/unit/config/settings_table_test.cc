@@ -96,9 +96,9 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(listed.contains(std::string(d.key)), d.in_show_config) << d.key;
   }
-  // 57 as before the table (#16; TLS and three more are not listed), scram_max_iterations and
-  // session_state_pin_reserve.
-  EXPECT_EQ(rows.size(), 59u);
+  // 57 as before the table (#16; TLS and three more are not listed), scram_max_iterations,
+  // session_state_pin_reserve, server_max_protocol_version and server_tls_sslnegotiation.
+  EXPECT_EQ(rows.size(), 61u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the

@@ -133,6 +133,27 @@ TEST(ValueParsers, WorkersAndVerboseLevel) {
   EXPECT_EQ(level, "debug");
 }
 
+TEST(ValueParsers, ProtocolVersionAndSslNegotiation) {
+  int minor = 2;
+  EXPECT_EQ(parse_protocol_version("3.0", minor), "");
+  EXPECT_EQ(minor, 0);
+  EXPECT_EQ(print_protocol_version(minor), "3.0");
+  EXPECT_EQ(parse_protocol_version("LATEST", minor), "");
+  EXPECT_EQ(minor, 2);
+  EXPECT_EQ(print_protocol_version(minor), "3.2");
+  EXPECT_EQ(parse_protocol_version("3.1", minor),
+            "invalid value '3.1': expected 3.0, 3.2 or latest");
+  EXPECT_EQ(minor, 2);
+
+  bool direct = false;
+  EXPECT_EQ(parse_ssl_negotiation("Direct", direct), "");
+  EXPECT_TRUE(direct);
+  EXPECT_EQ(parse_ssl_negotiation("postgres", direct), "");
+  EXPECT_FALSE(direct);
+  EXPECT_EQ(parse_ssl_negotiation("requiredirect", direct),
+            "invalid value 'requiredirect': expected postgres or direct");
+}
+
 TEST(ValueParsers, PrintersAsPgBouncer) {
   EXPECT_EQ(print_seconds(milliseconds(120'000)), "120");
   EXPECT_EQ(print_seconds(milliseconds(1500)), "1.5");

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/frame.h"
 
 namespace pgsluice::protocol {
@@ -288,6 +289,55 @@ TEST(Negotiate, FromParsedPacket) {
   EXPECT_EQ(n.newest_minor, 2);
   ASSERT_EQ(n.unrecognized_options.size(), 1u);
   EXPECT_EQ(n.unrecognized_options[0], "_pq_.test");
+}
+
+// --- the server's NegotiateProtocolVersion, when pgsluice logs in with 3.2 ---
+
+// A server's NegotiateProtocolVersion parsed from its wire bytes (the options are views into
+// `wire`, which the caller keeps).
+NegotiateProtocolVersion server_answer(std::string_view wire) {
+  Parsed<NegotiateProtocolVersion> v = parse_negotiate_protocol_version(wire.substr(5));
+  EXPECT_TRUE(v.ok()) << to_string(v.error);
+  return v.value;
+}
+
+TEST(ServerNegotiation, PostgreSQL17AnswersWith30) {
+  // The bytes PostgreSQL 15 sends when asked for 3.2: the version whole, 196608 = 3.0.
+  NegotiateProtocolVersion v = server_answer("v\0\0\0\x0c\0\x03\0\0\0\0\0\0"s);
+  ServerVersionAnswer a = accept_server_negotiation(kProtocolVersion32, v);
+  EXPECT_EQ(a.error, "");
+  EXPECT_EQ(a.version, kProtocolVersion30);
+}
+
+TEST(ServerNegotiation, NoUpgradeAboveWhatWasAsked) {
+  // A NegotiateProtocolVersion only ever lowers the version: 3.2 (or more) for 3.2 asked is not
+  // a server's answer, and 3.2 asked with 3.0 in the StartupMessage neither.
+  NegotiateProtocolVersion v = server_answer("v\0\0\0\x0c\0\x03\0\x02\0\0\0\0"s);
+  EXPECT_NE(accept_server_negotiation(kProtocolVersion32, v).error, "");
+  EXPECT_NE(accept_server_negotiation(kProtocolVersion30, v).error, "");
+  v.newest_version = kProtocolVersion30;
+  EXPECT_NE(accept_server_negotiation(kProtocolVersion30, v).error, "");
+}
+
+TEST(ServerNegotiation, ABareMinorOrAnotherMajorIsRefused) {
+  // "2" alone would be protocol 0.2: no server's answer (and what libpq calls pre-3.0).
+  NegotiateProtocolVersion v = server_answer("v\0\0\0\x0c\0\0\0\x00\0\0\0\0"s);
+  EXPECT_NE(accept_server_negotiation(kProtocolVersion32, v).error, "");
+  v.newest_version = (4 << 16);
+  EXPECT_NE(accept_server_negotiation(kProtocolVersion32, v).error, "");
+}
+
+TEST(ServerNegotiation, Version31IsRefused) {
+  NegotiateProtocolVersion v = server_answer("v\0\0\0\x0c\0\x03\0\x01\0\0\0\0"s);
+  ServerVersionAnswer a = accept_server_negotiation(kProtocolVersion32, v);
+  EXPECT_NE(a.error.find("3.1"), std::string::npos) << a.error;
+}
+
+TEST(ServerNegotiation, AnOptionNeverSentIsRefused) {
+  const std::string wire = "v\0\0\0\x15\0\x03\0\0\0\0\0\x01_pq_.foo\0"s;
+  NegotiateProtocolVersion v = server_answer(wire);
+  ServerVersionAnswer a = accept_server_negotiation(kProtocolVersion32, v);
+  EXPECT_NE(a.error.find("_pq_.foo"), std::string::npos) << a.error;
 }
 
 }  // namespace

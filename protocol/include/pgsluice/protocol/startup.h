@@ -49,6 +49,19 @@ struct VersionNegotiation {
 VersionNegotiation negotiate_protocol_version(const StartupPacket& packet,
                                               int32_t newest_supported = kProtocolVersion32);
 
+// The other side of the negotiation: pgsluice asked a server for `requested` (3.0 or 3.2) and the
+// server answered with NegotiateProtocolVersion. The version the connection speaks from then on,
+// or an error message when the answer is not one a server may give (libpq's rules): another
+// major version, a version at or above the one asked for (a NegotiateProtocolVersion is only
+// for a downgrade), 3.1 (never a PostgreSQL protocol), or an option pgsluice never sent.
+struct ServerVersionAnswer {
+  int32_t version = kProtocolVersion30;
+  std::string error;  // empty when the answer is acceptable
+};
+struct NegotiateProtocolVersion;
+ServerVersionAnswer accept_server_negotiation(int32_t requested,
+                                              const NegotiateProtocolVersion& answer);
+
 // Splits a startup `options` value into name/value settings: "-c a=b", "-ca=b" and "--a=b",
 // separated by spaces, with backslash escaping a space. Returns false on anything else.
 bool parse_startup_options(std::string_view options,
