@@ -140,6 +140,41 @@ def as_postgres(cmd: list[str]) -> list[str]:
     return cmd
 
 
+_runnable_bins: dict[str, str] = {}
+
+
+def bin_dir_for_postgres(bin_dir: str) -> str:
+    """`bin_dir`, or a copy of its installation that the postgres OS user can run. Run as root,
+    initdb and postgres run as postgres (as_postgres), which may not reach a checkout under a
+    private home directory (/root is 0700): the npm servers installed there are then copied once
+    per version to /var/tmp, whose path anyone can traverse. Debian's /usr/lib/postgresql needs
+    nothing."""
+    if not is_root():
+        return bin_dir
+    if bin_dir in _runnable_bins:
+        return _runnable_bins[bin_dir]
+    usable = bin_dir
+    probe = subprocess.run(as_postgres(["test", "-x", os.path.join(bin_dir, "postgres")]),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        native = os.path.dirname(os.path.abspath(bin_dir))  # .../native: bin, lib, share
+        built = os.stat(os.path.join(bin_dir, "postgres")).st_mtime_ns  # a new install: a new copy
+        stamp = hashlib.sha1(f"{native}:{built}".encode()).hexdigest()[:12]
+        target = f"/var/tmp/pgsluice-postgres-{stamp}"
+        if not os.path.exists(os.path.join(target, "bin", "postgres")):
+            partial = tempfile.mkdtemp(prefix="pgsluice-postgres-", dir="/var/tmp")
+            shutil.copytree(native, os.path.join(partial, "native"), symlinks=True)
+            os.chmod(partial, 0o755)
+            try:
+                os.rename(os.path.join(partial, "native"), target)
+            except OSError:
+                pass  # another test process copied it first
+            shutil.rmtree(partial, ignore_errors=True)
+        usable = os.path.join(target, "bin")
+    _runnable_bins[bin_dir] = usable
+    return usable
+
+
 def chown_postgres(path: str) -> None:
     if is_root():
         pw = pwd.getpwnam("postgres")
@@ -233,7 +268,7 @@ class PostgresCluster:
         """With ssl, PostgreSQL also accepts TLS (ssl = on) with the certificates of
         self.tls (a TlsFiles): its server certificate, and its CA for client certificates.
         bin_dir: the server's initdb/pg_ctl/postgres (default PG_BIN)."""
-        self.bin = bin_dir or PG_BIN
+        self.bin = bin_dir_for_postgres(bin_dir or PG_BIN)
         self.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
         os.chmod(self.dir, 0o700)
         chown_postgres(self.dir)
