@@ -1,0 +1,197 @@
+"""The container image and the compose stand (docker/), built and started as docker/README.md
+says: the base image debian:12-slim made from Debian's packages when it is missing (no image
+registry is reachable here), `docker build -f docker/Dockerfile -t pgsluice .`, then the workshop
+stand of docker/compose.yaml under a project name of its own; psql and pgbench run in the client
+container through the pgsluice container, whose health check must report healthy. The stand's
+containers and network are removed at the end; the images are kept, so that the next run reuses
+their layers (a cold build compiles pgsluice: minutes).
+
+Skipped, saying why, where no container engine can run (no docker CLI or compose, no dockerd,
+or a dockerd that does not start) and in the sanitizer pass (the image compiles its own Release
+pgsluice, so that pass would build the same image again and test nothing sanitized)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import harness
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+COMPOSE_FILE = os.path.join(REPO, "docker", "compose.yaml")
+BASE_IMAGE = "debian:12-slim"
+# Not the stand's own name (pgsluice-workshop, docker/.env): a stand a person has up is left alone.
+PROJECT = f"pgsluice-test-{os.getpid()}"
+APP_DSN = "host=pgsluice port=6432 dbname=app user=app password=app"
+CONSOLE_DSN = "host=pgsluice port=6432 dbname=pgsluice user=app password=app"
+
+
+def sh(cmd: list[str], timeout: float, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=timeout, env=harness.clean_env())
+    if check:
+        assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-6000:]}"
+    return p
+
+
+def engine_answers() -> bool:
+    try:
+        return sh(["docker", "info"], 30, check=False).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def compose_command() -> list[str] | None:
+    # Debian 12's docker-compose (1.29, what scripts/install-deps installs) first, as documented;
+    # Compose 2 as a docker CLI plugin otherwise.
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if subprocess.run(["docker", "compose", "version"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode == 0:
+        return ["docker", "compose"]
+    return None
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    """A running Docker engine: the one already running, else a dockerd started here (and
+    stopped by its PID at the end), as a machine without a service manager needs."""
+    if os.environ.get("PGSLUICE_SANITIZE") == "ON":
+        pytest.skip("sanitizer pass: the image compiles its own Release pgsluice, so this pass "
+                    "would rebuild the same image and check nothing sanitized; the normal pass "
+                    "runs this test")
+    if shutil.which("docker") is None:
+        pytest.skip("no container engine: no docker CLI (scripts/install-deps installs docker.io)")
+    compose = compose_command()
+    if compose is None:
+        pytest.skip("no docker-compose and no `docker compose` (scripts/install-deps installs "
+                    "docker-compose)")
+    if engine_answers():
+        yield compose
+        return
+    dockerd = shutil.which("dockerd") or shutil.which("dockerd", path="/usr/sbin:/usr/bin")
+    if dockerd is None:
+        pytest.skip("no container engine: `docker info` fails and there is no dockerd to start "
+                    "(scripts/install-deps installs docker.io)")
+    if not harness.is_root():
+        pytest.skip("no container engine: `docker info` fails and starting dockerd needs root")
+    log_path = str(tmp_path_factory.mktemp("dockerd") / "dockerd.log")
+    log = open(log_path, "wb")
+    proc = subprocess.Popen([dockerd], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not engine_answers():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(30)
+            log.close()
+            pytest.skip(f"no container engine: dockerd did not start (exit {proc.returncode}); "
+                        f"the end of its log:\n{harness.tail(log_path, 15)}")
+        time.sleep(0.5)
+    try:
+        yield compose
+    finally:
+        proc.terminate()  # SIGTERM: dockerd stops its containerd and exits
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def image(engine):
+    """The pgsluice image, built with docker/README.md's command on a base image made from
+    Debian's packages when there is none."""
+    if sh(["docker", "image", "inspect", BASE_IMAGE], 60, check=False).returncode != 0:
+        if shutil.which("mmdebstrap") is None:
+            pytest.skip(f"no {BASE_IMAGE} image and no mmdebstrap to make one "
+                        "(scripts/install-deps installs mmdebstrap)")
+        with tempfile.TemporaryDirectory() as d:
+            rootfs = os.path.join(d, "rootfs.tar")
+            sh(["mmdebstrap", "--variant=minbase", "bookworm", rootfs], 900)
+            sh(["docker", "import", rootfs, BASE_IMAGE], 300)
+    start = time.monotonic()
+    sh(["docker", "build", "-f", "docker/Dockerfile", "-t", "pgsluice", "."], 1800)
+    print(f"docker build: {time.monotonic() - start:.0f} s")
+    return "pgsluice"
+
+
+@pytest.fixture(scope="module")
+def stand(engine, image):
+    compose = engine + ["-f", COMPOSE_FILE, "-p", PROJECT]
+    label = f"label=com.docker.compose.project={PROJECT}"
+    try:
+        # up waits for the postgres and pgsluice health checks before it starts the client
+        # (depends_on: service_healthy); the stand's images share the layers just built.
+        start = time.monotonic()
+        up = sh(compose + ["up", "-d", "--build"], 900, check=False)
+        if up.returncode != 0:
+            logs = sh(compose + ["logs", "--tail", "40"], 120, check=False).stdout
+            pytest.fail(f"compose up exited {up.returncode}:\n{up.stdout[-4000:]}\n{logs}")
+        print(f"compose up: {time.monotonic() - start:.0f} s")
+        yield compose
+    finally:
+        sh(compose + ["down", "-v", "--remove-orphans"], 300, check=False)
+    left = [sh(["docker", kind, "ls", "-aq" if kind == "container" else "-q", "--filter", label],
+               60).stdout.split() for kind in ("container", "network")]
+    assert left == [[], []], f"containers and networks of {PROJECT} left after down: {left}"
+
+
+def client(stand, *cmd: str, timeout: float = 120) -> str:
+    return sh(stand + ["exec", "-T", "client", *cmd], timeout).stdout
+
+
+def console(stand, command: str) -> list[dict[str, str]]:
+    out = client(stand, "psql", "-X", "-A", "-F", "|", "-c", command, CONSOLE_DSN)
+    lines = [line for line in out.splitlines() if line and not line.startswith("(")]
+    header = lines[0].split("|")
+    return [dict(zip(header, line.split("|"))) for line in lines[1:]]
+
+
+def container_id(stand, service: str) -> str:
+    cid = sh(stand + ["ps", "-q", service], 60).stdout.strip()
+    assert cid, f"no {service} container"
+    return cid
+
+
+def test_psql_through_the_pgsluice_container(stand):
+    # Through pgsluice to the stand's PostgreSQL, which runs with the stand's settings.
+    out = client(stand, "psql", "-X", "-At", "-c",
+                 "SELECT current_user, current_setting('max_connections'), "
+                 "current_setting('shared_buffers')", APP_DSN)
+    assert out.strip() == "app|1100|256MB"
+    pools = console(stand, "SHOW POOLS")
+    assert [(p["database"], p["user"], p["pool_mode"]) for p in pools
+            if p["database"] == "app"] == [("app", "app", "transaction")]
+
+
+def test_pgbench_through_the_pgsluice_container(stand):
+    client(stand, "pgbench", "-q", "-i", "-s", "1", APP_DSN)
+    before = {s["database"]: int(s["total_xact_count"]) for s in console(stand, "SHOW STATS")}
+    out = client(stand, "pgbench", "-n", "-S", "-c", "8", "-j", "2", "-t", "250", APP_DSN)
+    assert "number of transactions actually processed: 2000/2000" in out, out
+    assert "number of failed transactions: 0 " in out, out
+    after = {s["database"]: int(s["total_xact_count"]) for s in console(stand, "SHOW STATS")}
+    # pgbench's transactions went through this pgsluice (the counters are its own).
+    assert after["app"] - before.get("app", 0) >= 2000
+
+
+def test_health_check_reports_healthy(stand):
+    cid = container_id(stand, "pgsluice")
+    status = sh(["docker", "inspect", "-f", "{{.State.Health.Status}}", cid], 60).stdout.strip()
+    assert status == "healthy"
+    # The same check with a wrong password fails: it does log in, and does not just look at a port.
+    p = sh(["docker", "exec", "-e", "PGSLUICE_HEALTH_PASSWORD=wrong", cid,
+            "/usr/local/bin/pgsluice-healthcheck"], 60, check=False)
+    assert p.returncode != 0 and "password authentication failed" in p.stdout, p.stdout
+    # The image runs pgsluice as its own non-root user.
+    assert sh(["docker", "exec", cid, "id", "-un"], 60).stdout.strip() == "pgsluice"
