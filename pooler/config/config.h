@@ -25,8 +25,15 @@ enum class PoolMode { session, transaction };
 enum class AuthType { trust, plain, md5, scram_sha_256, cert, hba };
 // libpq's sslmode values, as PgBouncer's client_tls_sslmode and server_tls_sslmode take them.
 enum class SslMode { disable, allow, prefer, require, verify_ca, verify_full };
+// libpq's target_session_attrs (14+), checked at every server login (core/host_roles.h).
+enum class TargetSessionAttrs { any, read_write, read_only, primary, standby, prefer_standby };
+// How a multi-host [databases] entry spreads new servers: PgBouncer's round-robin (its
+// default), libpq's random, or disable (the first usable host, in order).
+enum class LoadBalanceHosts { round_robin, random, disable };
 
 std::string_view to_string(PoolMode mode);
+std::string_view to_string(TargetSessionAttrs attrs);
+std::string_view to_string(LoadBalanceHosts mode);
 std::string_view to_string(AuthType type);
 std::string_view to_string(SslMode mode);
 
@@ -37,6 +44,11 @@ struct DatabaseEntry {
   std::string
       host;  // empty: the Unix socket in unix_socket_dir of the server ("/var/run/postgresql")
   int port = 5432;
+  // libpq's multi-host form: host=h1,h2,h3 (TCP names, addresses or socket directories) with
+  // port=p1,p2,p3 or one port for all; `ports` holds the list when it has more than one.
+  std::vector<int> ports;
+  TargetSessionAttrs target_session_attrs = TargetSessionAttrs::any;
+  LoadBalanceHosts load_balance_hosts = LoadBalanceHosts::round_robin;
   std::string dbname;  // empty: same as name (or the client's database for "*")
   std::string user;    // empty: the client's user
   std::string password;

@@ -1,6 +1,9 @@
 // [databases] and [users] lines; see database_line.h.
 #include "pooler/config/database_line.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -12,9 +15,7 @@ namespace pgsluice {
 namespace {
 
 // PgBouncer's [databases] parameters pgsluice does not implement yet.
-const std::set<std::string_view> kPgBouncerOnlyDatabaseKeys = {
-    "load_balance_hosts",
-};
+const std::set<std::string_view> kPgBouncerOnlyDatabaseKeys = {};
 
 // PgBouncer's [users] parameters pgsluice does not implement yet.
 const std::set<std::string_view> kPgBouncerOnlyUserKeys = {};
@@ -122,8 +123,25 @@ bool apply_database_param(const ConnParam& p, std::string_view db_name, Database
     return true;
   }
   if (k == "port") {
-    if (auto err = parse_int(p.value, 1, 65535, db.port); !err.empty()) {
+    std::vector<int> ports;
+    if (auto err = parse_port_list(p.value, ports); !err.empty()) {
       problems.errors.push_back("port: " + err);
+      return false;
+    }
+    db.port = ports.front();
+    db.ports = ports.size() > 1 ? std::move(ports) : std::vector<int>{};
+    return true;
+  }
+  if (k == "target_session_attrs") {
+    if (auto err = parse_target_session_attrs(p.value, db.target_session_attrs); !err.empty()) {
+      problems.errors.push_back(k + ": " + err);
+      return false;
+    }
+    return true;
+  }
+  if (k == "load_balance_hosts") {
+    if (auto err = parse_load_balance_hosts(p.value, db.load_balance_hosts); !err.empty()) {
+      problems.errors.push_back(k + ": " + err);
       return false;
     }
     return true;
@@ -215,6 +233,12 @@ std::optional<DatabaseEntry> parse_database_line(std::string_view name, std::str
   // Every parameter is looked at, so that one line reports all of its errors.
   for (const ConnParam& p : params) ok = apply_database_param(p, name, db, problems) && ok;
   if (!ok) return std::nullopt;
+  // As libpq: one port for every host, or one per host.
+  const size_t hosts = std::count(db.host.begin(), db.host.end(), ',') + 1;
+  if (!db.ports.empty() && db.ports.size() != hosts) {
+    problems.errors.push_back(fmt::format("port: {} ports for {} hosts", db.ports.size(), hosts));
+    return std::nullopt;
+  }
   return db;
 }
 

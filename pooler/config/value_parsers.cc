@@ -115,6 +115,71 @@ std::string parse_duration(std::string_view value, Duration& out) {
   return {};
 }
 
+namespace {
+constexpr std::pair<std::string_view, TargetSessionAttrs> kTargetSessionAttrs[] = {
+    {"any", TargetSessionAttrs::any},
+    {"read-write", TargetSessionAttrs::read_write},
+    {"read-only", TargetSessionAttrs::read_only},
+    {"primary", TargetSessionAttrs::primary},
+    {"standby", TargetSessionAttrs::standby},
+    {"prefer-standby", TargetSessionAttrs::prefer_standby},
+};
+constexpr std::pair<std::string_view, LoadBalanceHosts> kLoadBalanceHosts[] = {
+    {"round-robin", LoadBalanceHosts::round_robin},
+    {"random", LoadBalanceHosts::random},
+    {"disable", LoadBalanceHosts::disable},
+};
+}  // namespace
+
+std::string parse_target_session_attrs(std::string_view value, TargetSessionAttrs& out) {
+  const std::string v = ascii_lower(trim(value));
+  for (const auto& [name, attrs] : kTargetSessionAttrs) {
+    if (v == name) {
+      out = attrs;
+      return {};
+    }
+  }
+  return "invalid value " + quoted(value) +
+         ": expected any, read-write, read-only, primary, standby or prefer-standby";
+}
+
+std::string parse_load_balance_hosts(std::string_view value, LoadBalanceHosts& out) {
+  const std::string v = ascii_lower(trim(value));
+  for (const auto& [name, mode] : kLoadBalanceHosts) {
+    if (v == name) {
+      out = mode;
+      return {};
+    }
+  }
+  return "invalid value " + quoted(value) + ": expected round-robin, random or disable";
+}
+
+std::string_view to_string(TargetSessionAttrs attrs) {
+  for (const auto& [name, a] : kTargetSessionAttrs) {
+    if (a == attrs) return name;
+  }
+  return "any";
+}
+
+std::string_view to_string(LoadBalanceHosts mode) {
+  for (const auto& [name, m] : kLoadBalanceHosts) {
+    if (m == mode) return name;
+  }
+  return "round-robin";
+}
+
+std::string parse_port_list(std::string_view value, std::vector<int>& out) {
+  std::vector<int> ports;
+  for (const std::string& item : split_list(value)) {
+    int port = 0;
+    if (std::string err = parse_int(item, 1, 65535, port); !err.empty()) return err;
+    ports.push_back(port);
+  }
+  if (ports.empty()) return "invalid value " + quoted(value) + ": expected a port number";
+  out = std::move(ports);
+  return {};
+}
+
 std::string parse_pool_mode(std::string_view value, PoolMode& out) {
   const std::string v = ascii_lower(trim(value));
   if (v == "session") {

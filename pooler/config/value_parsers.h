@@ -41,6 +41,10 @@ std::string parse_bool(std::string_view value, bool& out);
 // ms, s, min, h, d (as PostgreSQL's GUC units).
 std::string parse_duration(std::string_view value, Duration& out);
 std::string parse_pool_mode(std::string_view value, PoolMode& out);
+std::string parse_target_session_attrs(std::string_view value, TargetSessionAttrs& out);
+std::string parse_load_balance_hosts(std::string_view value, LoadBalanceHosts& out);
+// port=5432 or port=5432,5433,5434 (libpq's multi-host form), each 1..65535.
+std::string parse_port_list(std::string_view value, std::vector<int>& out);
 std::string parse_auth_type(std::string_view value, AuthType& out);
 std::string parse_sslmode(std::string_view value, SslMode& out);
 // 0..64 or auto; 0 and auto become one worker per CPU.

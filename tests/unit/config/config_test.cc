@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "pooler/config/server_address.h"
+
 namespace pgsluice {
 namespace {
 
@@ -514,15 +516,39 @@ TEST(ConfigTest, DatabaseLineErrors) {
   EXPECT_TRUE(contains(e.message, "reserved"));
 }
 
-TEST(ConfigTest, DatabasePgBouncerOnlyParamsAreWarnings) {
+TEST(ConfigTest, MultiHostEntries) {
+  // libpq's multi-host form with PgBouncer 1.25's load_balance_hosts and libpq's
+  // target_session_attrs.
   auto c = load_ok(
       "[databases]\n"
-      "app = host=a load_balance_hosts=round-robin\n");
+      "rw = host=a,b,/tmp port=5432,5433,5434 target_session_attrs=read-write\n"
+      "ro = host=a,b port=6000 target_session_attrs=prefer-standby load_balance_hosts=random\n"
+      "one = host=a\n");
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->databases.at("app").host, "a");
-  ASSERT_EQ(c->warnings.size(), 1u);
-  EXPECT_TRUE(contains(c->warnings[0], "test.ini:2:"));
-  EXPECT_TRUE(contains(c->warnings[0], "load_balance_hosts"));
+  EXPECT_TRUE(c->warnings.empty());
+  const DatabaseEntry& rw = c->databases.at("rw");
+  EXPECT_EQ(rw.target_session_attrs, TargetSessionAttrs::read_write);
+  EXPECT_EQ(rw.load_balance_hosts, LoadBalanceHosts::round_robin);  // PgBouncer's default
+  std::vector<ServerAddress> hosts = ServerAddress::all_from(rw);
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[0].to_string(), "a:5432");
+  EXPECT_EQ(hosts[1].to_string(), "b:5433");
+  EXPECT_EQ(hosts[2].to_string(), "/tmp/.s.PGSQL.5434");
+  const DatabaseEntry& ro = c->databases.at("ro");
+  EXPECT_EQ(ro.target_session_attrs, TargetSessionAttrs::prefer_standby);
+  EXPECT_EQ(ro.load_balance_hosts, LoadBalanceHosts::random);
+  hosts = ServerAddress::all_from(ro);
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts[1].to_string(), "b:6000");  // one port for every host
+  EXPECT_EQ(ServerAddress::all_from(c->databases.at("one")).size(), 1u);
+
+  EXPECT_TRUE(contains(load_error("[databases]\nx = host=a,b port=1,2,3\n").message,
+                       "port: 3 ports for 2 hosts"));
+  EXPECT_TRUE(contains(load_error("[databases]\nx = host=a target_session_attrs=master\n").message,
+                       "target_session_attrs: invalid value 'master'"));
+  EXPECT_TRUE(contains(load_error("[databases]\nx = host=a load_balance_hosts=yes\n").message,
+                       "expected round-robin, random or disable"));
+  EXPECT_TRUE(contains(load_error("[databases]\nx = host=a port=5432,x\n").message, "port:"));
 }
 
 TEST(ConfigTest, FallbackDatabase) {
