@@ -264,10 +264,12 @@ class PostgresCluster:
     """A throwaway PostgreSQL cluster: data dir, Unix socket and log inside one temp dir."""
 
     def __init__(self, max_connections: int = 1200, ssl: bool = False,
-                 bin_dir: str | None = None):
+                 bin_dir: str | None = None, replication: bool = False):
         """With ssl, PostgreSQL also accepts TLS (ssl = on) with the certificates of
         self.tls (a TlsFiles): its server certificate, and its CA for client certificates.
-        bin_dir: the server's initdb/pg_ctl/postgres (default PG_BIN)."""
+        bin_dir: the server's initdb/pg_ctl/postgres (default PG_BIN). replication: a primary
+        that standbys can stream from (standby())."""
+        self.replication = replication
         self.bin = bin_dir_for_postgres(bin_dir or PG_BIN)
         self.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
         os.chmod(self.dir, 0o700)
@@ -312,6 +314,8 @@ wal_level = minimal
 logging_collector = off
 log_min_messages = warning
 """)
+            if self.replication:
+                f.write("wal_level = replica\nmax_wal_senders = 10\nhot_standby = on\n")
             if self.tls is not None:
                 f.write(f"""
 ssl = on
@@ -322,6 +326,7 @@ ssl_ca_file = '{self.tls.ca_cert}'
         with open(os.path.join(self.data, "pg_hba.conf"), "w") as f:
             f.write(f"""# written by integration/harness.py
 local all all                  trust
+local replication all          trust
 host  all md5user   {HOST}/32 md5
 host  all scramuser {HOST}/32 scram-sha-256
 host  all app       {HOST}/32 scram-sha-256
@@ -381,6 +386,49 @@ host  all all       {HOST}/32 scram-sha-256
         run(["pgbench", "-i", "-q", "-s", "1", "-h", self.socket_dir, "-p", str(self.port),
              "-U", "app", "app"], check=True, timeout=300)
         self._pgbench_ready = True
+
+    # -- replication --------------------------------------------------------------------------
+
+    def standby(self, name: str) -> "PostgresCluster":
+        """A streaming standby of this cluster (pg_basebackup -R over the Unix socket), started
+        on its own free port; `name` is its application_name (for synchronous_standby_names)."""
+        sb = PostgresCluster.__new__(PostgresCluster)
+        sb.bin, sb.replication, sb.tls = self.bin, True, None
+        sb.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
+        os.chmod(sb.dir, 0o700)
+        chown_postgres(sb.dir)
+        sb.data = os.path.join(sb.dir, "data")
+        sb.logfile = os.path.join(sb.dir, "postgres.log")
+        sb.port, sb.host, sb.socket_dir = free_port(), HOST, sb.dir
+        sb._started, sb._pgbench_ready = False, False
+        sb.follow(self, name)
+        return sb
+
+    def follow(self, primary: "PostgresCluster", name: str) -> None:
+        """Makes this (stopped, or new) cluster a fresh standby of `primary` and starts it."""
+        if os.path.exists(self.data):
+            shutil.rmtree(self.data)
+        conninfo = (f"host={primary.socket_dir} port={primary.port} user=postgres "
+                    f"application_name={name}")
+        basebackup = os.path.join(self.bin, "pg_basebackup")
+        if not os.path.exists(basebackup):  # npm's servers ship none: Debian's, of 15
+            basebackup = "/usr/lib/postgresql/15/bin/pg_basebackup"
+        run(as_postgres([basebackup, "-D", self.data, "-R", "-X", "stream", "-c", "fast",
+                         "-d", conninfo]),
+            check=True, timeout=120)
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write(f"\nport = {self.port}\nunix_socket_directories = '{self.dir}'\n")
+        self._start()
+
+    def promote(self) -> None:
+        run(as_postgres([f"{self.bin}/pg_ctl", "-D", self.data, "-w", "-t", "60", "promote"]),
+            check=True, timeout=90)
+
+    def stop_now(self, mode: str = "immediate") -> None:
+        """pg_ctl stop -m immediate: a primary's crash, as far as its clients can tell."""
+        run(as_postgres([f"{self.bin}/pg_ctl", "-D", self.data, "-m", mode, "-w", "-t", "60",
+                         "stop"]), check=True, timeout=90)
+        self._started = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "pooler/base/sqlstate.h"
+#include "pooler/core/host_roles.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
@@ -24,7 +25,7 @@ Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, Pool
     : worker_(worker),
       db_(std::move(db)),
       limit_slots_(worker.group().limits().slots_for(db_.name, credentials.user)),
-      address_(ServerAddress::from(db_)),
+      hosts_(db_),
       credentials_(std::move(credentials)),
       mode_(mode),
       pool_size_(pool_size) {}
@@ -72,8 +73,11 @@ void Pool::fail_waiters_after_login_failure(std::string_view message) {
 }
 
 void Pool::launch_server() {
+  // try_launch saw a usable host; it is still there (nothing ran in between).
+  size_t host = hosts_.pick(worker_.now_ms(), static_cast<uint32_t>(worker_.next_server_id()));
+  if (host == PoolHosts::kNone) host = 0;
   // The server deletes itself when its socket is closed.
-  auto* server = new Server(*this, worker_.next_server_id());
+  auto* server = new Server(*this, worker_.next_server_id(), host, hosts_.at(host));
   server->timing.connect_ms = worker_.now_ms();
   move_server(*server, Server::State::closing, Server::State::connecting);
   server->connect();
@@ -180,7 +184,26 @@ void Pool::serve_waiters() {
   publish_wait();
 }
 
+bool Pool::accept_role(Server& server) {
+  if (db_.target_session_attrs == TargetSessionAttrs::any) return true;
+  const uint64_t now = worker_.now_ms();
+  const ServerRole role = role_of(server.parameters());
+  const std::string_view why = role_mismatch(db_.target_session_attrs, role,
+                                             hosts_.standby_may_exist(server.host_index(), now));
+  if (why.empty()) return true;
+  // Not a failed login: the host answered, with the wrong role (a standby for a read-write
+  // entry, or a primary before its promotion is over). Waiting clients go on waiting: the next
+  // host is tried now, this one again in a moment (a promotion is noticed then).
+  hosts_.role_mismatched(server.host_index(), now, !role.hot_standby);
+  spdlog::info("{}: {} (target_session_attrs = {}), trying another host", server.log_id(), why,
+               to_string(db_.target_session_attrs));
+  server.close(fmt::format("target_session_attrs: {}", why));
+  launch_for_waiters();
+  return false;
+}
+
 void Pool::on_server_login_ok(Server& server) {
+  hosts_.logged_in(server.host_index());
   SharedLimits::login_succeeded(limit_slots_);
   server.life.born_ms = worker_.now_ms();
   server.life.stagger = stagger_draw();
@@ -221,7 +244,21 @@ void Pool::post_to_shares(uint64_t workers, void (*fn)(Pool&)) {
 }
 
 void Pool::on_server_login_failed(Server& server, std::string_view message) {
-  SharedLimits::login_failed(limit_slots_, worker_.now_ms(), message);
+  const uint64_t now = worker_.now_ms();
+  if (hosts_.size() > 1) {
+    // libpq's way with a host list: this host is skipped (for server_login_retry) and the next
+    // one tried; the pool's login counts as failed only when no host is left.
+    hosts_.login_failed(server.host_index(),
+                        now + static_cast<uint64_t>(worker_.settings().server_login_retry.count()));
+    if (hosts_.any_usable(now) || hosts_.any_role_mismatch(now)) {
+      spdlog::info("{}: host {} failed ({}), trying the next host", server.log_id(),
+                   server.address().to_string(), message);
+      server.close(fmt::format("login failed: {}", message));
+      launch_for_waiters();
+      return;
+    }
+  }
+  SharedLimits::login_failed(limit_slots_, now, message);
   server.close(fmt::format("login failed: {}", message));
   // Nobody can be served while no server can log in: tell the waiting clients now rather than
   // let them hang until their timeout. (The other workers' waiting clients are told when the
@@ -286,6 +323,22 @@ void Pool::on_server_idle(Server& server) {
     server.life.fresh = true;
   }
   server.life.idle_since_ms = now;
+  if (db_.target_session_attrs != TargetSessionAttrs::any) {
+    // PostgreSQL reports a promotion (in_hot_standby off) with the first reply after it, and a
+    // primary turned read-only likewise: a server whose role no longer fits leaves the pool
+    // between transactions, never in the middle of one.
+    const ServerRole role = role_of(server.parameters());
+    const std::string_view why = role_mismatch(db_.target_session_attrs, role,
+                                               hosts_.standby_may_exist(server.host_index(), now));
+    if (!why.empty()) {
+      hosts_.role_mismatched(server.host_index(), now, !role.hot_standby);
+      spdlog::info("{}: the server's role changed: {} (target_session_attrs = {})", server.log_id(),
+                   why, to_string(db_.target_session_attrs));
+      server.close(fmt::format("the server's role changed: {}", why));
+      launch_for_waiters();
+      return;
+    }
+  }
   if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
     // The pool shrank under it (a reload): the extra server goes. Reserve servers stay until
     // server_idle_timeout, as in PgBouncer, ready for the next burst.
@@ -363,12 +416,15 @@ void Pool::set_paused(bool paused, bool close_servers) {
 
 void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
   const bool address_changed = db.host != db_.host || db.port != db_.port ||
-                               db.dbname != db_.dbname || db.password != db_.password;
+                               db.ports != db_.ports || db.dbname != db_.dbname ||
+                               db.password != db_.password ||
+                               db.target_session_attrs != db_.target_session_attrs ||
+                               db.load_balance_hosts != db_.load_balance_hosts;
   db_ = db;
   mode_ = mode;
   removed_ = false;  // a database removed and added back is served again
   if (address_changed) {
-    address_ = ServerAddress::from(db_);
+    hosts_.reset(db_);
     if (!db.password.empty()) credentials_.password = db.password;
     mark_close_needed();
   }

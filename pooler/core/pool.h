@@ -18,6 +18,7 @@
 #include "pooler/config/config.h"
 #include "pooler/config/server_address.h"
 #include "pooler/core/client.h"
+#include "pooler/core/pool_hosts.h"
 #include "pooler/core/pool_limits.h"
 #include "pooler/core/server.h"
 #include "pooler/core/shared_limits.h"
@@ -37,7 +38,8 @@ class Pool {
   ~Pool();
 
   [[nodiscard]] const DatabaseEntry& database() const { return db_; }
-  [[nodiscard]] const ServerAddress& address() const { return address_; }
+  // The entry's first host (a multi-host entry's servers each have their own: Server::address).
+  [[nodiscard]] const ServerAddress& address() const { return hosts_.at(0); }
   [[nodiscard]] ServerCredentials& credentials() { return credentials_; }
   [[nodiscard]] PoolMode mode() const { return mode_; }
   [[nodiscard]] int pool_size() const { return pool_size_; }
@@ -95,6 +97,9 @@ class Pool {
   // --- servers ---
   void on_server_login_ok(Server& server);
   void on_server_login_failed(Server& server, std::string_view message);
+  // At the login's ReadyForQuery: whether the server's role fits target_session_attrs (else it
+  // is closed, its host skipped for a moment, and the next host tried; pool_hosts.h).
+  bool accept_role(Server& server);
   // A server became idle (clean, unlinked): it serves the next waiter or stays idle.
   void on_server_idle(Server& server);
   // A server is closing (already off the lists): replace it if clients wait.
@@ -210,7 +215,7 @@ class Pool {
   Worker& worker_;
   DatabaseEntry db_;
   LimitSlots limit_slots_;
-  ServerAddress address_;
+  PoolHosts hosts_;
   ServerCredentials credentials_;
   PoolMode mode_;
   int pool_size_;

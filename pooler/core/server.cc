@@ -53,10 +53,12 @@ std::string_view state_name(Server::State s) {
 }
 }  // namespace
 
-Server::Server(Pool& pool, uint64_t id)
+Server::Server(Pool& pool, uint64_t id, size_t host, ServerAddress address)
     : pool_(&pool),
       worker_(&pool.worker()),
       id_(id),
+      host_index_(host),
+      address_(std::move(address)),
       channel_(pool.worker().loop(), *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength) {
   int max_statements = pool.worker().settings().max_prepared_statements;
   if (pool.mode() == PoolMode::transaction && max_statements > 0) {
@@ -68,7 +70,7 @@ Server::~Server() = default;
 
 std::string Server::log_id() const {
   return fmt::format("S-{} {}@{} {}", id_, pool_->credentials().user, pool_->database().name,
-                     pool_->address().to_string());
+                     address_.to_string());
 }
 
 void Server::set_state(State state) {
@@ -493,7 +495,7 @@ void Server::mark_dirty_unknown() {
 
 void Server::cancel_running_query() {
   if (state_ != State::active || backend_key_.empty()) return;
-  worker_->send_cancel(pool_->address(), backend_pid_, backend_key_);
+  worker_->send_cancel(address_, backend_pid_, backend_key_);
 }
 
 // --- closing ---

@@ -21,6 +21,7 @@
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/session_state.h"
 #include "pooler/base/intrusive_list.h"
+#include "pooler/config/server_address.h"
 #include "pooler/core/pending_replies.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/reply_queue.h"
@@ -56,7 +57,8 @@ class Server final : public ChannelOwner {
   // `moving`: between two workers (server_move.cc), on no pool's list.
   enum class State { connecting, login, idle, active, resetting, closing, moving };
 
-  Server(Pool& pool, uint64_t id);
+  // `host` names which of the pool's hosts (pool_hosts.h) it logs in to, `address` that host.
+  Server(Pool& pool, uint64_t id, size_t host, ServerAddress address);
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   ~Server() override;
@@ -187,6 +189,9 @@ class Server final : public ChannelOwner {
 
   // For SHOW SERVERS.
   [[nodiscard]] int32_t backend_pid() const { return backend_pid_; }
+  // The host it is connected to (one of a multi-host entry's), and its index in the pool's list.
+  [[nodiscard]] const ServerAddress& address() const { return address_; }
+  [[nodiscard]] size_t host_index() const { return host_index_; }
   // The protocol version the server connection speaks (3.0, or 3.2 with PostgreSQL 18).
   [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
   [[nodiscard]] uint64_t linked_at_ms() const { return linked_at_ms_; }
@@ -299,6 +304,8 @@ class Server final : public ChannelOwner {
   Pool* pool_;  // the pool and worker change when the server moves to another worker
   Worker* worker_;
   uint64_t id_;
+  size_t host_index_;
+  ServerAddress address_;
   State state_ = State::connecting;
   Channel channel_;
   uv_connect_t connect_req_{};

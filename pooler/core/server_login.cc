@@ -32,7 +32,7 @@ void Server::connect() {
   auto timeout = static_cast<uint64_t>(worker_->settings().server_connect_timeout.count());
   if (timeout > 0) uv_timer_start(&connect_timer_, on_connect_timeout, timeout, 0);
 
-  const ServerAddress& address = pool_->address();
+  const ServerAddress& address = address_;
   connect_req_.data = this;
   if (!address.unix_path.empty()) {
     if (channel_.init_pipe() != 0) {
@@ -75,9 +75,9 @@ void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
     return;
   }
   if (status < 0 || res == nullptr) {
-    self->login_failed(sqlstate::kConnectionFailure,
-                       fmt::format("could not resolve host \"{}\": {}", self->pool_->address().host,
-                                   uv_strerror(status)));
+    self->login_failed(
+        sqlstate::kConnectionFailure,
+        fmt::format("could not resolve host \"{}\": {}", self->address_.host, uv_strerror(status)));
   } else {
     self->start_connect(res->ai_addr);
   }
@@ -106,8 +106,8 @@ void Server::on_connected(uv_connect_t* req, int status) {
   if (self->state_ == State::closing) return;
   if (status < 0) {
     self->login_failed(sqlstate::kConnectionFailure,
-                       fmt::format("could not connect to server {}: {}",
-                                   self->pool_->address().to_string(), uv_strerror(status)));
+                       fmt::format("could not connect to server {}: {}", self->address_.to_string(),
+                                   uv_strerror(status)));
     return;
   }
   self->set_state(State::login);
@@ -243,6 +243,9 @@ bool Server::handle_login_message(const pp::Message& message) {
         channel_.flush();
         return true;
       }
+      // target_session_attrs: the role the server reported (in_hot_standby,
+      // default_transaction_read_only) must fit, or the pool tries another host.
+      if (!pool_->accept_role(*this)) return false;
       uv_timer_stop(&connect_timer_);
       channel_.input().set_max_length(pp::kDefaultMaxMessageLength);
       replies_.on_login_ready();

@@ -23,7 +23,7 @@ bool Server::request_tls() {
     // sslnegotiation=direct: the ClientHello (with ALPN "postgresql") is the first thing sent.
     // Config loading made sure the sslmode requires TLS, so a server that cannot take it fails
     // the login; there is no plaintext to fall back to.
-    std::unique_ptr<TlsSession> session = ctx->new_session(pool_->address().host);
+    std::unique_ptr<TlsSession> session = ctx->new_session(address_.host);
     if (session == nullptr) {
       login_failed(sqlstate::kConnectionFailure, "cannot create a TLS session");
       return true;
@@ -79,8 +79,7 @@ void Server::handle_ssl_answer() {
     return;
   }
   awaiting_ssl_answer_ = false;
-  std::unique_ptr<TlsSession> session =
-      ctx != nullptr ? ctx->new_session(pool_->address().host) : nullptr;
+  std::unique_ptr<TlsSession> session = ctx != nullptr ? ctx->new_session(address_.host) : nullptr;
   if (session == nullptr) {
     login_failed(sqlstate::kConnectionFailure, "cannot create a TLS session");
     return;

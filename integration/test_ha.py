@@ -1,0 +1,164 @@
+"""Primaries and standbys (#20): a [databases] entry in libpq's multi-host form with
+target_session_attrs and load_balance_hosts, against real streaming replication on loopback — a
+primary and two standbys made by pg_basebackup -R, synchronous replication to the one that is
+promoted:
+
+- a read-write entry sends every transaction to the primary; a standby entry spreads its
+  servers over both standbys and never uses the primary;
+- four clients writing in a loop through the read-write entry while the primary is stopped with
+  -m immediate and standby 1 promoted: writes resume on the new primary within 5 s of the
+  promotion, with the same connection string; every acknowledged commit is on the new primary;
+  no write ever reached a standby (a standby refuses it with 25006, which would show);
+- the old primary rebuilt as a standby of the new one (pg_basebackup -R) is used by the standby
+  entry again, never by the read-write entry.
+The tests run in order on one topology: the third needs the second's failover.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+import harness
+
+
+@pytest.fixture(scope="module")
+def topology():
+    primary = harness.PostgresCluster(max_connections=100, replication=True)
+    standbys = []
+    try:
+        standbys = [primary.standby("standby1"), primary.standby("standby2")]
+        # Synchronous to standby 1, the one a failover promotes: what the primary acknowledged
+        # is on it (an asynchronous standby may lose commits, PostgreSQL's property).
+        primary.psql("ALTER SYSTEM SET synchronous_standby_names = 'standby1'")
+        # The harness's clusters run synchronous_commit = off (speed); this one must wait.
+        primary.psql("ALTER SYSTEM SET synchronous_commit = on")
+        primary.psql("SELECT pg_reload_conf()")
+        harness.wait_until(lambda: primary.psql(
+            "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'")
+            == "sync", 30)
+        primary.psql("CREATE TABLE acks (writer int, n int, port int, PRIMARY KEY (writer, n))",
+                     db="app")
+        primary.psql("GRANT ALL ON acks TO app", db="app")
+        yield primary, standbys
+    finally:
+        for c in standbys + [primary]:
+            c.stop()
+
+
+def entry(clusters, attrs: str, extra: str = "") -> str:
+    hosts = ",".join(harness.HOST for _ in clusters)
+    ports = ",".join(str(c.port) for c in clusters)
+    return f"host={hosts} port={ports} dbname=app target_session_attrs={attrs} {extra}"
+
+
+def where(conn) -> tuple[int, bool]:
+    port, recovering = conn.execute(
+        "SELECT inet_server_port(), pg_is_in_recovery()").fetchone()
+    return port, recovering
+
+
+def test_read_write_goes_to_the_primary_and_standby_spreads_over_standbys(topology, make_pooler):
+    primary, (s1, s2) = topology
+    p = make_pooler(databases={"rw": entry([s1, s2, primary], "read-write"),
+                               "ro": entry([s1, primary, s2], "standby")},
+                    default_pool_size=4, server_login_retry=1)
+    with p.connect(db="rw", autocommit=True) as c:
+        for _ in range(10):
+            assert where(c) == (primary.port, False)
+    # Four clients at once need four servers of the standby entry: round-robin over the list,
+    # the primary skipped.
+    conns = [p.connect(db="ro") for _ in range(4)]
+    try:
+        ports = set()
+        for c in conns:
+            port, recovering = where(c)  # each holds its server: the transaction stays open
+            assert recovering, port
+            ports.add(port)
+        assert ports == {s1.port, s2.port}, ports
+    finally:
+        for c in conns:
+            c.close()
+    assert p.wait_for_log(r"server is not in hot standby mode \(target_session_attrs = standby\)")
+    assert p.wait_for_log(r"session is read-only \(target_session_attrs = read-write\)")
+
+
+def test_failover_resumes_writes_on_the_promoted_standby(topology, make_pooler):
+    primary, (s1, s2) = topology
+    p = make_pooler(databases={"rw": entry([primary, s1, s2], "read-write")},
+                    default_pool_size=4, server_login_retry=1, query_wait_timeout=60)
+    stop = threading.Event()
+    acked: list[tuple[int, int, int, float]] = []  # writer, n, port, when
+    errors: list[str] = []
+
+    def writer(w: int) -> None:
+        n = 0
+        conn = None
+        while not stop.is_set():
+            try:
+                if conn is None:
+                    conn = psycopg.connect(p.dsn(db="rw"), autocommit=True)
+                n += 1
+                port = conn.execute("INSERT INTO acks VALUES (%s, %s, inet_server_port()) "
+                                    "RETURNING port", (w, n)).fetchone()[0]
+                acked.append((w, n, port, time.monotonic()))
+            except psycopg.Error as e:
+                errors.append(f"{getattr(e, 'sqlstate', None)} {e}".strip())
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.05)
+        if conn is not None:
+            conn.close()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        assert harness.wait_until(lambda: len(acked) >= 200, 30), (len(acked), errors[-5:])
+        primary.stop_now("immediate")
+        time.sleep(1)
+        s1.promote()
+        promoted = time.monotonic()
+        assert harness.wait_until(lambda: any(a[2] == s1.port for a in acked), 30), \
+            (errors[-5:], p.log()[-3000:])
+        first = min(a[3] for a in acked if a[2] == s1.port)
+        print(f"first write on the new primary {first - promoted:.2f} s after pg_ctl promote "
+              f"returned; {len(errors)} client errors during the failover")
+        assert first - promoted < 5, f"first write on the new primary {first - promoted:.1f} s " \
+                                     f"after the promotion"
+        harness.wait_until(lambda: sum(a[2] == s1.port for a in acked) >= 100, 30)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    # Only the two primaries ever took a write; a standby would have refused it (25006).
+    assert {a[2] for a in acked} <= {primary.port, s1.port}
+    assert not [e for e in errors if e.startswith("25006")], errors
+    on_new = set(tuple(map(int, line.split("|"))) for line in
+                 s1.psql("SELECT writer, n FROM acks", db="app").splitlines())
+    missing = [(w, n) for w, n, _, _ in acked if (w, n) not in on_new]
+    assert not missing, f"{len(missing)} acknowledged commits missing: {missing[:5]}"
+
+
+def test_the_old_primary_rebuilt_as_a_standby_serves_the_standby_entry(topology, make_pooler):
+    primary, (s1, s2) = topology
+    assert s1.psql("SELECT pg_is_in_recovery()") == "f", "the failover test runs first"
+    primary.follow(s1, "old_primary")
+    p = make_pooler(databases={"rw": entry([primary, s2, s1], "read-write"),
+                               "ro": entry([primary, s1, s2], "standby")},
+                    default_pool_size=4, server_login_retry=1)
+    with p.connect(db="rw", autocommit=True) as c:
+        for _ in range(5):
+            assert where(c) == (s1.port, False)
+    conns = [p.connect(db="ro") for _ in range(4)]
+    try:
+        seen = {where(c) for c in conns}
+    finally:
+        for c in conns:
+            c.close()
+    assert {port for port, _ in seen} == {primary.port, s2.port}, seen
+    assert all(recovering for _, recovering in seen), seen

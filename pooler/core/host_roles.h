@@ -1,0 +1,31 @@
+// A server's role as PostgreSQL 14+ reports it at login and whenever it changes (ParameterStatus
+// in_hot_standby and default_transaction_read_only), checked against a [databases] entry's
+// target_session_attrs the way libpq 14+ checks it: at every server login, and again whenever
+// the server goes back to its pool (a promoted standby or a primary made read-only is then
+// closed instead of reused).
+#pragma once
+
+#include <string_view>
+
+#include "pooler/config/config.h"
+
+namespace pgsluice {
+
+class ParameterSet;
+
+struct ServerRole {
+  bool hot_standby = false;  // in_hot_standby = on: a standby in recovery
+  bool read_only = false;    // either a standby or default_transaction_read_only = on
+};
+
+// The role a server reported. A server older than 14 reports neither parameter: it is taken for a
+// read-write primary (pgsluice does not query older servers for their role).
+ServerRole role_of(const ParameterSet& reported);
+
+// Empty when `role` fits `attrs`; otherwise why not, in libpq's words ("server is in hot standby
+// mode"). prefer-standby takes a primary only when `standby_may_exist` is false: no other host
+// of the entry is left that might be a standby (libpq's second pass).
+std::string_view role_mismatch(TargetSessionAttrs attrs, const ServerRole& role,
+                               bool standby_may_exist);
+
+}  // namespace pgsluice

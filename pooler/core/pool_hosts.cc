@@ -1,0 +1,73 @@
+// Host choice and health of a multi-host [databases] entry; see pool_hosts.h.
+#include "pooler/core/pool_hosts.h"
+
+namespace pgsluice {
+
+void PoolHosts::reset(const DatabaseEntry& db) {
+  policy_ = db.load_balance_hosts;
+  hosts_.clear();
+  for (ServerAddress& a : ServerAddress::all_from(db)) hosts_.push_back({std::move(a)});
+  next_ = 0;
+}
+
+size_t PoolHosts::pick(uint64_t now_ms, uint32_t random) {
+  const size_t n = hosts_.size();
+  size_t start = 0;
+  if (policy_ == LoadBalanceHosts::round_robin) {
+    start = next_ % n;
+  } else if (policy_ == LoadBalanceHosts::random) {
+    start = random % n;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    if (hosts_[i].skip_until_ms <= now_ms) {
+      next_ = i + 1;  // round-robin: the next server starts after this one
+      return i;
+    }
+  }
+  return kNone;
+}
+
+void PoolHosts::login_failed(size_t i, uint64_t until_ms) {
+  hosts_[i].skip_until_ms = until_ms;
+  hosts_[i].mismatched = false;
+}
+
+void PoolHosts::role_mismatched(size_t i, uint64_t now_ms, bool primary) {
+  hosts_[i].skip_until_ms = now_ms + kRoleRecheckMs;
+  hosts_[i].mismatched = true;
+  hosts_[i].known_primary = primary;
+}
+
+void PoolHosts::logged_in(size_t i) {
+  hosts_[i].skip_until_ms = 0;
+  hosts_[i].mismatched = false;
+}
+
+bool PoolHosts::any_usable(uint64_t now_ms) const {
+  for (const Host& h : hosts_) {
+    if (h.skip_until_ms <= now_ms) return true;
+  }
+  return false;
+}
+
+bool PoolHosts::any_role_mismatch(uint64_t now_ms) const {
+  for (const Host& h : hosts_) {
+    if (h.mismatched && h.skip_until_ms > now_ms) return true;
+  }
+  return false;
+}
+
+bool PoolHosts::standby_may_exist(size_t except, uint64_t now_ms) const {
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    if (i == except) continue;
+    const Host& h = hosts_[i];
+    // A host that was skipped for a failed login is no candidate until it answers again; one
+    // refused as a primary is none either (until its recheck shows otherwise).
+    const bool skipped = h.skip_until_ms > now_ms;
+    if (!skipped && !h.known_primary) return true;
+  }
+  return false;
+}
+
+}  // namespace pgsluice

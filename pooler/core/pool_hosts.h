@@ -1,0 +1,57 @@
+// The hosts of a pool's [databases] entry (libpq's multi-host form) and what the pool learned of
+// each: which one the next server logs in to (load_balance_hosts), and which to skip for a
+// while — a host whose login failed, for server_login_retry; a host whose role did not fit
+// target_session_attrs (a standby for a read-write entry), for a short recheck interval, so
+// that a promotion is noticed within about a second. No libuv here: the pool feeds it times.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "pooler/config/server_address.h"
+
+namespace pgsluice {
+
+class PoolHosts {
+ public:
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  // How long a host of the wrong role is skipped before a login asks it again.
+  static constexpr uint64_t kRoleRecheckMs = 1000;
+
+  explicit PoolHosts(const DatabaseEntry& db) { reset(db); }
+  // A reload changed the entry: new hosts, nothing learned yet.
+  void reset(const DatabaseEntry& db);
+
+  [[nodiscard]] size_t size() const { return hosts_.size(); }
+  [[nodiscard]] const ServerAddress& at(size_t i) const { return hosts_[i].address; }
+
+  // The host the next server logs in to: the first one not skipped at `now_ms`, starting where
+  // load_balance_hosts says (round-robin: after the last one picked; random: at `random` modulo
+  // the count; disable: the first); kNone when every host is skipped.
+  size_t pick(uint64_t now_ms, uint32_t random);
+
+  void login_failed(size_t i, uint64_t until_ms);
+  void role_mismatched(size_t i, uint64_t now_ms, bool primary);
+  void logged_in(size_t i);
+
+  [[nodiscard]] bool any_usable(uint64_t now_ms) const;
+  // Some host answered but had the wrong role: a failover may be under way, so waiting clients
+  // wait for the next round instead of failing.
+  [[nodiscard]] bool any_role_mismatch(uint64_t now_ms) const;
+  // prefer-standby's question: could a host other than `except` still turn out a standby?
+  [[nodiscard]] bool standby_may_exist(size_t except, uint64_t now_ms) const;
+
+ private:
+  struct Host {
+    ServerAddress address;
+    uint64_t skip_until_ms = 0;
+    bool mismatched = false;     // skipped for its role, not for a failed login
+    bool known_primary = false;  // it logged in (or was refused) as a primary
+  };
+  LoadBalanceHosts policy_ = LoadBalanceHosts::round_robin;
+  std::vector<Host> hosts_;
+  size_t next_ = 0;
+};
+
+}  // namespace pgsluice

@@ -1,0 +1,117 @@
+// PoolHosts (which host the next server logs in to, which to skip) and the target_session_attrs
+// check against a server's reported role (host_roles.h).
+#include "pooler/core/pool_hosts.h"
+
+#include <gtest/gtest.h>
+
+#include "pooler/core/host_roles.h"
+#include "pooler/session_state/params.h"
+
+namespace pgsluice {
+namespace {
+
+DatabaseEntry three_hosts(LoadBalanceHosts policy) {
+  DatabaseEntry db;
+  db.host = "h0,h1,h2";
+  db.port = 5432;
+  db.load_balance_hosts = policy;
+  return db;
+}
+
+TEST(PoolHosts, RoundRobinSpreadsNewServers) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::round_robin));
+  EXPECT_EQ(hosts.pick(0, 0), 0u);
+  EXPECT_EQ(hosts.pick(0, 0), 1u);
+  EXPECT_EQ(hosts.pick(0, 0), 2u);
+  EXPECT_EQ(hosts.pick(0, 0), 0u);
+  EXPECT_EQ(hosts.at(1).to_string(), "h1:5432");
+}
+
+TEST(PoolHosts, DisableTakesTheFirstUsableInOrder) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::disable));
+  EXPECT_EQ(hosts.pick(0, 7), 0u);
+  EXPECT_EQ(hosts.pick(0, 7), 0u);
+  hosts.login_failed(0, 1000);
+  EXPECT_EQ(hosts.pick(10, 7), 1u);
+  EXPECT_EQ(hosts.pick(1000, 7), 0u);  // its back-off is over: asked again
+}
+
+TEST(PoolHosts, RandomStartsWhereTheDrawSays) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::random));
+  EXPECT_EQ(hosts.pick(0, 5), 2u);
+  EXPECT_EQ(hosts.pick(0, 3), 0u);
+}
+
+TEST(PoolHosts, FailedAndMismatchedHostsAreSkipped) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::round_robin));
+  hosts.login_failed(0, 15'000);
+  hosts.role_mismatched(1, 100, /*primary=*/false);
+  EXPECT_TRUE(hosts.any_usable(100));
+  EXPECT_EQ(hosts.pick(100, 0), 2u);
+  hosts.role_mismatched(2, 100, false);
+  EXPECT_FALSE(hosts.any_usable(100));
+  EXPECT_EQ(hosts.pick(100, 0), PoolHosts::kNone);
+  // A failover in progress: hosts answered with the wrong role, clients should wait.
+  EXPECT_TRUE(hosts.any_role_mismatch(100));
+  // The recheck comes a second later; the failed host still waits for server_login_retry.
+  EXPECT_EQ(hosts.pick(100 + PoolHosts::kRoleRecheckMs, 0), 1u);
+  hosts.logged_in(1);
+  EXPECT_FALSE(hosts.any_role_mismatch(100 + PoolHosts::kRoleRecheckMs));
+}
+
+TEST(PoolHosts, OnlyFailedHostsMeanNoFailoverToWaitFor) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::round_robin));
+  for (size_t i = 0; i < 3; ++i) hosts.login_failed(i, 15'000);
+  EXPECT_FALSE(hosts.any_usable(10));
+  EXPECT_FALSE(hosts.any_role_mismatch(10));
+}
+
+TEST(PoolHosts, StandbyMayExistUntilEveryOtherHostIsPrimaryOrDown) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::round_robin));
+  EXPECT_TRUE(hosts.standby_may_exist(0, 0));
+  hosts.role_mismatched(1, 0, /*primary=*/true);
+  EXPECT_TRUE(hosts.standby_may_exist(0, 0));  // h2 untried
+  hosts.login_failed(2, 15'000);
+  EXPECT_FALSE(hosts.standby_may_exist(0, 0));
+}
+
+ServerRole reported(const char* hot_standby, const char* read_only) {
+  ParameterSet p;
+  if (hot_standby != nullptr) p.set("in_hot_standby", hot_standby);
+  if (read_only != nullptr) p.set("default_transaction_read_only", read_only);
+  return role_of(p);
+}
+
+TEST(HostRoles, ReportedParametersMakeTheRole) {
+  EXPECT_FALSE(reported("off", "off").hot_standby);
+  EXPECT_FALSE(reported("off", "off").read_only);
+  EXPECT_TRUE(reported("on", "off").hot_standby);
+  EXPECT_TRUE(reported("on", "off").read_only);
+  EXPECT_FALSE(reported("off", "on").hot_standby);
+  EXPECT_TRUE(reported("off", "on").read_only);
+  // A server older than 14 reports neither: taken for a read-write primary.
+  EXPECT_FALSE(reported(nullptr, nullptr).read_only);
+}
+
+TEST(HostRoles, TargetSessionAttrsAsLibpq) {
+  const ServerRole primary = reported("off", "off");
+  const ServerRole read_only_primary = reported("off", "on");
+  const ServerRole standby = reported("on", "off");
+  using T = TargetSessionAttrs;
+  EXPECT_EQ(role_mismatch(T::any, standby, true), "");
+  EXPECT_EQ(role_mismatch(T::read_write, primary, true), "");
+  EXPECT_EQ(role_mismatch(T::read_write, standby, true), "session is read-only");
+  EXPECT_EQ(role_mismatch(T::read_write, read_only_primary, true), "session is read-only");
+  EXPECT_EQ(role_mismatch(T::read_only, read_only_primary, true), "");
+  EXPECT_EQ(role_mismatch(T::read_only, primary, true), "session is not read-only");
+  EXPECT_EQ(role_mismatch(T::primary, read_only_primary, true), "");
+  EXPECT_EQ(role_mismatch(T::primary, standby, true), "server is in hot standby mode");
+  EXPECT_EQ(role_mismatch(T::standby, standby, true), "");
+  EXPECT_EQ(role_mismatch(T::standby, primary, false), "server is not in hot standby mode");
+  EXPECT_EQ(role_mismatch(T::prefer_standby, standby, true), "");
+  EXPECT_EQ(role_mismatch(T::prefer_standby, primary, true), "server is not in hot standby mode");
+  EXPECT_EQ(role_mismatch(T::prefer_standby, primary, false), "");  // libpq's second pass
+}
+
+}  // namespace
+}  // namespace pgsluice
