@@ -167,6 +167,16 @@ const Golden kGolden[] = {
     {"CALL my_proc(1)", "opaque:my_proc"},
     {"SELECT * FROM get_items($1)", "opaque:get_items"},
     {"SELECT dblink_connect('c', 'dbname=x')", "opaque:dblink_connect"},
+    // Built-ins are not opaque unless they may leave state in the session (pg_catalog_functions.inc).
+    {"SELECT inet_server_addr(), inet_client_port(), pg_backend_pid()", ""},
+    {"SELECT pg_catalog.pg_listening_channels(), current_schemas(true)", ""},
+    {"SELECT lo_open(42, 262144), pg_notify('c', 'x'), random()", ""},
+    {"SELECT pg_sleep(0.1), clock_timestamp(), txid_current()", ""},
+    {"SELECT setseed(0.5)", "opaque:setseed"},
+    {"SELECT pg_backup_start('x')", "opaque:pg_backup_start"},
+    {"SELECT * FROM pg_create_logical_replication_slot('s', 'test_decoding', true)", "opaque:pg_create_logical_replication_slot"},
+    {"SELECT query_to_xml('SELECT set_config(''a.b'', ''c'', false)', true, true, '')", "opaque:query_to_xml"},
+    {"SELECT no_such_function()", "opaque:no_such_function"},
 
     // Keywords hidden in strings, comments, dollar quotes and identifiers.
     {"SELECT 'SET x=1'", ""},

@@ -132,6 +132,10 @@ const PrefilterCase kPrefilterCases[] = {
     {"SELECT 1 /* c */; LISTEN a", true},
     {"SELECT x FROM t WHERE y = f (1)", true},
     {"CALL p()", true},
+    {"SELECT setseed(0.5)", true},
+    {"SELECT currval('s')", true},
+    {"SELECT query_to_xml('SET x = 1', true, true, '')", true},
+    {"SELECT pg_catalog.set_config('a', 'b', false)", true},
 
     {"SELECT 1", false},
     {"SELECT 'SET x = 1; LISTEN a'", false},
@@ -160,6 +164,11 @@ const PrefilterCase kPrefilterCases[] = {
     {"SELECT jsonb_build_object('a', 1), now() - interval '1 day'", false},
     {"SELECT x FROM t FOR UPDATE SKIP LOCKED", false},
     {"SELECT 'unterminated; SET x = 1", false},
+    // Built-ins beyond the everyday ones: PostgreSQL 15's pg_proc, by their properties.
+    {"SELECT inet_server_addr(), inet_server_port(), pg_backend_pid()", false},
+    {"SELECT pg_catalog.pg_postmaster_start_time(), pg_listening_channels()", false},
+    {"SELECT lo_open(1, 262144), random(), nextval('s')", false},
+    {"SELECT greatest(a, b), least(a, b), nullif(a, 0), trim(both 'x' from y) FROM t", false},
 };
 // clang-format on
 
@@ -172,9 +181,21 @@ TEST(SqlLexerPrefilter, Cases) {
 TEST(SqlLexerPrefilter, BuiltinLists) {
   EXPECT_TRUE(is_known_safe_builtin("now"));
   EXPECT_TRUE(is_known_safe_builtin("pg_advisory_xact_lock"));
-  EXPECT_FALSE(is_known_safe_builtin("pg_advisory_lock"));
-  EXPECT_FALSE(is_known_safe_builtin("set_config"));
-  EXPECT_FALSE(is_known_safe_builtin("setseed"));
+  EXPECT_TRUE(is_known_safe_builtin("inet_server_addr"));  // STABLE, reads the connection
+  EXPECT_TRUE(is_known_safe_builtin("clock_timestamp"));   // VOLATILE, PARALLEL SAFE
+  EXPECT_TRUE(is_known_safe_builtin("lo_open"));           // reviewed: closed at commit
+  EXPECT_TRUE(is_known_safe_builtin("uuid_generate_v4"));  // uuid-ossp's, by choice
+  // Built-ins that do leave state in the session: findings of their kinds, or opaque calls.
+  for (std::string_view name :
+       {"set_config", "pg_advisory_lock", "pg_advisory_lock_shared", "pg_try_advisory_lock",
+        "pg_try_advisory_lock_shared", "pg_advisory_unlock", "pg_advisory_unlock_shared",
+        "pg_advisory_unlock_all", "currval", "lastval", "setseed", "pg_backup_start",
+        "pg_create_logical_replication_slot", "pg_replication_origin_session_setup", "query_to_xml",
+        "ts_stat", "binary_upgrade_set_next_pg_type_oid"}) {
+    EXPECT_FALSE(is_known_safe_builtin(name)) << name;
+  }
+  EXPECT_FALSE(is_known_safe_builtin("no_such_function"));
+  EXPECT_FALSE(is_known_safe_builtin(""));
   EXPECT_FALSE(is_known_safe_builtin("NOW"));  // callers lowercase first
   EXPECT_TRUE(is_paren_keyword("values"));
   EXPECT_TRUE(is_column_list_intro("into"));

@@ -51,19 +51,21 @@ class SqlTokenizer {
 //     DECLARE, CLOSE, LOAD, DISCARD or DO;
 //   - EXECUTE anywhere (EXPLAIN EXECUTE, CREATE TABLE … AS EXECUTE);
 //   - TEMP/TEMPORARY after CREATE, GLOBAL, LOCAL, REPLACE or INTO, and a pg_temp* name anywhere;
-//   - a call of a function that is not a known-safe builtin (set_config and pg_advisory_* are not
-//     on that list, so they are flagged as calls; so are schema-qualified calls).
+//   - a call of a function that is not a known-safe builtin (set_config, pg_advisory_lock and the
+//     other built-ins that leave session state are not on that list, so they are flagged as
+//     calls; so are schema-qualified calls other than pg_catalog's).
 // ROLE, SESSION and AUTHORIZATION need no rule of their own: they change the session only after a
 // leading SET/RESET. Keywords inside strings, comments, dollar quotes and quoted identifiers never
 // count. Never allocates.
 bool may_change_session_state(std::string_view sql);
 
 // Whether `lowercase_name` (an unqualified or pg_catalog function name) is a builtin known not to
-// touch session state: now, count, lower, coalesce, jsonb_build_object, … (see sql_lexer.cc).
+// touch session state: PostgreSQL 15's pg_catalog functions by their catalog properties and a
+// reviewed list (pg_catalog_functions.inc, scripts/pg-catalog-functions), and uuid_generate_v4.
 bool is_known_safe_builtin(std::string_view lowercase_name);
 
 // Whether a '(' after this lowercase keyword or type name opens no function call: IN (…),
-// VALUES (…), ON CONFLICT (…), varchar(255), …
+// VALUES (…), ON CONFLICT (…), varchar(255), COALESCE(…), …
 bool is_paren_keyword(std::string_view lowercase_word);
 // Whether `name (` after this lowercase keyword is a name with a column list: INTO t (a, b),
 // CREATE TABLE t (…), WITH cte (a) AS, AS x (a, b), …
