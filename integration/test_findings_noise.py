@@ -1,6 +1,7 @@
 """Findings without noise: PostgreSQL's built-in functions that cannot change session state are no
 findings, and the list that says which they are is checked against this cluster's pg_proc
-(scripts/pg-catalog-functions, protocol/src/pg_catalog_functions.inc)."""
+(scripts/pg-catalog-functions, protocol/src/pg_catalog_functions.inc); EXECUTE p counts in its
+PREPARE p's row of SHOW LEAKS."""
 
 from __future__ import annotations
 
@@ -68,3 +69,19 @@ def test_builtins_are_no_findings_and_session_ones_are(make_pooler):
     assert ("set_config", "app.x") in kinds, rows
     assert ("advisory_lock", "pg_advisory_lock") in kinds, rows
     assert opaque(pooler) == {"setseed": 1}, rows
+
+
+def test_execute_counts_in_its_prepares_row(make_pooler):
+    pooler = make_pooler(default_pool_size=1, session_state_action="warn", admin_users="app")
+    c = pooler.raw(params={"application_name": "preparer"})
+    try:
+        c.query("PREPARE noisy (int) AS SELECT $1 + 1")
+        for n in range(3):
+            assert c.scalar(f"EXECUTE noisy ({n})") == str(n + 1)
+        c.query("DEALLOCATE noisy")
+    finally:
+        c.close()
+    rows = [r for r in leaks(pooler) if r[0] == "prepare"]
+    assert len(rows) == 1, rows
+    assert rows[0][1] == "noisy" and rows[0][9] == "4", rows
+    assert rows[0][13].startswith("PREPARE noisy"), rows

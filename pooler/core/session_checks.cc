@@ -73,24 +73,35 @@ std::string_view statement_text(std::string_view sql, const pp::StatementSpan& s
   return sql.substr(span.offset, span.length);
 }
 
-void record_query_finding(Worker& worker, const Client& client, std::string_view kind,
-                          std::string_view detail, std::string_view certainty, SessionAction action,
-                          std::string_view statement) {
+FindingEvent query_finding(const Client& client, std::string_view kind, std::string_view detail,
+                           std::string_view certainty, SessionAction action,
+                           std::string_view statement) {
   const std::string* app = client.tracked_parameters().get("application_name");
-  FindingEvent event{.kind = kind,
-                     .detail = detail,
-                     .certainty = certainty,
-                     .action = to_string(action),
-                     .database = client.database(),
-                     .user = client.user(),
-                     .application_name = app != nullptr ? std::string_view(*app) : "",
-                     .client_addr = client.peer(),
-                     .source = "query",
-                     .statement = statement};
+  return FindingEvent{.kind = kind,
+                      .detail = detail,
+                      .certainty = certainty,
+                      .action = to_string(action),
+                      .database = client.database(),
+                      .user = client.user(),
+                      .application_name = app != nullptr ? std::string_view(*app) : "",
+                      .client_addr = client.peer(),
+                      .source = "query",
+                      .statement = statement};
+}
+
+void record_event(Worker& worker, std::string_view who, const FindingEvent& event) {
   if (std::optional<std::string> sample = worker.findings().record(event, unix_now())) {
-    spdlog::warn("{} session state: {} {} ({}), action {}: {}", client.log_id(), kind, detail,
-                 certainty, to_string(action), *sample);
+    spdlog::warn("{} session state: {} {} ({}), action {}: {}", who, event.kind, event.detail,
+                 event.certainty, event.action, *sample);
   }
+}
+
+void record_query_finding(Worker& worker, const Client& client, const pp::SessionStateFinding& f,
+                          SessionAction action, std::string_view statement) {
+  FindingEvent event = query_finding(client, pp::to_string(f.kind), f.detail,
+                                     pp::to_string(f.certainty), action, statement);
+  event.uses_earlier_state = f.effect == pp::SessionStateEffect::use;
+  record_event(worker, client.log_id(), event);
 }
 
 void record_server_finding(Worker& worker, Server& server, std::string_view kind,
@@ -196,10 +207,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
         if (pin_refused == nullptr) pin_refused = &f;
       }
     }
-    if (record) {
-      record_query_finding(worker, client, pp::to_string(f.kind), f.detail,
-                           pp::to_string(f.certainty), action, statement_text(sql, f.span));
-    }
+    if (record) record_query_finding(worker, client, f, action, statement_text(sql, f.span));
     // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
     if (action != SessionAction::reject) server.note_session_state(f);
     switch (action) {
@@ -231,8 +239,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
   // session_state_verify is what can confirm it.
   if (record && policy.default_action != SessionAction::off) {
     for (const pp::OpaqueCall& call : verdict.opaque_calls) {
-      record_query_finding(worker, client, "opaque_call", call.name, "possible",
-                           SessionAction::warn, statement_text(sql, call.span));
+      record_event(worker, client.log_id(),
+                   query_finding(client, "opaque_call", call.name, "possible", SessionAction::warn,
+                                 statement_text(sql, call.span)));
     }
   }
 

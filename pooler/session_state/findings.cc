@@ -38,17 +38,27 @@ uint64_t SessionFindings::fingerprint_of(std::string_view statement, std::string
 const FindingRow* SessionFindings::record(const FindingEvent& e, int64_t now, bool& created) {
   created = false;
   ++total_;
-  std::string normalized;
-  uint64_t fingerprint = e.statement.empty() ? 0 : fingerprint_of(e.statement, normalized);
-  std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{:x}\x1f{}", e.kind, e.detail,
-                                e.database, e.user, e.application_name, fingerprint, e.action);
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    FindingRow& row = rows_[it->second];
+  auto count = [&](size_t index) {
+    FindingRow& row = rows_[index];
     ++row.count;
     row.last_seen = now;
     row.client_addr = std::string(e.client_addr);
     return &row;
+  };
+  // Why the maker's row: EXECUTE p is the PREPARE p's state at work, and a row of its own (its
+  // text differs) would show one prepared statement as two findings.
+  std::string maker_key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", e.kind, e.detail,
+                                      e.database, e.user, e.application_name, e.action);
+  if (e.uses_earlier_state) {
+    if (auto maker = makers_.find(maker_key); maker != makers_.end()) return count(maker->second);
+  }
+  std::string normalized;
+  uint64_t fingerprint = e.statement.empty() ? 0 : fingerprint_of(e.statement, normalized);
+  std::string key = fmt::format("{}\x1f{:x}", maker_key, fingerprint);
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    if (!e.uses_earlier_state) makers_[maker_key] = it->second;
+    return count(it->second);
   }
   if (rows_.size() >= kMaxRows) {
     ++dropped_;
@@ -69,6 +79,9 @@ const FindingRow* SessionFindings::record(const FindingEvent& e, int64_t now, bo
   row.count = 1;
   row.first_seen = row.last_seen = now;
   index_.emplace(std::move(key), rows_.size());
+  // A use with no maker seen (the PREPARE came before the pooler started, or on no statement
+  // it saw) keeps a row of its own.
+  if (!e.uses_earlier_state) makers_[std::move(maker_key)] = rows_.size();
   rows_.push_back(std::move(row));
   created = true;
   return &rows_.back();
@@ -77,6 +90,7 @@ const FindingRow* SessionFindings::record(const FindingEvent& e, int64_t now, bo
 void SessionFindings::clear() {
   rows_.clear();
   index_.clear();
+  makers_.clear();
   dropped_ = 0;
   total_ = 0;
 }

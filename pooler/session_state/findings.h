@@ -1,7 +1,8 @@
-// The findings table of the session-state checks: one row per (kind, database, user,
-// application_name, statement fingerprint), with how often it happened, what was done about it,
-// who did it last and a normalized sample of the query. Shown by SHOW LEAKS, exported as metrics,
-// and the first occurrence of each row is logged.
+// The findings table of the session-state checks: one row per (kind, detail, database, user,
+// application_name, statement fingerprint, action), with how often it happened, what was done
+// about it, who did it last and a normalized sample of the query. A use of what an earlier
+// statement left (EXECUTE p) is counted in that statement's row (PREPARE p). Shown by SHOW LEAKS,
+// exported as metrics, and the first occurrence of each row is logged.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,10 @@ struct FindingEvent {
   std::string_view client_addr;
   std::string_view source;
   std::string_view statement;  // the raw statement text (normalized once, on the row's creation)
+  // The statement relies on state an earlier one of this kind and detail made (EXECUTE p on
+  // PREPARE p): counted in the row of the last such statement of the database, user,
+  // application and action, when there is one.
+  bool uses_earlier_state = false;
 };
 
 class SessionFindings {
@@ -63,6 +68,9 @@ class SessionFindings {
 
   std::vector<FindingRow> rows_;
   std::unordered_map<std::string, size_t> index_;  // key → row
+  // (kind, detail, database, user, application_name, action) → the row of the last statement
+  // that made this state (PREPARE p), for the uses that follow (EXECUTE p).
+  std::unordered_map<std::string, size_t> makers_;
   // Statement text hash → (fingerprint, normalized), so that repeated statements are
   // normalized once; cleared when it grows past kMaxRows.
   std::unordered_map<uint64_t, std::pair<uint64_t, std::string>> fingerprints_;

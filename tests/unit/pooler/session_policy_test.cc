@@ -223,5 +223,52 @@ TEST(SessionFindings, BoundedTable) {
   EXPECT_EQ(f.dropped(), 5u);
 }
 
+FindingEvent prepare_event(std::string_view statement, bool use, std::string_view app = "app1") {
+  FindingEvent e = event(statement, app);
+  e.kind = "prepare";
+  e.detail = "p";
+  e.uses_earlier_state = use;
+  return e;
+}
+
+TEST(SessionFindings, ExecuteCountsInItsPreparesRow) {
+  SessionFindings f;
+  bool created = false;
+  f.record(prepare_event("PREPARE p AS SELECT 1", false), 10, created);
+  f.record(prepare_event("EXECUTE p", true), 11, created);
+  EXPECT_FALSE(created);
+  f.record(prepare_event("EXECUTE p (1)", true), 12, created);
+  ASSERT_EQ(f.rows().size(), 1u);
+  EXPECT_EQ(f.rows()[0].count, 3u);
+  EXPECT_EQ(f.rows()[0].last_seen, 12);
+  EXPECT_NE(f.rows()[0].sample.find("PREPARE"), std::string::npos) << f.rows()[0].sample;
+  // Another application's PREPARE p is another row, and its EXECUTE counts there.
+  f.record(prepare_event("PREPARE p AS SELECT 1", false, "app2"), 13, created);
+  f.record(prepare_event("EXECUTE p", true, "app2"), 14, created);
+  ASSERT_EQ(f.rows().size(), 2u);
+  EXPECT_EQ(f.rows()[1].count, 2u);
+  EXPECT_EQ(f.total(), 5u);
+}
+
+TEST(SessionFindings, ExecuteWithoutAPrepareSeenHasItsOwnRow) {
+  SessionFindings f;
+  bool created = false;
+  f.record(prepare_event("EXECUTE p", true), 1, created);
+  EXPECT_TRUE(created);
+  // The next PREPARE p makes its own row, and the EXECUTEs after it count there.
+  f.record(prepare_event("PREPARE p AS SELECT 2", false), 2, created);
+  EXPECT_TRUE(created);
+  f.record(prepare_event("EXECUTE p", true), 3, created);
+  EXPECT_FALSE(created);
+  ASSERT_EQ(f.rows().size(), 2u);
+  EXPECT_EQ(f.rows()[0].count, 1u);
+  EXPECT_EQ(f.rows()[1].count, 2u);
+  // The last PREPARE p of the name is the one its uses count for.
+  f.record(prepare_event("PREPARE p AS SELECT a FROM t", false), 4, created);
+  f.record(prepare_event("EXECUTE p", true), 5, created);
+  ASSERT_EQ(f.rows().size(), 3u);
+  EXPECT_EQ(f.rows()[2].count, 2u);
+}
+
 }  // namespace
 }  // namespace pgsluice
