@@ -1,12 +1,15 @@
 """Findings without noise: PostgreSQL's built-in functions that cannot change session state are no
 findings, and the list that says which they are is checked against this cluster's pg_proc
-(scripts/pg-catalog-functions, protocol/src/pg_catalog_functions.inc); EXECUTE p counts in its
-PREPARE p's row of SHOW LEAKS."""
+(scripts/pg-catalog-functions, protocol/src/pg_catalog_functions.inc); a call of a function that
+does not exist is no finding once PostgreSQL has refused it; EXECUTE p counts in its PREPARE p's
+row of SHOW LEAKS."""
 
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
+import time
 
 import pytest
 
@@ -69,6 +72,52 @@ def test_builtins_are_no_findings_and_session_ones_are(make_pooler):
     assert ("set_config", "app.x") in kinds, rows
     assert ("advisory_lock", "pg_advisory_lock") in kinds, rows
     assert opaque(pooler) == {"setseed": 1}, rows
+
+
+def test_a_function_that_does_not_exist_is_no_finding_until_it_does(pg, make_pooler):
+    name = f"not_yet_{int(time.time() * 1000)}"
+    pooler = make_pooler(default_pool_size=1, session_state_action="warn", admin_users="app")
+    c = pooler.raw()
+    try:
+        for _ in range(2):
+            with pytest.raises(harness.PgError) as e:
+                c.query(f"SELECT {name}(1)")
+            assert e.value.sqlstate == "42883"
+        assert c.scalar("SELECT 1") == "1"
+        assert name not in opaque(pooler)
+        # Created in a schema on the search_path, the same text runs, and is a finding now.
+        pg.psql(f"CREATE FUNCTION public.{name}(int) RETURNS int LANGUAGE sql AS 'SELECT $1'",
+                db="app")
+        assert c.scalar(f"SELECT {name}(1)") == "1"
+        assert opaque(pooler).get(name) == 1
+        # Raised inside a function body the statement called: that function ran up to there,
+        # so its call stays a finding.
+        inner = f"calls_missing_{int(time.time() * 1000)}"
+        pg.psql(f"CREATE FUNCTION public.{inner}() RETURNS void LANGUAGE plpgsql AS "
+                f"$$ BEGIN PERFORM pg_advisory_lock(91); PERFORM nowhere_{name}(); END $$",
+                db="app")
+        with pytest.raises(harness.PgError) as e:
+            c.query(f"SELECT {inner}()")
+        assert e.value.sqlstate == "42883"
+        assert opaque(pooler).get(inner) == 1
+        # Two statements: the first ran before the second failed, so both calls are counted.
+        with pytest.raises(harness.PgError):
+            c.query(f"SELECT {name}(2); SELECT missing_{name}()")
+        assert opaque(pooler).get(name) == 2
+        assert opaque(pooler).get(f"missing_{name}") == 1
+        # Behind another request (two Queries in one write), the reply that comes first is not
+        # this one's: the call is recorded as sent.
+        def query(sql: str) -> bytes:
+            body = sql.encode() + b"\0"
+            return b"Q" + struct.pack("!i", len(body) + 4) + body
+
+        c.sendall(query("SELECT pg_sleep(0.05)") + query(f"SELECT other_{name}()"))
+        c.read_result()
+        with pytest.raises(harness.PgError):
+            c.read_result()
+        assert opaque(pooler).get(f"other_{name}") == 1
+    finally:
+        c.close()
 
 
 def test_execute_counts_in_its_prepares_row(make_pooler):

@@ -81,6 +81,13 @@ void Server::set_state(State state) {
   State old = state_;
   state_ = state;
   pool_->move_server(*this, old, state);
+  // No reply of the Query will be read as the client's now: its calls count as run.
+  if (old == State::active && !deferred_calls_.empty()) settle_calls(nullptr);
+}
+
+void Server::settle_calls(const pp::Message* first_reply) {
+  settle_deferred_calls(*worker_, deferred_calls_,
+                        client_ != nullptr ? client_->log_id() : log_id(), first_reply);
 }
 
 bool Server::at_transaction_boundary() const {
@@ -283,6 +290,10 @@ void Server::process_session_input() {
 }
 
 Server::Reply Server::inspect_reply(const pp::Message& message) {
+  if (!deferred_calls_.empty() && message.type != be::kNoticeResponse &&
+      message.type != be::kParameterStatus && message.type != be::kNotificationResponse) {
+    settle_calls(&message);
+  }
   switch (message.type) {
     case be::kReadyForQuery: {
       replies_.on_client_reply(message);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/frame.h"
@@ -30,6 +31,7 @@
 #include "pooler/core/stats.h"
 #include "pooler/net/channel.h"
 #include "pooler/session_state/dirty_state.h"
+#include "pooler/session_state/findings.h"
 #include "pooler/session_state/kept_settings.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/verify.h"
@@ -98,6 +100,14 @@ class Server final : public ChannelOwner {
   // DISCARD): the check whether anything is still held runs at the next transaction boundary.
   void note_pin_may_end() { pin_may_end_ = true; }
   [[nodiscard]] bool dirty() const { return dirty_.any(); }
+
+  // The opaque calls of the Query about to be sent, kept until its first reply says whether its
+  // statement ran (settle_deferred_calls, session_checks.h); only while the server owes nothing
+  // else, so that the next reply is that Query's.
+  void defer_call(OwnedFindingEvent call) { deferred_calls_.push_back(std::move(call)); }
+  [[nodiscard]] bool owes_nothing() const {
+    return !replies_.request_open() && replies_.pending().empty() && passthrough_remaining_ == 0;
+  }
 
   // Called by the linked client for every message it forwards here. With prepared statement
   // rewriting on, it also queues the reply the message expects (unless `queue_reply` is false:
@@ -358,6 +368,8 @@ class Server final : public ChannelOwner {
   void finish_query();
   void abandon_query(std::string_view reason);
   SessionVerifier verifier_;  // session_state_verify and long_hold (session_verify.h)
+  std::vector<OwnedFindingEvent> deferred_calls_;  // defer_call()
+  void settle_calls(const protocol::Message* first_reply);
   bool pinned_ = false;
   std::string pinned_for_;
   // The client left while only the pooler's own query was under way: cleaned after its answer.

@@ -104,6 +104,29 @@ void record_query_finding(Worker& worker, const Client& client, const pp::Sessio
   record_event(worker, client.log_id(), event);
 }
 
+// The opaque calls of a statement. A call of a function that does not exist changes nothing: it
+// fails. The SQL text cannot tell such a name from a user function (in a schema on the client's
+// search_path, or one created a moment ago), so the server's answer decides: a single-statement
+// Query, sent when the server owes nothing else (so that its first reply is this Query's), waits
+// for it on the server (Server::defer_call), and failed_before_running() (findings.h) drops the
+// calls of a statement PostgreSQL refused before running any of it. The same text once the
+// function exists runs, and is a finding then. A Parse, a Query of several statements (an error
+// in the second leaves the first one run) or one behind other requests is recorded at once.
+void record_opaque_calls(Worker& worker, const Client& client, Server& server,
+                         const pp::Classification& verdict, std::string_view sql, bool deferrable) {
+  const bool defer = deferrable && verdict.source == pp::VerdictSource::parser &&
+                     verdict.statements == 1 && server.owes_nothing();
+  for (const pp::OpaqueCall& call : verdict.opaque_calls) {
+    const FindingEvent event = query_finding(client, "opaque_call", call.name, "possible",
+                                             SessionAction::warn, statement_text(sql, call.span));
+    if (defer) {
+      server.defer_call(OwnedFindingEvent(event));
+    } else {
+      record_event(worker, client.log_id(), event);
+    }
+  }
+}
+
 void record_server_finding(Worker& worker, Server& server, std::string_view kind,
                            std::string_view detail, std::string_view action,
                            std::string_view what_log) {
@@ -164,7 +187,7 @@ namespace {
 // and logged once per message), not at the Binds that execute a prepared statement again.
 SessionCheckResult check_sql(Worker& worker, const Client& client, Server& server,
                              const SessionPolicy& policy, std::string_view sql, bool record,
-                             std::string& message_out, std::string& hint_out) {
+                             bool is_query, std::string& message_out, std::string& hint_out) {
   // The common case ends here, in a few dozen nanoseconds and without allocating.
   if (!pp::may_change_session_state(sql)) return SessionCheckResult::forward;
   const pp::Classification& verdict = worker.classifier().classify(sql);
@@ -238,11 +261,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
   // session_state_verify is what can confirm it.
   if (record && policy.default_action != SessionAction::off) {
-    for (const pp::OpaqueCall& call : verdict.opaque_calls) {
-      record_event(worker, client.log_id(),
-                   query_finding(client, "opaque_call", call.name, "possible", SessionAction::warn,
-                                 statement_text(sql, call.span)));
-    }
+    record_opaque_calls(worker, client, server, verdict, sql, is_query);
   }
 
   if (pin_refused != nullptr) {
@@ -273,13 +292,26 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     if (!p) return SessionCheckResult::forward;
     sql = p.value.query;
   }
-  return check_sql(worker, client, server, policy, sql, /*record=*/true, message_out, hint_out);
+  return check_sql(worker, client, server, policy, sql, /*record=*/true,
+                   /*is_query=*/message.type == fe::kQuery, message_out, hint_out);
 }
 
 SessionCheckResult check_bound_statement(Worker& worker, const Client& client, Server& server,
                                          const SessionPolicy& policy, std::string_view sql,
                                          std::string& message_out, std::string& hint_out) {
-  return check_sql(worker, client, server, policy, sql, /*record=*/false, message_out, hint_out);
+  return check_sql(worker, client, server, policy, sql, /*record=*/false, /*is_query=*/false,
+                   message_out, hint_out);
+}
+
+void settle_deferred_calls(Worker& worker, std::vector<OwnedFindingEvent>& calls,
+                           const std::string& who, const pp::Message* first_reply) {
+  const bool never_ran = first_reply != nullptr &&
+                         first_reply->type == pp::backend::kErrorResponse &&
+                         failed_before_running(first_reply->body);
+  if (!never_ran) {
+    for (const OwnedFindingEvent& call : calls) record_event(worker, who, call.view());
+  }
+  calls.clear();
 }
 
 void note_last_client(SessionVerifier& verifier, const Client& client) {

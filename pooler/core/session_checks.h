@@ -9,6 +9,7 @@
 
 #include "pgsluice/protocol/frame.h"
 #include "pooler/config/session_policy.h"
+#include "pooler/session_state/findings.h"
 #include "pooler/session_state/verify.h"
 
 namespace pgsluice {
@@ -39,6 +40,13 @@ SessionCheckResult check_bound_statement(Worker& worker, const Client& client, S
 // its normal place among the replies, and the transaction state (idle, or failed inside a
 // transaction block) is what PostgreSQL would have made it.
 std::string rejection_statement(std::string_view message, std::string_view hint);
+
+// The opaque calls a Query's answer decides on (Server::defer_call): recorded unless
+// `first_reply`, the first reply to that Query other than a notice, says that its statement
+// never ran (failed_before_running, findings.h). Null: no answer came (the server closed), and
+// they are recorded.
+void settle_deferred_calls(Worker& worker, std::vector<OwnedFindingEvent>& calls,
+                           const std::string& who, const protocol::Message* first_reply);
 
 // Who used a server last, for its verify findings (the client is gone when the answer comes).
 void note_last_client(SessionVerifier& verifier, const Client& client);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/session_state.h"
 
 namespace pgsluice {
@@ -93,6 +94,39 @@ void SessionFindings::clear() {
   makers_.clear();
   dropped_ = 0;
   total_ = 0;
+}
+
+OwnedFindingEvent::OwnedFindingEvent(const FindingEvent& e)
+    : kind(e.kind),
+      detail(e.detail),
+      certainty(e.certainty),
+      action(e.action),
+      database(e.database),
+      user(e.user),
+      application_name(e.application_name),
+      client_addr(e.client_addr),
+      source(e.source),
+      statement(e.statement) {}
+
+FindingEvent OwnedFindingEvent::view() const {
+  return FindingEvent{.kind = kind,
+                      .detail = detail,
+                      .certainty = certainty,
+                      .action = action,
+                      .database = database,
+                      .user = user,
+                      .application_name = application_name,
+                      .client_addr = client_addr,
+                      .source = source,
+                      .statement = statement};
+}
+
+bool failed_before_running(std::string_view error_body) {
+  // Most errors are something else: one search of the body before it is parsed.
+  if (error_body.find("C42883") == std::string_view::npos) return false;
+  auto error = protocol::parse_error_fields(error_body);
+  return error && error.value.code == "42883" && !error.value.field('P').empty() &&
+         error.value.field('W').empty();
 }
 
 std::optional<std::string> SharedFindings::record(const FindingEvent& event, int64_t now) {

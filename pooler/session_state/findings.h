@@ -49,6 +49,23 @@ struct FindingEvent {
   bool uses_earlier_state = false;
 };
 
+// A FindingEvent that owns its strings: an opaque call kept until the server has answered its
+// Query (session_checks.cc).
+struct OwnedFindingEvent {
+  std::string kind, detail, certainty, action, database, user, application_name, client_addr,
+      source, statement;
+  explicit OwnedFindingEvent(const FindingEvent& e);
+  [[nodiscard]] FindingEvent view() const;
+};
+
+// Whether the ErrorResponse with this body says that its statement never ran because a function
+// it calls does not exist: undefined_function (42883) raised while the statement itself was
+// analysed (the error has a position in the client's text, 'P') and not inside a function body
+// (no context, 'W'). PostgreSQL analyses a statement before it runs any of it, so none of its
+// calls ran; 42883 at run time (a regprocedure cast of a column) has no position, and one from a
+// function body has a context: those statements may have run something first.
+bool failed_before_running(std::string_view error_body);
+
 class SessionFindings {
  public:
   // Rows beyond this are not added (the count of dropped events is kept): a table that a

@@ -133,6 +133,7 @@ class TreeWalker {
       // libpg_query's statement starts right after the previous ';', spaces included.
       const StatementSpan trimmed = trim_span(text, StatementSpan{location, length});
       span_ = StatementSpan{scope_.base_offset + trimmed.offset, trimmed.length};
+      ++out_.statements;
     }
     if (const Value* stmt = raw.get("stmt")) statement(*stmt);
   }

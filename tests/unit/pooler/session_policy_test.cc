@@ -270,5 +270,38 @@ TEST(SessionFindings, ExecuteWithoutAPrepareSeenHasItsOwnRow) {
   EXPECT_EQ(f.rows()[2].count, 2u);
 }
 
+std::string error_body(std::vector<std::pair<char, std::string>> fields) {
+  std::string body;
+  for (const auto& [type, value] : fields) {
+    body += type;
+    body += value;
+    body += '\0';
+  }
+  body += '\0';
+  return body;
+}
+
+TEST(SessionFindings, FailedBeforeRunningIsUndefinedFunctionAtAnalysis) {
+  const std::pair<char, std::string> base[] = {
+      {'S', "ERROR"}, {'V', "ERROR"}, {'M', "function nosuch() does not exist"}};
+  auto with = [&](std::vector<std::pair<char, std::string>> extra) {
+    std::vector<std::pair<char, std::string>> all(std::begin(base), std::end(base));
+    all.insert(all.end(), extra.begin(), extra.end());
+    return error_body(all);
+  };
+  // SELECT nosuch(): refused while analysed, at a position in the client's text.
+  EXPECT_TRUE(failed_before_running(with({{'C', "42883"}, {'P', "8"}})));
+  // Raised inside a PL/pgSQL function the statement called: the function ran up to there.
+  EXPECT_FALSE(failed_before_running(
+      with({{'C', "42883"}, {'P', "8"}, {'W', "PL/pgSQL function f() line 1 at PERFORM"}})));
+  EXPECT_FALSE(failed_before_running(
+      with({{'C', "42883"}, {'p', "8"}, {'q', "SELECT nosuch()"}, {'W', "PL/pgSQL function"}})));
+  // A regprocedure cast of a column: at run time, without a position.
+  EXPECT_FALSE(failed_before_running(with({{'C', "42883"}})));
+  // Another error at a position (a syntax error, an unknown column): not this rule's.
+  EXPECT_FALSE(failed_before_running(with({{'C', "42703"}, {'P', "8"}})));
+  EXPECT_FALSE(failed_before_running("garbage C42883"));
+}
+
 }  // namespace
 }  // namespace pgsluice

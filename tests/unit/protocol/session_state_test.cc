@@ -411,6 +411,15 @@ TEST(SessionStateDetails, LexerFallbackIsMarkedAndPossible) {
   EXPECT_FALSE(c.has_definite() && c.findings[0].certainty == Certainty::definite);
 }
 
+TEST(SessionStateDetails, TopLevelStatementsAreCounted) {
+  EXPECT_EQ(classify_sql("SELECT f()").statements, 1u);
+  EXPECT_EQ(classify_sql("SELECT 1; SELECT f(); ").statements, 2u);
+  // A DO block's statements are its own: the input is one statement.
+  EXPECT_EQ(classify_sql("DO $$ BEGIN PERFORM f(); PERFORM g(); END $$").statements, 1u);
+  EXPECT_EQ(classify_sql("PREPARE p AS SELECT f()").statements, 1u);
+  EXPECT_EQ(classify_sql("SELECT 1").statements, 0u);  // the prefilter answered
+}
+
 TEST(SessionStateDetails, PrefilteredAndEmpty) {
   const Classification c = classify_sql("SELECT 1");
   EXPECT_EQ(c.source, VerdictSource::prefilter);

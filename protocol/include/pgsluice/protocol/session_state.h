@@ -102,6 +102,10 @@ struct Classification {
   std::vector<SessionStateFinding> findings;
   std::vector<OpaqueCall> opaque_calls;
   SessionCleanup cleanup;
+  // The top-level statements libpg_query read (0 from the prefilter; pieces the lexer read are
+  // not counted): one tells that an error the server gives is about the statement that holds
+  // every finding and call.
+  size_t statements = 0;
 
   // Nothing found: no finding, no opaque call, no cleaning statement.
   bool empty() const { return findings.empty() && opaque_calls.empty() && !cleanup.any(); }
