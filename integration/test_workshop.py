@@ -34,10 +34,14 @@ def workshop(name: str, out: str, *extra: str) -> tuple[dict, str]:
     return res, md
 
 
-def svg_ok(path: str) -> None:
+def svg_ok(path: str, *texts: str) -> None:
     root = ET.parse(path).getroot()
     assert root.tag.endswith("svg")
     assert len(list(root.iter("{http://www.w3.org/2000/svg}rect"))) > 3  # bars, not only a frame
+    # It reads without the report: what ran, on which machine, by which command.
+    shown = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    for t in ("pgsluice", "PostgreSQL 15", "CPUs", "integration/workshop/run") + texts:
+        assert t in shown, (t, shown)
 
 
 def test_cost(tmp_path):
@@ -51,8 +55,17 @@ def test_cost(tmp_path):
     p = rows["pgsluice"]
     assert p["connected"] == 50 and 1 <= p["server_backends"] <= 20
     assert p["pooler_pss_kb"] > 0
-    assert "| this machine, 50 | 50 |" in md and "| seed 002, 1 000 |" in md
-    svg_ok(os.path.join(tmp_path, "chart.svg"))
+    assert "| this machine, 50 | 50 |" in md and "| *article*, 1 000 |" in md
+    # The pooled totals say what they are made of: the backends each pooler kept.
+    assert f"pgsluice kept {p['server_backends']} server backend" in md, md
+    assert "seed 002" not in md
+    # shared_buffers as PostgreSQL shows it, not its 8 kB page count glued to the unit.
+    assert "shared_buffers=256MB" in res["versions"]["pg_settings"], res["versions"]
+    pgb = res["versions"].get("pgbouncer")
+    if pgb:  # the one that ran, in the tables and on the chart
+        assert f"| {pgb} | 50 |" in md, md
+    svg_ok(os.path.join(tmp_path, "chart.svg"), pgb or "PgBouncer not run",
+           "PostgreSQL backends")
 
 
 def test_throughput(tmp_path):
@@ -70,7 +83,9 @@ def test_throughput(tmp_path):
               and r["mode"] == "tpcb-like"][0]
     assert tpcb50["pools"]["sv_active_max"] == 20 and tpcb50["pools"]["cl_waiting_max"] > 0
     assert "SHOW POOLS during the runs" in md
-    svg_ok(os.path.join(tmp_path, "chart.svg"))
+    assert "*article*: PgBouncer 1.26.1" in md and "seed 002" not in md
+    assert "PgBouncer not run" in md and "pgbouncer" not in res["versions"]
+    svg_ok(os.path.join(tmp_path, "chart.svg"), "PgBouncer not run")
 
 
 def test_breakage(tmp_path):
@@ -88,6 +103,12 @@ def test_breakage(tmp_path):
     assert any(x["action"] == "pin" for x in cases["listen"]["default"]["leaks"])
     assert 'ERROR 42P05: prepared statement "_pg3_0" already exists' in md
     assert "ERROR 0A000: pgsluice refused" in md
+    # PgBouncer does not run in this experiment: the header names the article's, the footer
+    # names none.
+    assert "*article*: PgBouncer 1.26.1" in md and "seed 002" not in md
+    assert "PgBouncer not run" in md and "PgBouncer 1.25" not in md \
+        and "PgBouncer 1.18" not in md
+    svg_ok(os.path.join(tmp_path, "chart.svg"), "broken", "works (pin)")
 
 
 def test_breakage_check_fails_when_nothing_breaks():
@@ -117,7 +138,8 @@ def test_snapshot(tmp_path):
     assert rows["50 idle"]["xip"] < 50
     assert set(rows) == {"0 idle", "50 idle", "50 open xids"}
     assert all(len(r["latency_ms"]) == res["repeats"] for r in res["rows"])
-    svg_ok(os.path.join(tmp_path, "chart.svg"))
+    assert "pgsluice not run" in md
+    svg_ok(os.path.join(tmp_path, "chart.svg"), "pgsluice not run")
 
 
 def test_unknown_experiment_is_refused():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+import charts
 import seed
 import stand as st
 from stand import log
@@ -261,7 +262,7 @@ def case_protocol_prepared(ctx, ph: Phase, lines: list[str]):
     finally:
         a.close()
         b.close()
-    # Seed 002's form of it: pgbench -M prepared, several clients over one server.
+    # The article's form of it: pgbench -M prepared, several clients over one server.
     r = st.run_pgbench(ph.target, ["-n", "-M", "prepared", "-S", "-c", "4", "-j", "2", "-T", "1"],
                        timeout=120, db=ph.db)
     errs = r["errors"]
@@ -383,7 +384,8 @@ def run(stand, args) -> dict:
                             "phases": [run_phase(ctx, case, ph) for ph in phases]})
     finally:
         ctx.close()
-    return {"experiment": "breakage", "cases": results}
+    return {"experiment": "breakage", "targets": ["direct", "pgsluice", "pgsluice_noprep"],
+            "cases": results}
 
 
 def check(res: dict) -> list[str]:
@@ -435,11 +437,14 @@ def markdown(res: dict) -> str:
     out = ["## Experiment 3: what transaction pooling breaks", "",
            "Clients A and B (psycopg, autocommit: every statement is its own transaction) run "
            "each case directly, through pgsluice under `session_state_action = warn` with "
-           "pool_size = 1 (both share one server connection, as seed 002's database `one`), and "
+           "pool_size = 1 (both share one server connection, as the article's database `one`), "
+           "and "
            "through pgsluice at its defaults (no `session_state_action`; pool_size = 2: a pinned "
            "client keeps its server, the others get the other one). `-- ` lines are the "
-           "observer's; SHOW LEAKS is pgsluice's admin console.", "",
-           "| case | direct | seed 002, PgBouncer 1.26 | pgsluice, warn | pgsluice recorded "
+           "observer's; SHOW LEAKS is pgsluice's admin console. PgBouncer does not run here: "
+           f"its column is what the article showed through {seed.ARTICLE_PGBOUNCER}.", "",
+           seed.article_note(), "",
+           f"| case | direct | *article*: {seed.ARTICLE_PGBOUNCER} | pgsluice, warn | pgsluice recorded "
            "(warn) | pgsluice at its defaults | broken then? |",
            "|---|---|---|---|---|---|---|"]
     for c in res["cases"]:
@@ -460,3 +465,29 @@ def markdown(res: dict) -> str:
                 out.append(f"-- pgsluice recorded: {rec}")
             out += ["```", ""]
     return "\n".join(out) + "\n"
+
+
+def svg(res: dict) -> str:
+    """Each case in each phase: broken (red) or not (green), with what broke or what pgsluice
+    did about it."""
+    columns = ["directly", "pgsluice, warn, pool_size 1", "pgsluice at its defaults"]
+    rows = []
+    for c in res["cases"]:
+        ph = {p["phase"]: p for p in c["phases"]}
+        cells = []
+        for name in ("direct", "warn", "default"):
+            p = ph[name]
+            if p["broken"]:
+                how = "max_prepared_statements = 0: " if c["kind"] is None else ""
+                cells.append(("bad", how + "broken: " + "; ".join(p["broken"])))
+            elif name == "default":
+                cells.append(("good", f"works ({c['default_action']})"))
+            else:
+                cells.append(("good", "works"))
+        rows.append((c["title"], cells))
+    what = ["Two clients, A and B, run each case directly, then through pgsluice with one shared "
+            "server connection under session_state_action = warn",
+            "(the breakage happens, and SHOW LEAKS records it), then through pgsluice at its "
+            "defaults (keep settings, pin what cannot move, pool_size 2)."]
+    return charts.grid("Experiment 3: what transaction pooling breaks", columns, rows,
+                       width=1100, what=what, res=res)

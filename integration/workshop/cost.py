@@ -1,5 +1,5 @@
 """Experiment 1: what an idle connection costs. N pgbench clients run one select each and sleep
-(seed 002's idle.sql), directly and through each pooler; then the memory is read from /proc:
+(the article's idle.sql), directly and through each pooler; then the memory is read from /proc:
 Pss (not Rss: shared_buffers would be counted once per backend) over the client backends, the
 pooler's own Pss and the Pss of the server backends it keeps, and page tables (VmPTE per process,
 and the PageTables delta of /proc/meminfo, which is machine-wide and so includes others' noise)."""
@@ -15,7 +15,7 @@ from stand import log
 import measure
 
 SHARED_BUFFERS_MB = 256  # stand/postgresql.conf
-LIMIT_MB = 2048          # the seed's container limit
+LIMIT_MB = 2048          # the article's container limit
 
 
 def mb(kb) -> float | None:
@@ -148,13 +148,14 @@ def markdown(res: dict) -> str:
     out = ["## Experiment 1: what an idle connection costs", "",
            f"pgbench -c N -f idle.sql (one `SELECT abalance …`, then `\\sleep`), scale "
            f"{res['scale']}; memory read from /proc after all clients are connected. MB = MiB.",
-           "", "### N idle backends, direct (seed 002's mem.sh)", "",
+           "", seed.article_note(), "",
+           "### N idle backends, direct (the article's mem.sh)", "",
            "| | backends | Rss sum | Pss sum | Pss_Anon | Pss_Shmem | avg Pss | "
            "page tables (Σ VmPTE) | PageTables Δ (meminfo) |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n, s in seed.COST.items():
         pt = f"{s['pagetables_mb']} (memory.stat)" if "pagetables_mb" in s else "—"
-        out.append(f"| seed 002, {f1(n, 0)} | {f1(n, 0)} | {f1(s['rss_mb'], 0)} | "
+        out.append(f"| *article*, {f1(n, 0)} | {f1(n, 0)} | {f1(s['rss_mb'], 0)} | "
                    f"{f1(s['pss_mb'], 0)} | {f1(s['pss_anon_mb'], 0)} | {s['pss_shmem_mb']} | "
                    f"{s['avg_pss_mb']:.2f} | {pt} | — |")
     for r in res["rows"]:
@@ -192,31 +193,78 @@ def markdown(res: dict) -> str:
         r = max(direct, key=lambda x: x["clients"])
         total = mb(r["total_kb"])
         left = LIMIT_MB - SHARED_BUFFERS_MB - total
-        out += ["", f"Under seed 002's {LIMIT_MB} MB container limit, {r['clients']} idle direct "
+        out += ["", f"Under the article's {LIMIT_MB} MB container limit, {r['clients']} idle direct "
                     f"backends ({f1(total, 0)} MB of Pss and page tables) plus {SHARED_BUFFERS_MB} "
                     f"MB of shared_buffers leave {f1(left, 0)} MB before the first query's "
-                    f"work_mem (seed 002 at 1 000: about 140 MB left, then OOM-killed under "
+                    f"work_mem (the article at 1 000: about 140 MB left, then OOM-killed under "
                     f"pgbench -S). Through a pooler the same clients cost "
                     + ", ".join(f"{f1(mb(x['total_kb']), 0)} MB ({res['labels'][x['target']]})"
                                 for x in res["rows"] if x["target"] != "direct"
                                 and x["clients"] == r["clients"] and x.get("total_kb"))
                     + " including the server backends."]
+    out += backends_paragraph(res)
     out += ["", "Pss divides each shared page among the processes that map it, so the sums add "
                 "up; Rss counts shared_buffers once per backend. Σ VmPTE is exact per process; "
                 "the PageTables delta is the whole machine's and moves with other people's work "
                 "on this shared machine. A pooled client costs the pooler's Pss growth plus its "
                 "share of the server backends it keeps.", ""]
     for n, s in seed.COST.items():
-        out.append(f"- seed 002 at {n}: {s['note']}")
+        out.append(f"- the article at {n}: {s['note']}")
     return "\n".join(out) + "\n"
+
+
+def backends_of(r: dict) -> int | None:
+    return r.get("backends") if r["target"] == "direct" else r.get("server_backends")
+
+
+def backends_paragraph(res: dict) -> list[str]:
+    """What the poolers' totals are made of: mostly the server backends each kept, which the
+    pooler chooses (it grows its pool while the clients connect and run their one query)."""
+    out = []
+    for n in res["counts"]:
+        pooled = [r for r in res["rows"] if r["clients"] == n and r["target"] != "direct"
+                  and r.get("total_kb") and r.get("server_backends")]
+        if not pooled:
+            continue
+        parts = []
+        for r in pooled:
+            servers = r["servers_pss_kb"] + r["servers_vmpte_kb"]
+            k = r["server_backends"]
+            parts.append(f"{res['labels'][r['target']]} kept {k} server backend"
+                         f"{'' if k == 1 else 's'} ({f1(mb(servers))} MB, "
+                         f"{100 * servers / r['total_kb']:.0f} % of its total; "
+                         f"{f1(mb(servers) / k)} MB each) and itself took "
+                         f"{f1(mb(r['pooler_pss_kb'] + (r['pooler_vmpte_kb'] or 0)))} MB")
+        out.append(f"At {n} clients " + "; ".join(parts) + ".")
+    if out:
+        out.append("How many backends a pooler keeps is the pool it grew while the clients "
+                   "connected and ran their first query (pool_size 20 for both), not a cost per "
+                   "client: compare the totals with the backend counts beside them (right-hand "
+                   "panel of the chart). A backend's Pss also grows with the shared_buffers "
+                   "pages it touched, so one backend that served every client weighs more than "
+                   "each of several that shared the work.")
+    return ["", "### Where the pooled totals go", ""] + out if out else []
 
 
 def svg(res: dict) -> str:
     groups = [f"{n} clients" for n in res["counts"]]
-    data = {g: {} for g in groups}
+    total = {g: {} for g in groups}
+    kept = {g: {} for g in groups}
     for r in res["rows"]:
         g = f"{r['clients']} clients"
-        data[g][r["target"]] = mb(r["total_kb"]) if r.get("total_kb") else None
-    return charts.bars("Experiment 1: idle connections, memory of all processes involved",
-                       [("Pss + page tables (MB) by idle clients", "MB", groups, res["targets"],
-                         data)], width=700)
+        total[g][r["target"]] = mb(r["total_kb"]) if r.get("total_kb") else None
+        b = backends_of(r)
+        kept[g][r["target"]] = float(b) if b else None
+    labels = res["labels"]
+    what = [f"N pgbench clients each run one SELECT, then sleep (idle); memory read from /proc "
+            f"once all are connected; pgbench -s {res['scale']}.",
+            "Left: Pss + page tables of every process involved (the backends, and the pooler "
+            "itself). Right: the PostgreSQL backends that serve them.",
+            "Targets: " + ", ".join(f"{labels[t]}" for t in res["targets"])
+            + " (poolers in transaction mode, pool_size 20)."]
+    return charts.bars("Experiment 1: what idle connections cost",
+                       [("Pss + page tables, all processes (MB)", "MB", groups, res["targets"],
+                         total),
+                        ("PostgreSQL backends (direct: one per client)", "backends", groups,
+                         res["targets"], kept)],
+                       width=1000, what=what, res=res)

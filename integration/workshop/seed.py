@@ -1,6 +1,20 @@
-"""Seed 002's numbers (PostgreSQL 18.6 and PgBouncer 1.26.1 in containers, 4 CPUs, --memory 2g
+"""The article's numbers (PostgreSQL 18.6 and PgBouncer 1.26.1 in containers, 4 CPUs, --memory 2g
 then 4g, pgbench -s 10, 20 s runs, one series on a shared machine), to print next to this
-machine's. MB are MiB, as in the article."""
+machine's. MB are MiB, as in the article. (In the project's notes it is "seed 002"; an audience
+knows it by its title, so the reports name it that way.)"""
+
+# How the reports name the source of the comparison columns: "article" in a header, this line
+# once under each report's title.
+ARTICLE_TITLE = ("«Соединения PostgreSQL и PgBouncer: цена backend и что ломает режим "
+                 "transaction» (Справочник DBA, статья 10.6)")
+ARTICLE_SETUP = ("PostgreSQL 18.6 and PgBouncer 1.26.1 in containers on 4 CPUs (--memory 2g, "
+                 "then 4g), max_connections 1100, shared_buffers 256MB, pgbench -s 10, 20 s runs")
+ARTICLE_PGBOUNCER = "PgBouncer 1.26.1"
+
+
+def article_note() -> str:
+    return (f"Columns marked *article* are the published numbers of {ARTICLE_TITLE}: "
+            f"{ARTICLE_SETUP}. Everything else was measured here.")
 
 # Experiment 1: mem.sh over N idle client backends (pgbench -f idle.sql).
 COST = {

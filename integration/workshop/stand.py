@@ -1,4 +1,4 @@
-"""The workshop stand: PostgreSQL, pgsluice (and PgBouncer) for the experiments of seed 002.
+"""The workshop stand: PostgreSQL, pgsluice (and PgBouncer) for the article's experiments.
 
 Two kinds of stand, the same experiments on both:
 - LocalStand (the default, what CI runs): a throwaway PostgreSQL 15 cluster started by
@@ -36,6 +36,28 @@ PGBOUNCER_ANCHOR = os.path.normpath(os.path.join(REPO, "..", "shared", "anchors"
                                                  "pgbouncer-1.25.2"))
 PGBOUNCER = PGBOUNCER_ANCHOR if os.access(PGBOUNCER_ANCHOR, os.X_OK) else "/usr/sbin/pgbouncer"
 PG_BIN = harness.PG_BIN
+
+
+def pgbouncer_version() -> str | None:
+    """`PgBouncer 1.25.2`: what PGBOUNCER says it is (None when it is not there)."""
+    if not os.access(PGBOUNCER, os.X_OK):
+        return None
+    rc, out, _ = harness.run([PGBOUNCER, "--version"])
+    return out.splitlines()[0].strip() if rc == 0 and out else None
+
+
+def machine() -> dict:
+    """The machine the numbers come from, for the reports and the charts."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "cpu_model": cpu, "kernel": os.uname().release,
+            "mem_total_gb": round(measure.meminfo_kb("MemTotal") / 1048576, 1),
+            "loadavg_at_end": os.getloadavg()[0]}
 
 
 def log(msg: str) -> None:
@@ -198,7 +220,7 @@ class LocalStand(StandBase):
                                log_connections=0, log_disconnections=0)
             self.poolers["pgbouncer"] = p
             self.targets["pgbouncer"] = Target("pgbouncer", harness.HOST, p.port, p.proc.pid,
-                                               "pgbouncer", "PgBouncer")
+                                               "pgbouncer", pgbouncer_version() or "PgBouncer")
         return self.targets["pgbouncer"]
 
     def pooler_log(self, name: str) -> str:
@@ -206,15 +228,20 @@ class LocalStand(StandBase):
         return p.log() if p else ""
 
     def versions(self) -> dict:
+        """What ran: PostgreSQL and its settings, pgsluice, and PgBouncer only when an
+        experiment started it."""
+        # current_setting() and not setting || unit: shared_buffers' setting is in 8 kB pages,
+        # and "32768" || "8kB" read as 327688kB.
         v = {"postgresql": self.pg.psql("SELECT version()"),
-             "pg_settings": self.pg.psql("SELECT string_agg(name || '=' || setting || "
-                                         "coalesce(unit, ''), ', ' ORDER BY name) FROM "
-                                         "pg_settings WHERE name IN ('max_connections', "
-                                         "'shared_buffers', 'synchronous_commit', 'fsync')"),
+             "pg_settings": self.pg.psql("SELECT string_agg(name || '=' || current_setting(name), "
+                                         "', ' ORDER BY name) FROM pg_settings WHERE name IN "
+                                         "('max_connections', 'shared_buffers', "
+                                         "'synchronous_commit', 'fsync')"),
              "pgsluice": harness.run([self.pgsluice_bin, "--version"])[1].strip(),
              "pgsluice_binary": self.pgsluice_bin}
-        if self.with_pgbouncer:
-            v["pgbouncer"] = harness.run([PGBOUNCER, "--version"])[1].splitlines()[0]
+        if "pgbouncer" in self.poolers:
+            v["pgbouncer"] = pgbouncer_version()
+            v["pgbouncer_binary"] = PGBOUNCER
         return v
 
     def close(self) -> None:

@@ -180,12 +180,12 @@ def markdown(res: dict) -> str:
            f"TCP on 127.0.0.1; poolers in transaction mode, pool_size 20. Mean latency is "
            f"pgbench's (closed model: ≈ clients / TPS); p99 from a 20 % sample of the "
            f"per-transaction log. One run per point on a shared 2-core machine: read small "
-           f"differences as none.", ""]
+           f"differences as none.", "", seed.article_note(), ""]
     by = {(r["mode"], r["clients"], r["target"]): r for r in res["runs"]}
     for mode, _ in MODES:
         out += [f"### {mode}", "",
                 "| clients | " + " | ".join(labels[t] for t in tg)
-                + " | seed 002: direct | seed 002: PgBouncer 1.26 |",
+                + f" | *article*: direct | *article*: {seed.ARTICLE_PGBOUNCER} |",
                 "|---:|" + "---|" * (len(tg) + 2)]
         for c in res["clients"]:
             s = seed.THROUGHPUT[mode].get(c)
@@ -208,7 +208,7 @@ def markdown(res: dict) -> str:
                    f"{p.get('cl_active_median', 0):.0f} ({p.get('cl_active_max')}) | "
                    f"{p.get('cl_waiting_median', 0):.0f} ({p.get('cl_waiting_max')}) | "
                    f"{p.get('sv_active_max')} | {p.get('maxwait_ms_max')} ms |")
-    out += ["", f"Seed 002: {seed.THROUGHPUT_NOTES}. Its machine had 4 CPUs for PostgreSQL "
+    out += ["", f"The article: {seed.THROUGHPUT_NOTES}. Its machine had 4 CPUs for PostgreSQL "
                 f"alone; here pgbench, PostgreSQL and the pooler share 2, so absolute TPS are "
                 f"not comparable, the shape across client counts is."]
     busy = [r["machine_busy_pct"] for r in res["runs"]]
@@ -229,5 +229,10 @@ def svg(res: dict) -> str:
                 data[str(r["clients"])][r["target"]] = (
                     r["tps"] if r["status"] == "ok" and r.get("tps") else "failed")
         panels.append((f"{mode}: TPS by clients", "transactions/s", groups, res["targets"], data))
-    return charts.bars(f"Experiment 2: pgbench -T {res['duration_s']} s, scale {res['scale']}, "
-                       f"pool_size 20", panels)
+    labels = res["labels"]
+    what = [f"pgbench -c N -j 2 -T {res['duration_s']} (select-only: -S) against each target, "
+            f"one run per point, scale {res['scale']}, TCP on 127.0.0.1.",
+            "Targets: " + ", ".join(labels[t] for t in res["targets"])
+            + " (poolers in transaction mode, pool_size 20). Higher is better; pgbench, "
+            "PostgreSQL and the pooler share the machine's CPUs."]
+    return charts.bars("Experiment 2: throughput with many clients", panels, what=what, res=res)
