@@ -1,8 +1,10 @@
-"""The workshop kit (integration/workshop/run, issue 11) in its short form: each experiment starts
-its own stand (PostgreSQL on loopback, pgsluice from PGSLUICE_BIN, PgBouncer for experiment 1),
-runs with small N for a few seconds, and must exit 0 — which it does only when its own checks
-hold (for experiment 3: every breakage shows under warn, with a SHOW LEAKS row, and is gone under
-pgsluice's defaults). The reports are then read back."""
+"""The workshop kit (integration/workshop/run, issues 11 and 22) in its short form: `run all
+--short` starts one stand (PostgreSQL on loopback, pgsluice from PGSLUICE_BIN, PgBouncer when
+there is one), runs the four experiments with small N for a few seconds each into one folder
+with index.md, and must exit 0 — which it does only when every experiment's checks hold (for
+experiment 3: every breakage shows under warn, with a SHOW LEAKS row, and is gone under
+pgsluice's defaults). The reports, charts and index are then read back; one experiment alone is
+run once more, as `run NAME` does."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import pytest
+
 import harness
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,19 +23,32 @@ RUN = os.path.join(HERE, "workshop", "run")
 sys.path.insert(0, os.path.join(HERE, "workshop"))
 
 
-def workshop(name: str, out: str, *extra: str) -> tuple[dict, str]:
+def run_kit(name: str, out: str, *extra: str) -> subprocess.CompletedProcess:
     cmd = ["/usr/bin/python3", RUN, name, "--short", "--out", out,
            "--pgsluice", harness.pgsluice_bin()] + list(extra)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=240, env=harness.clean_env())
+                       timeout=420, env=harness.clean_env())
     assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+def read(out: str) -> tuple[dict, str]:
     with open(os.path.join(out, "results.json")) as f:
         res = json.load(f)
     with open(os.path.join(out, "report.md")) as f:
         md = f.read()
-    assert md.strip() == p.stdout.strip()
     assert res["problems"] == [] and "CHECKS FAILED" not in md
     return res, md
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> str:
+    """`run all --short`: the whole workshop folder, made once for the tests below."""
+    out = str(tmp_path_factory.mktemp("workshop"))
+    p = run_kit("all", out)
+    with open(os.path.join(out, "index.md")) as f:
+        assert p.stdout.strip() == f.read().strip()
+    return out
 
 
 def svg_ok(path: str, *texts: str) -> None:
@@ -44,8 +61,19 @@ def svg_ok(path: str, *texts: str) -> None:
         assert t in shown, (t, shown)
 
 
-def test_cost(tmp_path):
-    res, md = workshop("cost", str(tmp_path))
+def test_index_links_every_report_and_chart(folder):
+    with open(os.path.join(folder, "index.md")) as f:
+        index = f.read()
+    for name in ("cost", "throughput", "breakage", "snapshot"):
+        assert f"]({name}/report.md)" in index and f"]({name}/chart.svg)" in index, index
+        assert os.path.exists(os.path.join(folder, name, "report.md"))
+        svg_ok(os.path.join(folder, name, "chart.svg"))
+    assert "failed" not in index, index
+
+
+def test_cost(folder):
+    out = os.path.join(folder, "cost")
+    res, md = read(out)
     rows = {r["target"]: r for r in res["rows"]}
     d = rows["direct"]
     assert d["backends"] == d["clients"] == 50
@@ -64,14 +92,14 @@ def test_cost(tmp_path):
     pgb = res["versions"].get("pgbouncer")
     if pgb:  # the one that ran, in the tables and on the chart
         assert f"| {pgb} | 50 |" in md, md
-    svg_ok(os.path.join(tmp_path, "chart.svg"), pgb or "PgBouncer not run",
-           "PostgreSQL backends")
+        svg_ok(os.path.join(out, "chart.svg"), pgb, "PostgreSQL backends")
 
 
-def test_throughput(tmp_path):
-    # PgBouncer left out to stay within the CI time budget (experiment 1 covers it).
-    res, md = workshop("throughput", str(tmp_path), "--no-pgbouncer")
-    assert {r["target"] for r in res["runs"]} == {"direct", "pgsluice"}
+def test_throughput(folder):
+    res, md = read(os.path.join(folder, "throughput"))
+    targets = {"direct", "pgsluice"} | ({"pgbouncer"} if res["versions"].get("pgbouncer")
+                                        else set())
+    assert {r["target"] for r in res["runs"]} == targets
     assert {(r["mode"], r["clients"]) for r in res["runs"]} == {
         (m, c) for m in ("select-only", "tpcb-like") for c in (20, 50)}
     for r in res["runs"]:
@@ -84,12 +112,11 @@ def test_throughput(tmp_path):
     assert tpcb50["pools"]["sv_active_max"] == 20 and tpcb50["pools"]["cl_waiting_max"] > 0
     assert "SHOW POOLS during the runs" in md
     assert "*article*: PgBouncer 1.26.1" in md and "seed 002" not in md
-    assert "PgBouncer not run" in md and "pgbouncer" not in res["versions"]
-    svg_ok(os.path.join(tmp_path, "chart.svg"), "PgBouncer not run")
 
 
-def test_breakage(tmp_path):
-    res, md = workshop("breakage", str(tmp_path))
+def test_breakage(folder):
+    out = os.path.join(folder, "breakage")
+    res, md = read(out)
     cases = {c["case"]: {p["phase"]: p for p in c["phases"]} for c in res["cases"]}
     assert set(cases) == {"set", "advisory_lock", "listen", "prepare", "temp_table",
                           "protocol_prepared"}
@@ -108,7 +135,7 @@ def test_breakage(tmp_path):
     assert "*article*: PgBouncer 1.26.1" in md and "seed 002" not in md
     assert "PgBouncer not run" in md and "PgBouncer 1.25" not in md \
         and "PgBouncer 1.18" not in md
-    svg_ok(os.path.join(tmp_path, "chart.svg"), "broken", "works (pin)")
+    svg_ok(os.path.join(out, "chart.svg"), "broken", "works (pin)")
 
 
 def test_breakage_check_fails_when_nothing_breaks():
@@ -131,15 +158,23 @@ def test_breakage_check_fails_when_nothing_breaks():
     assert breakage.check({"cases": [case(["x"], [], [])]})
 
 
-def test_snapshot(tmp_path):
-    res, md = workshop("snapshot", str(tmp_path))
+def test_snapshot(folder):
+    res, md = read(os.path.join(folder, "snapshot"))
     rows = {r["label"]: r for r in res["rows"]}
     assert rows["50 open xids"]["xip"] >= 50
     assert rows["50 idle"]["xip"] < 50
     assert set(rows) == {"0 idle", "50 idle", "50 open xids"}
     assert all(len(r["latency_ms"]) == res["repeats"] for r in res["rows"])
     assert "pgsluice not run" in md
-    svg_ok(os.path.join(tmp_path, "chart.svg"), "pgsluice not run")
+
+
+def test_one_experiment_prints_its_report(tmp_path):
+    p = run_kit("cost", str(tmp_path), "--no-pgbouncer")
+    res, md = read(str(tmp_path))
+    assert md.strip() == p.stdout.strip()
+    assert {r["target"] for r in res["rows"]} == {"direct", "pgsluice"}
+    assert "PgBouncer not run" in md and "pgbouncer" not in res["versions"]
+    svg_ok(os.path.join(tmp_path, "chart.svg"), "PgBouncer not run")
 
 
 def test_unknown_experiment_is_refused():

@@ -33,11 +33,15 @@ def run(stand, args) -> dict:
     tmp = st.temp_dir("pgsluice-workshop-")
     points = [("0 idle", 0, False)] + ([] if args.short else [("10 idle", 10, False)]) + [
         (f"{n} idle", n, False), (f"{n} open xids", n, True)]
+    # Counted from the backends there before the writers: on a stand that other experiments
+    # used (`run all`) the poolers' servers are there too, and "two backends" would not mean
+    # that the writers are connected.
+    before = set(stand.backends())
     writers = st.Background(direct.pgbench_cmd(["-n", "-N", "-c", "2", "-j", "1", "-R", str(rate),
                                                 "-T", "36000"]))
     rows = []
     try:
-        st.wait_until(lambda: len(stand.backends()) >= 2 or not writers.alive(), 30)
+        st.wait_until(lambda: len(set(stand.backends()) - before) >= 2 or not writers.alive(), 30)
         base = set(stand.backends())
         for label, count, open_xid in points:
             holder = None

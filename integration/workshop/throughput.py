@@ -141,6 +141,13 @@ def check(res: dict) -> list[str]:
     for r in res["runs"]:
         what = f"{r['mode']} {r['clients']} clients {r['target']}"
         if r["status"] != "ok" or not r.get("tps"):
+            # Direct, N backends fork and log in before pgbench's -T clock ends: at 1,000 on a
+            # busy machine they may not all get there within a short -T (`run all` runs 12 s).
+            # That is the experiment's finding, shown in the table, not the kit failing; a
+            # pooled run must always get through.
+            if r["target"] == "direct" and all(e.startswith(st.NO_TRANSACTIONS)
+                                               for e in r["errors"]):
+                continue
             problems.append(f"{what}: pgbench failed: {'; '.join(list(r['errors'])[:2])}")
         if r["target"] != "direct":
             p = r.get("pools") or {}
@@ -159,7 +166,7 @@ def cell(r: dict | None) -> str:
     if r is None:
         return "—"
     if r["status"] != "ok" or not r.get("tps"):
-        return "**failed**: " + "; ".join(list(r["errors"])[:1])[:80]
+        return "**failed**: " + "; ".join(list(r["errors"])[:1])[:100]
     s = f"{thousands(r['tps'])} TPS, {r['latency_ms']:.2f} ms"
     if r.get("p99_ms") is not None:
         s += f" (p99 {r['p99_ms']:.1f})"
@@ -193,6 +200,14 @@ def markdown(res: dict) -> str:
                        + f" | {seed_cell(s['direct']) if s else '—'} | "
                        f"{seed_cell(s['pgbouncer']) if s else '—'} |")
         out.append("")
+    slow = [r for r in res["runs"] if r["target"] == "direct" and not r.get("tps")
+            and all(e.startswith(st.NO_TRANSACTIONS) for e in r["errors"])]
+    for r in slow:
+        out += [f"Direct, {r['mode']} at {r['clients']} clients: no transaction ran within "
+                f"-T {res['duration_s']} s, because the {r['clients']} backends were still "
+                f"forking and logging in when pgbench's clock (which includes the connection "
+                f"phase) ran out; through a pooler the same clients connected to {20} servers. "
+                f"A longer --duration shows the direct figure.", ""]
     out += ["### SHOW POOLS during the runs (samples with a server active)", "",
             "| mode | clients | pooler | samples | cl_active median (max) | cl_waiting median "
             "(max) | sv_active max | maxwait max |", "|---|---:|---|---:|---:|---:|---:|---:|"]
