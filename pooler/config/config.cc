@@ -49,6 +49,10 @@ int Config::pool_size_for(const DatabaseEntry& db) const {
   return db.pool_size ? *db.pool_size : settings.default_pool_size;
 }
 
+int Config::pool_size_for(const PeerEntry& peer) const {
+  return peer.pool_size.value_or(settings.default_pool_size);
+}
+
 int Config::pool_size_for(const DatabaseEntry& db, const std::string& user) const {
   if (auto it = users.find(user); it != users.end() && it->second.pool_size) {
     return *it->second.pool_size;
@@ -232,7 +236,8 @@ class Loader {
         section_ = section_of(name);
         if (section_ == Section::unknown || section_ == Section::none) {
           error(origin, std::string(name),
-                "unknown section (expected [pgsluice] or [pgbouncer], [databases], [users])");
+                "unknown section (expected [pgsluice] or [pgbouncer], [databases], [users], "
+                "[peers])");
         }
         out = "[" + std::to_string(section_counter_++) + "]";
       } else {
@@ -305,7 +310,7 @@ class Loader {
         user_entry(e);
         return;
       case Section::peers:
-        warn(e.origin, "peer " + quoted(e.key) + " ([peers])");
+        peer_entry(e);
         return;
     }
   }
@@ -341,6 +346,14 @@ class Loader {
     std::optional<UserEntry> user = parse_user_line(e.key, e.value, e.origin.line, problems);
     report(e, problems);
     if (user) config_->users[user->name] = std::move(*user);
+  }
+
+  void peer_entry(const RawEntry& e) {
+    LineProblems problems;
+    std::optional<PeerEntry> peer = parse_peer_line(e.key, e.value, e.origin.line, problems);
+    report(e, problems);
+    // A peer defined twice: the later line wins, as in PgBouncer.
+    if (peer) config_->peers[peer->id] = std::move(*peer);
   }
 
   void report(const RawEntry& e, const LineProblems& problems) {

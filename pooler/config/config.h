@@ -1,6 +1,7 @@
-// The configuration: a pgbouncer.ini-compatible file ([databases], [users], and the main section
-// [pgsluice] or [pgbouncer]) parsed by inih into one validated, immutable snapshot. An error names
-// the file, the line and the key; a PgBouncer key pgsluice does not implement yet is a warning.
+// The configuration: a pgbouncer.ini-compatible file ([databases], [users], [peers], and the main
+// section [pgsluice] or [pgbouncer]) parsed by inih into one validated, immutable snapshot. An
+// error names the file, the line and the key; a PgBouncer key pgsluice does not implement yet is a
+// warning.
 #pragma once
 
 #include <chrono>
@@ -93,6 +94,16 @@ struct UserEntry {
   int line = 0;
 };
 
+// One [peers] line: `peer_id = host=… port=… pool_size=…`, another process of the peer group that
+// cancel requests carrying its peer_id are forwarded to (core/peer_forwarder.h).
+struct PeerEntry {
+  int id = 0;        // 1..65535, the peer's own peer_id
+  std::string host;  // an IP address or a host name, or a Unix socket directory ('/…')
+  int port = 6432;   // PgBouncer's default for peers
+  std::optional<int> pool_size;  // cancels in flight to it at once; unset: default_pool_size
+  int line = 0;
+};
+
 using Duration = std::chrono::milliseconds;
 
 // TLS towards clients (client_tls_*: pgsluice is the TLS server) or towards PostgreSQL
@@ -166,6 +177,9 @@ struct Settings {
   int max_db_client_connections = 0;    // per database, 0: no limit
   int max_user_client_connections = 0;  // per user, 0: no limit
   bool so_reuseport = false;            // SO_REUSEPORT on the TCP listeners
+  // This process's id in its peer group (PgBouncer's; 0: peering off): cancel keys carry it, and
+  // a cancel request with another peer's id goes to that [peers] entry (core/cancel_key.h).
+  int peer_id = 0;
   std::vector<std::string> ignore_startup_parameters;
   bool application_name_add_host = false;
   uint32_t max_packet_size = 2147483647;
@@ -215,12 +229,15 @@ struct Config {
   std::map<std::string, DatabaseEntry> databases;  // without the fallback
   std::optional<DatabaseEntry> fallback_database;  // the "*" entry
   std::map<std::string, UserEntry> users;
+  std::map<int, PeerEntry> peers;     // by peer id
   std::vector<std::string> warnings;  // "file:line: key 'x' is a PgBouncer setting …"
 
   // The entry for a database a client asks for: its own line, or the fallback made concrete.
   [[nodiscard]] std::optional<DatabaseEntry> find_database(const std::string& name) const;
   [[nodiscard]] PoolMode pool_mode_for(const DatabaseEntry& db, const std::string& user) const;
   [[nodiscard]] int pool_size_for(const DatabaseEntry& db) const;
+  // A peer's pool_size, else default_pool_size (as PgBouncer).
+  [[nodiscard]] int pool_size_for(const PeerEntry& peer) const;
   // A pool's: the server user's [users] pool_size / reserve_pool_size first, as PgBouncer.
   [[nodiscard]] int pool_size_for(const DatabaseEntry& db, const std::string& user) const;
   [[nodiscard]] int reserve_pool_for(const DatabaseEntry& db, const std::string& user) const;

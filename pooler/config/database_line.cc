@@ -1,4 +1,4 @@
-// [databases] and [users] lines; see database_line.h.
+// [databases], [users] and [peers] lines; see database_line.h.
 #include "pooler/config/database_line.h"
 
 #include <fmt/format.h>
@@ -256,6 +256,49 @@ std::optional<UserEntry> parse_user_line(std::string_view name, std::string_view
   for (const ConnParam& p : params) ok = apply_user_param(p, name, user, problems) && ok;
   if (!ok) return std::nullopt;
   return user;
+}
+
+std::optional<PeerEntry> parse_peer_line(std::string_view id, std::string_view value, int line,
+                                         LineProblems& problems) {
+  PeerEntry peer;
+  peer.line = line;
+  // The id is what cancel keys carry in 16 bits (cancel_key.h); 0 is "no peer".
+  if (std::string err = parse_int(id, 1, 65535, peer.id); !err.empty()) {
+    problems.errors.push_back("peer id: " + err);
+    return std::nullopt;
+  }
+  std::vector<ConnParam> params;
+  if (std::string err = split_conn_params(value, params); !err.empty()) {
+    problems.errors.push_back(std::move(err));
+    return std::nullopt;
+  }
+  bool ok = true;
+  for (const ConnParam& p : params) {
+    if (p.key == "host") {
+      peer.host = p.value;
+    } else if (p.key == "port") {
+      if (auto err = parse_int(p.value, 1, 65535, peer.port); !err.empty()) {
+        problems.errors.push_back("port: " + err);
+        ok = false;
+      }
+    } else if (p.key == "pool_size") {
+      ok = parse_into(p, peer.pool_size, problems, int_between(1, 1'000'000)) && ok;
+    } else {
+      problems.errors.push_back("unknown peer parameter " + quoted(p.key));
+      ok = false;
+    }
+  }
+  if (ok && peer.host.empty()) {
+    problems.errors.push_back("host was not provided for peer " + std::to_string(peer.id));
+    ok = false;
+  }
+  if (ok && peer.host.starts_with('@')) {
+    // libuv 1.44 (Debian 12's) cannot connect to a socket in the abstract namespace.
+    problems.errors.push_back("host: abstract Unix sockets ('@…') are not supported");
+    ok = false;
+  }
+  if (!ok) return std::nullopt;
+  return peer;
 }
 
 }  // namespace pgsluice

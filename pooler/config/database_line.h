@@ -1,5 +1,6 @@
-// [databases] and [users] lines: `name = key=value key='quoted value' …`, libpq-style, parsed into
-// a DatabaseEntry or a UserEntry. The loader adds where (file, line, name) to each message.
+// [databases], [users] and [peers] lines: `name = key=value key='quoted value' …`, libpq-style,
+// parsed into a DatabaseEntry, a UserEntry or a PeerEntry. The loader adds where (file, line, name)
+// to each message.
 #pragma once
 
 #include <optional>
@@ -21,6 +22,9 @@ struct LineProblems {
 std::optional<DatabaseEntry> parse_database_line(std::string_view name, std::string_view value,
                                                  int line, LineProblems& problems);
 std::optional<UserEntry> parse_user_line(std::string_view name, std::string_view value, int line,
+                                         LineProblems& problems);
+// `id = host=… port=… pool_size=…`, PgBouncer's keys: the id 1..65535, host required.
+std::optional<PeerEntry> parse_peer_line(std::string_view id, std::string_view value, int line,
                                          LineProblems& problems);
 
 }  // namespace pgsluice

@@ -181,6 +181,8 @@ std::vector<SettingDef> make_table() {
       row("metrics_addr", string_value(&S::metrics_addr), kRestart, kOwn),
       row("metrics_port", int_value(&S::metrics_port, 0, 65535), kRestart, kOwn),
       row("min_pool_size", int_value(&S::min_pool_size, 0, kMillion)),
+      // Read when a client logs in (its cancel key) and at each cancel request.
+      row("peer_id", int_value(&S::peer_id, 0, 65535)),
       row("pidfile", string_value(&S::pidfile), kRestart),
       row("pool_mode", enum_value(&S::pool_mode, parse_pool_mode)),
       row("query_timeout", duration_value(&S::query_timeout)),
@@ -255,7 +257,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "job_name",
     "listen_backlog",
     "log_stats",
-    "peer_id",
     "pkt_buf",
     "query_wait_notify",
     "resolv_conf",

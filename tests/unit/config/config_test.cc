@@ -624,11 +624,62 @@ TEST(ConfigTest, UserLineErrors) {
   EXPECT_TRUE(contains(e.message, "color"));
 }
 
-TEST(ConfigTest, PeersSectionIsWarned) {
-  auto c = load_ok("[peers]\n1 = host=/tmp/a\n");
+TEST(ConfigTest, PeersSection) {
+  auto c = load_ok(
+      "[pgsluice]\npeer_id = 2\ndefault_pool_size = 7\n"
+      "[peers]\n"
+      "1 = host=/tmp/pgsluice-1\n"
+      "2 = host=10.0.0.2 port=6000 pool_size=3\n"
+      "65535 = host=peer.example.com port=7000\n"
+      "3 = host=/old\n"
+      "3 = host='/new dir' port=6433\n");  // the later line wins, as in PgBouncer
   ASSERT_NE(c, nullptr);
-  ASSERT_EQ(c->warnings.size(), 1u);
-  EXPECT_TRUE(contains(c->warnings[0], "test.ini:2:"));
+  EXPECT_TRUE(c->warnings.empty());
+  EXPECT_EQ(c->settings.peer_id, 2);
+  ASSERT_EQ(c->peers.size(), 4u);
+  const PeerEntry& one = c->peers.at(1);
+  EXPECT_EQ(one.id, 1);
+  EXPECT_EQ(one.host, "/tmp/pgsluice-1");
+  EXPECT_EQ(one.port, 6432);  // PgBouncer's default port for peers
+  EXPECT_FALSE(one.pool_size.has_value());
+  EXPECT_EQ(c->pool_size_for(one), 7);  // default_pool_size
+  EXPECT_EQ(one.line, 5);
+  const PeerEntry& two = c->peers.at(2);  // its own entry is allowed (one [peers] for all)
+  EXPECT_EQ(two.host, "10.0.0.2");
+  EXPECT_EQ(two.port, 6000);
+  EXPECT_EQ(c->pool_size_for(two), 3);
+  EXPECT_EQ(c->peers.at(65535).host, "peer.example.com");
+  EXPECT_EQ(c->peers.at(3).host, "/new dir");
+  EXPECT_EQ(c->peers.at(3).port, 6433);
+  // Peering is off by default, and [peers] may be empty.
+  auto plain = load_ok("[peers]\n");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->settings.peer_id, 0);
+  EXPECT_TRUE(plain->peers.empty());
+}
+
+TEST(ConfigTest, PeersSectionErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"0 = host=/tmp/a\n", "between 1 and 65535"},
+      {"65536 = host=/tmp/a\n", "between 1 and 65535"},
+      {"one = host=/tmp/a\n", "expected an integer"},
+      {"1 = port=6000\n", "host was not provided for peer 1"},
+      {"1 = host=/tmp/a port=0\n", "port"},
+      {"1 = host=/tmp/a port=x\n", "port"},
+      {"1 = host=/tmp/a pool_size=0\n", "pool_size"},
+      {"1 = host=/tmp/a dbname=app\n", "unknown peer parameter 'dbname'"},
+      {"1 = host='/tmp/a\n", "unterminated"},
+      {"1 = host=@pgsluice\n", "abstract"},
+  };
+  for (const auto& [line, message] : cases) {
+    ConfigError e = load_error(std::string("[peers]\n") + line);
+    EXPECT_EQ(e.line, 2) << line;
+    EXPECT_TRUE(contains(e.message, message)) << line << " -> " << e.to_string();
+  }
+  for (const char* value : {"-1", "65536", "x"}) {
+    ConfigError e = load_error(std::string("[pgsluice]\npeer_id = ") + value + "\n");
+    EXPECT_EQ(e.key, "peer_id") << value;
+  }
 }
 
 TEST(ConfigTest, ByteOrderMarkIsSkipped) {
