@@ -9,16 +9,17 @@ namespace pgsluice {
 
 namespace pp = pgsluice::protocol;
 
-CancelSender::CancelSender(uv_loop_t* loop, std::string packet)
+CancelSender::CancelSender(uv_loop_t* loop, std::string packet, Hooks hooks)
     : channel_(loop, *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength),
-      packet_(std::move(packet)) {
+      packet_(std::move(packet)),
+      hooks_(std::move(hooks)) {
   uv_timer_init(loop, &timer_);
   timer_.data = this;
 }
 
 void CancelSender::send(uv_loop_t* loop, const ServerAddress& address, std::string packet,
-                        uint64_t timeout_ms) {
-  (new CancelSender(loop, std::move(packet)))->start(address, timeout_ms);
+                        uint64_t timeout_ms, Hooks hooks) {
+  (new CancelSender(loop, std::move(packet), std::move(hooks)))->start(address, timeout_ms);
 }
 
 void CancelSender::start(const ServerAddress& address, uint64_t timeout_ms) {
@@ -58,7 +59,8 @@ void CancelSender::start(const ServerAddress& address, uint64_t timeout_ms) {
 
 void CancelSender::on_connected(uv_connect_t* req, int status) {
   auto* self = static_cast<CancelSender*>(req->data);
-  uv_timer_stop(&self->timer_);
+  // Awaiting the peer's close stays within the bound; otherwise the request is as good as sent.
+  if (!self->hooks_.await_close || status < 0) uv_timer_stop(&self->timer_);
   if (status < 0) {
     if (status != UV_ECANCELED) {
       spdlog::warn("cancel request to {} not sent: {}", self->target_, uv_strerror(status));
@@ -66,18 +68,29 @@ void CancelSender::on_connected(uv_connect_t* req, int status) {
     self->channel_.close();
     return;
   }
+  self->connected_ = true;
+  if (self->hooks_.sent) self->hooks_.sent();
   self->channel_.output() = self->packet_;
-  self->channel_.close_when_flushed();
+  if (self->hooks_.await_close) {
+    self->channel_.close_when_peer_closes();
+  } else {
+    self->channel_.close_when_flushed();
+  }
 }
 
 void CancelSender::on_timeout(uv_timer_t* timer) {
   auto* self = static_cast<CancelSender*>(timer->data);
-  spdlog::warn("cancel request to {} dropped: no connection within cancel_wait_timeout",
-               self->target_);
+  if (self->connected_) {
+    spdlog::warn("cancel request to {}: no close within cancel_wait_timeout", self->target_);
+  } else {
+    spdlog::warn("cancel request to {} dropped: no connection within cancel_wait_timeout",
+                 self->target_);
+  }
   self->channel_.close();
 }
 
 void CancelSender::on_channel_closed(Channel&) {
+  if (hooks_.done) hooks_.done();
   // The timer is the last handle pointing here; the object goes when it has closed too.
   uv_close(reinterpret_cast<uv_handle_t*>(&timer_),
            [](uv_handle_t* h) { delete static_cast<CancelSender*>(h->data); });
