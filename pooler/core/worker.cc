@@ -16,6 +16,8 @@
 #include "pgsluice/protocol/writer.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/auth_query.h"
+#include "pooler/core/cancel_key.h"
+#include "pooler/core/peer_forwarder.h"
 #include "pooler/core/session_checks.h"
 #include "pooler/net/cancel_sender.h"
 #include "pooler/net/listen_socket.h"
@@ -383,42 +385,61 @@ bool Worker::register_cancel_key(Client& client) {
   // Protocol 3.2 clients take long keys; 3.0 clients exactly four bytes.
   size_t key_size = client.protocol_version() >= pp::kProtocolVersion32 ? 32 : 4;
   std::string key(key_size, '\0');
-  int32_t pid = 0;
   // Without the CSPRNG there is no key nobody can guess (an all-zero one would let anyone cancel
   // the client's queries), and a failing RAND_bytes would spin this loop forever: refuse instead,
   // as PostgreSQL does ("could not generate random cancel key").
-  // The pid names the worker that holds the client (pid % workers), so that a CancelRequest
-  // that lands on another worker is passed on to it.
-  const auto workers = static_cast<uint32_t>(group_.size());
-  do {
+  // The pid names this worker and the peer id (cancel_key.h). A pid of its own while a few draws
+  // find one; with peering there are only 2^15 / workers pids per worker, so past those draws a
+  // client shares its pid and its secret tells it apart.
+  constexpr int kPidDraws = 8;
+  const int peer_id = settings().peer_id;
+  int32_t pid = 0;
+  for (int draw = 1;; ++draw) {
     uint32_t raw = 0;
     if (RAND_bytes(reinterpret_cast<unsigned char*>(&raw), sizeof(raw)) != 1) return false;
-    raw &= 0x7fffffff;
-    raw = raw - raw % workers + static_cast<uint32_t>(index_);
-    pid = static_cast<int32_t>(raw & 0x7fffffff);
-  } while (pid <= 0 || pid % static_cast<int32_t>(workers) != index_ ||
-           cancel_index_.count(pid) != 0);
+    pid = cancel_key::make_pid(raw, index_, group_.size(), peer_id);
+    if (pid > 0 && (draw >= kPidDraws || !cancel_index_.contains(pid))) break;
+  }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
     return false;
   }
+  if (peer_id != 0) cancel_key::set_ttl(key, cancel_key::kFullTtl);
   client.set_cancel_key(pid, std::move(key));
   cancel_index_.emplace(pid, &client);
   return true;
 }
 
 void Worker::unregister_cancel_key(Client& client) {
-  cancel_index_.erase(client.cancel_pid());
+  auto [first, last] = cancel_index_.equal_range(client.cancel_pid());
+  for (auto it = first; it != last; ++it) {
+    if (it->second == &client) {
+      cancel_index_.erase(it);
+      return;
+    }
+  }
 }
 
 Client* Worker::find_cancel_target(int32_t pid, std::string_view key) {
-  auto it = cancel_index_.find(pid);
-  if (it == cancel_index_.end()) return nullptr;
-  if (!pp::constant_time_equal(it->second->cancel_key(), key)) return nullptr;
-  return it->second;
+  // Every client of the pid is compared (in constant time), so how long a guess takes does not
+  // tell which of them matched, if any.
+  Client* found = nullptr;
+  auto [first, last] = cancel_index_.equal_range(pid);
+  for (auto it = first; it != last; ++it) {
+    if (pp::constant_time_equal(it->second->cancel_key(), key)) found = it->second;
+  }
+  return found;
 }
 
 void Worker::route_cancel(int32_t pid, std::string key, std::string from) {
-  const int owner = pid > 0 ? pid % group_.size() : index_;
+  if (const int own_peer = settings().peer_id; own_peer != 0) {
+    if (cancel_key::peer_id_of(pid) != own_peer) {
+      forward_to_peer(pid, std::move(key), from);
+      return;
+    }
+    // Issued here: the keys kept carry the full TTL, the request maybe a forwarded one's.
+    cancel_key::set_ttl(key, cancel_key::kFullTtl);
+  }
+  const int owner = cancel_key::worker_of(pid, group_.size());
   if (owner == index_) {
     deliver_cancel(pid, key, from);
     return;
@@ -507,6 +528,7 @@ void Worker::stop() {
   stopping_ = true;
   listeners_.clear();
   if (primary()) extensions().stop(*this);
+  if (peer_forwarder_) peer_forwarder_->stop();
   uv_timer_stop(&janitor_);
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
   uv_prepare_stop(&turn_);

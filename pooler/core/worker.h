@@ -33,6 +33,7 @@
 namespace pgsluice {
 
 class AuthQuery;
+class PeerForwarder;
 
 class Worker {
  public:
@@ -125,6 +126,14 @@ class Worker {
   void route_cancel(int32_t pid, std::string key, std::string from);
   // Sends a CancelRequest to a server on a connection of its own.
   void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key);
+  // --- peering (peer_forwarder.cc) ---
+  // A CancelRequest whose key names another peer: passed to the primary's forwarder unless its
+  // TTL is spent or the peer is not in [peers] (then logged and dropped).
+  void forward_to_peer(int32_t pid, std::string key, const std::string& from);
+  // The process's forwarder (the primary's; made on first use, on the primary's thread).
+  PeerForwarder& peer_forwarder();
+  // Null until a request was forwarded (the console, with the world stopped).
+  [[nodiscard]] const PeerForwarder* peer_forwarder_if_any() const { return peer_forwarder_.get(); }
 
   // --- reload and settings (worker_reload.cc) ---
   // auth_query lookups and their cache (auth_query.h), made on first use.
@@ -196,11 +205,13 @@ class Worker {
   bool wake_open_ = true;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
   IntrusiveList<Client, &Client::worker_node> clients_;
-  std::unordered_map<int32_t, Client*> cancel_index_;
+  // By pid; with peering a pid may be shared (cancel_key.h).
+  std::unordered_multimap<int32_t, Client*> cancel_index_;
   std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
   protocol::SessionStateClassifier classifier_;
   TlsContexts tls_;
   std::unique_ptr<AuthQuery> auth_query_;
+  std::unique_ptr<PeerForwarder> peer_forwarder_;
   // The snapshot a RELOAD replaced, kept one more reload: code running when it is swapped may
   // still hold references into it.
   std::shared_ptr<const Config> previous_config_;

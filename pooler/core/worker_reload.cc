@@ -5,6 +5,7 @@
 #include "pooler/base/log_level.h"
 #include "pooler/config/settings_table.h"
 #include "pooler/core/auth_query.h"
+#include "pooler/core/peer_forwarder.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
@@ -36,6 +37,7 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
   }
   // Cached auth_query results may be stale under new settings or passwords.
   if (auth_query_) auth_query_->on_config_changed();
+  if (peer_forwarder_) peer_forwarder_->forget_unlisted(c.peers);
 }
 
 std::string Worker::reload() {
