@@ -25,7 +25,8 @@ ADMIN = {"admin_users": "app", "stats_users": "md5user"}
 EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused"],
                  "CLIENTS": ["pinned_for"], "SERVERS": ["pinned_for"]}
 IMPLEMENTED = ["POOLS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "CLIENTS",
-               "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG"]
+               "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG",
+               "PEERS", "PEER_POOLS"]
 
 
 

@@ -11,6 +11,7 @@
 
 #include "pooler/admin/control.h"
 #include "pooler/admin/show_own.h"
+#include "pooler/admin/show_peers.h"
 #include "pooler/admin/views.h"
 #include "pooler/config/settings_table.h"
 #include "pooler/core/client.h"
@@ -456,9 +457,9 @@ AdminResult show_lists(Worker& worker) {
   const std::pair<const char*, uint64_t> rows[] = {
       {"databases", dbs.size()},
       {"users", users.size()},
-      {"peers", 0},
+      {"peers", worker.config().peers.size()},
       {"pools", pools},
-      {"peer_pools", 0},
+      {"peer_pools", peer_pool_count(worker)},
       {"free_clients", 0},
       {"used_clients", used_clients},
       {"login_clients", login_clients},
@@ -559,6 +560,7 @@ AdminResult show_help() {
   r.notice("Console usage",
            "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|STATE"
            "\n\tSHOW LISTS|MEM|WORKERS|LEAKS|LEAK_REPORT|PREPARED|PREPARED_STATEMENTS"
+           "\n\tSHOW PEERS|PEER_POOLS"
            "\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
            "\n\tSET key = arg"
            "\n\tRELOAD"
@@ -615,6 +617,8 @@ std::optional<AdminResult> admin_show(Worker& worker, const AdminControl& contro
   if (subject == "CONFIG") return show_config(worker);
   if (subject == "LISTS") return show_lists(worker);
   if (subject == "MEM") return show_mem(worker);
+  if (subject == "PEERS") return show_peers(worker);
+  if (subject == "PEER_POOLS") return show_peer_pools(worker);
   if (subject == "STATE") return show_state(control);
   if (subject == "VERSION") return show_version();
   if (subject == "WORKERS") return show_workers(worker);
