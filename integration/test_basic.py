@@ -194,6 +194,21 @@ def test_cancel_pg_sleep(pooler):
         assert conn.execute("SELECT 'alive'").fetchone()[0] == "alive"
 
 
+def test_cancel_reaches_a_server_named_by_host_name(pg, make_pooler):
+    # The [databases] host is a name: the cancel goes to the address the server's connection
+    # reached (it was logged "not an IP address" and never sent).
+    p = make_pooler(databases={"app": "host=localhost port={pg_port} dbname=app"})
+    with p.connect(autocommit=True) as conn:
+        timer = threading.Timer(0.5, conn.cancel)
+        timer.start()
+        try:
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                conn.execute("SELECT pg_sleep(10)")
+        finally:
+            timer.cancel()
+    assert "not an IP address" not in p.log(), p.log()
+
+
 def test_cancel_of_idle_client_is_harmless(pooler):
     with pooler.connect(autocommit=True) as idle, pooler.connect(autocommit=True) as busy:
         idle.execute("SELECT 1")

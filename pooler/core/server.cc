@@ -59,6 +59,7 @@ Server::Server(Pool& pool, uint64_t id, size_t host, ServerAddress address)
       id_(id),
       host_index_(host),
       address_(std::move(address)),
+      cancel_address_(address_),
       channel_(pool.worker().loop(), *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength) {
   int max_statements = pool.worker().settings().max_prepared_statements;
   if (pool.mode() == PoolMode::transaction && max_statements > 0) {
@@ -506,7 +507,7 @@ void Server::mark_dirty_unknown() {
 
 void Server::cancel_running_query() {
   if (state_ != State::active || backend_key_.empty()) return;
-  worker_->send_cancel(address_, backend_pid_, backend_key_);
+  worker_->send_cancel(cancel_address_, backend_pid_, backend_key_);
 }
 
 // --- closing ---

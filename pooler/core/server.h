@@ -316,6 +316,7 @@ class Server final : public ChannelOwner {
   uint64_t id_;
   size_t host_index_;
   ServerAddress address_;
+  ServerAddress cancel_address_;  // address_ with the IP the login connected to (start_connect)
   State state_ = State::connecting;
   Channel channel_;
   uv_connect_t connect_req_{};

@@ -85,6 +85,14 @@ void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
 }
 
 void Server::start_connect(const sockaddr* addr) {
+  // Cancels go to the address this connection reached, not to the name again: CancelSender
+  // takes IP literals only (no lookup per cancel), and a name that resolves to several
+  // addresses must be cancelled on the one that runs the query.
+  char ip[INET6_ADDRSTRLEN] = {};
+  if (uv_ip_name(addr, ip, sizeof(ip)) == 0) {
+    cancel_address_ = address_;
+    cancel_address_.host = ip;
+  }
   if (channel_.init_tcp() != 0) {
     login_failed(sqlstate::kConnectionFailure, "could not create a socket");
     return;
