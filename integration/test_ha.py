@@ -27,7 +27,10 @@ import harness
 
 @pytest.fixture(scope="module")
 def topology():
-    primary = harness.PostgresCluster(max_connections=100, replication=True)
+    # Debian's 15 whatever PG_BIN says: npm's 17 and 18 ship no pg_basebackup, and 15's refuses
+    # a newer server.
+    primary = harness.PostgresCluster(max_connections=100, replication=True,
+                                      bin_dir="/usr/lib/postgresql/15/bin")
     standbys = []
     try:
         standbys = [primary.standby("standby1"), primary.standby("standby2")]
