@@ -100,6 +100,9 @@ class Pool {
   // At the login's ReadyForQuery: whether the server's role fits target_session_attrs (else it
   // is closed, its host skipped for a moment, and the next host tried; pool_hosts.h).
   bool accept_role(Server& server);
+  // Closes `server` (true) when the role it reports does not fit target_session_attrs: its host
+  // is skipped for a moment and another one is tried; `what` starts the log line and reason.
+  bool close_if_wrong_role(Server& server, std::string_view what);
   // A server became idle (clean, unlinked): it serves the next waiter or stays idle.
   void on_server_idle(Server& server);
   // A server is closing (already off the lists): replace it if clients wait.
