@@ -15,6 +15,16 @@ namespace pgsluice {
 
 namespace pp = pgsluice::protocol;
 
+namespace {
+
+// A context built at its first session (tls_context.h) can fail only then: say why.
+std::string tls_session_failure(const TlsContext& ctx) {
+  return ctx.build_error().empty() ? "cannot create a TLS session"
+                                   : "cannot create a TLS session: " + ctx.build_error();
+}
+
+}  // namespace
+
 bool Server::request_tls() {
   const TlsContext* ctx = worker_->tls().server.get();
   // PostgreSQL does not speak TLS over its Unix socket.
@@ -25,7 +35,7 @@ bool Server::request_tls() {
     // the login; there is no plaintext to fall back to.
     std::unique_ptr<TlsSession> session = ctx->new_session(address_.host);
     if (session == nullptr) {
-      login_failed(sqlstate::kConnectionFailure, "cannot create a TLS session");
+      login_failed(sqlstate::kConnectionFailure, tls_session_failure(*ctx));
       return true;
     }
     channel_.start_tls(std::move(session));
@@ -81,7 +91,8 @@ void Server::handle_ssl_answer() {
   awaiting_ssl_answer_ = false;
   std::unique_ptr<TlsSession> session = ctx != nullptr ? ctx->new_session(address_.host) : nullptr;
   if (session == nullptr) {
-    login_failed(sqlstate::kConnectionFailure, "cannot create a TLS session");
+    login_failed(sqlstate::kConnectionFailure,
+                 ctx != nullptr ? tls_session_failure(*ctx) : "cannot create a TLS session");
     return;
   }
   channel_.start_tls(std::move(session));

@@ -3,12 +3,16 @@
 // read here, at startup, so that a missing key is an error before the first client arrives, and
 // again at every RELOAD/SIGHUP (Worker::reload): new connections take the new contexts, and the
 // sessions of open connections keep the one they started with (SSL_new holds a reference on its
-// SSL_CTX); a context that cannot be built leaves the one in use in place.
+// SSL_CTX); a context that cannot be built leaves the one in use in place. Towards servers, a side
+// with nothing to check (no files, the default ciphers) builds its SSL_CTX at its first session
+// instead (can_wait in tls_context.cc): most PostgreSQL servers a pooler meets on a host or in a
+// cluster network have no TLS, and the context costs 2 MB of memory.
 #pragma once
 
 #include <openssl/ssl.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -37,16 +41,26 @@ class TlsContext {
   // require, verify-ca and verify-full: a connection without TLS is refused.
   [[nodiscard]] bool required() const { return mode_ >= SslMode::require; }
 
-  // A session for one connection. For the connect role, `host` is the server's host: sent as SNI
-  // when it is a name, and checked against the certificate under verify-full.
+  // A session for one connection, or nullptr when OpenSSL cannot make one (then, for a context
+  // built at its first use, build_error() says why). For the connect role, `host` is the
+  // server's host: sent as SNI when it is a name, and checked against the certificate under
+  // verify-full. Safe to call from every worker.
   [[nodiscard]] std::unique_ptr<TlsSession> new_session(std::string_view host = {}) const;
+  // Whether the SSL_CTX exists yet (tests; see can_wait in tls_context.cc).
+  [[nodiscard]] bool built() const { return ctx_ != nullptr; }
+  [[nodiscard]] const std::string& build_error() const { return build_error_; }
 
  private:
-  TlsContext(Role role, SslMode mode, SSL_CTX* ctx) : role_(role), mode_(mode), ctx_(ctx) {}
+  TlsContext(Role role, const TlsSettings& settings)
+      : role_(role), mode_(settings.sslmode), settings_(settings) {}
+  SSL_CTX* ssl_ctx() const;  // built on the first call when create() left it for later
 
   Role role_;
   SslMode mode_;
-  SSL_CTX* ctx_;
+  TlsSettings settings_;
+  mutable std::once_flag built_;
+  mutable SSL_CTX* ctx_ = nullptr;
+  mutable std::string build_error_;
 };
 
 // Both sides, as the worker holds them.

@@ -209,6 +209,39 @@ TEST(TlsContextTest, ConfigurationErrorsNameTheKey) {
   EXPECT_NE(error.find("client_tls_ca_file"), std::string::npos) << error;
 }
 
+TEST(TlsContextTest, ServerSideWithNothingToCheckIsBuiltAtItsFirstSession) {
+  // The default server_tls_sslmode = prefer: no SSL_CTX (2 MB of libcrypto mapped) until a
+  // server accepts TLS.
+  TlsSettings connect;
+  connect.sslmode = SslMode::prefer;
+  auto ctx = context(TlsContext::Role::connect, connect);
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_FALSE(ctx->built());
+  EXPECT_NE(ctx->new_session("127.0.0.1"), nullptr);
+  EXPECT_TRUE(ctx->built());
+  EXPECT_TRUE(ctx->build_error().empty());
+
+  // What can be wrong is checked at once: a file, a cipher list of one's own, the protocols.
+  std::string error;
+  TlsSettings s = connect;
+  s.ca_file = files().path("missing.crt");
+  EXPECT_EQ(TlsContext::create(TlsContext::Role::connect, s, error), nullptr);
+  EXPECT_NE(error.find("server_tls_ca_file"), std::string::npos) << error;
+  s = connect;
+  s.ciphers = "NO-SUCH-CIPHER";
+  EXPECT_EQ(TlsContext::create(TlsContext::Role::connect, s, error), nullptr);
+  EXPECT_NE(error.find("server_tls_ciphers"), std::string::npos) << error;
+  s = connect;
+  s.protocols = "tlsv9";
+  EXPECT_EQ(TlsContext::create(TlsContext::Role::connect, s, error), nullptr);
+  EXPECT_NE(error.find("server_tls_protocols"), std::string::npos) << error;
+  s = connect;
+  s.ca_file = files().path("ca.crt");
+  auto checked = TlsContext::create(TlsContext::Role::connect, s, error);
+  ASSERT_NE(checked, nullptr) << error;
+  EXPECT_TRUE(checked->built());
+}
+
 TEST(TlsSessionTest, HandshakeAndDataBothWays) {
   TlsSettings connect;
   connect.sslmode = SslMode::require;
