@@ -12,6 +12,7 @@ pgsluice, so that pass would build the same image again and test nothing sanitiz
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -214,6 +215,18 @@ def test_health_check_reports_healthy(stand):
     assert p.returncode != 0 and "password authentication failed" in p.stdout, p.stdout
     # The image runs pgsluice as its own non-root user.
     assert sh(["docker", "exec", cid, "id", "-un"], 60).stdout.strip() == "pgsluice"
+
+
+def test_workshop_reports_name_the_stands_versions(stand):
+    # A report made on the stand says which pgsluice and PgBouncer ran: the client container asks
+    # their consoles, since their binaries are in other containers.
+    out = client(stand, "python3", "-c",
+                 "import json, sys; sys.path[:0] = ['integration', 'integration/workshop']; "
+                 "import stand; print(json.dumps(stand.ExternalStand().versions()))")
+    v = json.loads(out.strip().splitlines()[-1])
+    assert v["pgsluice"].startswith("pgsluice "), v
+    assert v["pgbouncer"].startswith("PgBouncer "), v
+    assert v["postgresql"].startswith("PostgreSQL 15") and "shared_buffers=256MB" in v["pg_settings"]
 
 
 def build_stage_sources() -> list[str]:

@@ -145,6 +145,28 @@ class Console:
         self.client.close()
 
 
+# The PostgreSQL settings a report names. current_setting() and not setting || unit:
+# shared_buffers' setting is in 8 kB pages, and "32768" || "8kB" read as 327688kB.
+PG_SETTINGS_QUERY = ("SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) "
+                     "FROM pg_settings WHERE name IN ('max_connections', 'shared_buffers', "
+                     "'synchronous_commit', 'fsync')")
+
+
+def console_version(target: Target) -> str | None:
+    """A pooler's SHOW VERSION on its console, or None when it does not answer."""
+    try:
+        console = Console(target)
+    except Exception:  # noqa: BLE001  (a report without the version beats no report)
+        return None
+    try:
+        rows = console.query("SHOW VERSION")
+        return rows[0].get("version") if rows else None
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        console.close()
+
+
 class StandBase:
     pg_port: int
 
@@ -234,13 +256,8 @@ class LocalStand(StandBase):
     def versions(self) -> dict:
         """What ran: PostgreSQL and its settings, pgsluice, and PgBouncer only when an
         experiment started it."""
-        # current_setting() and not setting || unit: shared_buffers' setting is in 8 kB pages,
-        # and "32768" || "8kB" read as 327688kB.
         v = {"postgresql": self.pg.psql("SELECT version()"),
-             "pg_settings": self.pg.psql("SELECT string_agg(name || '=' || current_setting(name), "
-                                         "', ' ORDER BY name) FROM pg_settings WHERE name IN "
-                                         "('max_connections', 'shared_buffers', "
-                                         "'synchronous_commit', 'fsync')"),
+             "pg_settings": self.pg.psql(PG_SETTINGS_QUERY),
              "pgsluice": harness.run([self.pgsluice_bin, "--version"])[1].strip(),
              "pgsluice_binary": self.pgsluice_bin}
         if "pgbouncer" in self.poolers:
@@ -306,9 +323,16 @@ class ExternalStand(StandBase):
         return ""  # in the container's log (docker compose logs pgsluice)
 
     def versions(self) -> dict:
+        """As LocalStand's, asked of the running containers: PostgreSQL over SQL, the poolers
+        over their consoles (SHOW VERSION), since their binaries are in other containers."""
         with self.superuser() as c:
-            return {"postgresql": c.execute("SELECT version()").fetchone()[0],
-                    "stand": "external (docker/compose.yaml)"}
+            v = {"postgresql": c.execute("SELECT version()").fetchone()[0],
+                 "pg_settings": c.execute(PG_SETTINGS_QUERY).fetchone()[0],
+                 "stand": "external (docker/compose.yaml)"}
+        for name, target in (("pgsluice", self.pgsluice()), ("pgbouncer", self.pgbouncer())):
+            if target is not None:
+                v[name] = console_version(target)
+        return v
 
     def close(self) -> None:
         pass
