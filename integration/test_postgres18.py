@@ -245,6 +245,23 @@ def test_direct_tls_without_client_tls_is_closed_with_a_log_line(pg, make_pooler
     assert p.wait_for_log("direct TLS handshake, but TLS is not enabled", 5), p.log()
 
 
+def test_direct_tls_on_the_unix_socket_is_closed_saying_so(pg, make_pooler):
+    # Client TLS is on, but a Unix socket takes none (as PostgreSQL): the log says that, not that
+    # client TLS is off.
+    p = make_pooler(unix_socket_dir="{dir}", **client_tls(pg))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.set_alpn_protocols(["postgresql"])
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(10)
+    sock.connect(os.path.join(p.dir, f".s.PGSQL.{p.port}"))
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        ctx.wrap_socket(sock).close()
+    sock.close()
+    assert p.wait_for_log("direct TLS handshake, but on a Unix socket", 5), p.log()
+
+
 # --- direct TLS towards servers --------------------------------------------------------------
 
 

@@ -37,10 +37,9 @@ void Client::accept_direct_tls() {
   const TlsContext* ctx = worker_.tls().client.get();
   if (ctx == nullptr || !channel_.is_tcp()) {
     // A plaintext error would be garbage to a TLS client; PostgreSQL logs and closes too.
-    spdlog::warn(
-        "{} closing: a direct TLS handshake, but TLS is not enabled for clients "
-        "(client_tls_sslmode = disable)",
-        log_id_);
+    spdlog::warn("{} closing: a direct TLS handshake, but {}", log_id_,
+                 ctx == nullptr ? "TLS is not enabled for clients (client_tls_sslmode = disable)"
+                                : "on a Unix socket, which takes no TLS");
     close("direct TLS without client TLS");
     return;
   }
