@@ -77,10 +77,12 @@ def test_wrong_password(auth_pooler, user):
 
 
 def test_unknown_user_refused(auth_pooler):
-    if auth_pooler.auth_type == "trust":
-        pytest.skip("trust")
     err = login_error(auth_pooler, "nosuchuser", "whatever")
     assert err.sqlstate in ("28P01", "28000"), err.fields
+    if auth_pooler.auth_type == "trust":
+        # As PgBouncer: trust asks for no password, but only users in auth_file get in.
+        assert err.message == '"trust" authentication failed', err.fields
+        assert auth_pooler.wait_for_log('no such user "nosuchuser"', 5)
 
 
 def test_unknown_database(auth_pooler):
@@ -181,6 +183,16 @@ def test_auth_query_md5_and_scram_users(pg, make_pooler):
     s = auth_query_pooler(make_pooler, auth_type="scram-sha-256")
     with s.connect(user="app", password="app", autocommit=True) as conn:
         assert conn.execute("SELECT current_user").fetchone()[0] == "app"
+
+
+def test_trust_admits_users_auth_query_knows_and_no_one_else(pg, make_pooler):
+    # PgBouncer's rule: under trust a user absent from auth_file is looked up with auth_query,
+    # and gets in only if the query finds it.
+    p = auth_query_pooler(make_pooler, auth_type="trust")
+    with p.raw(user="md5user", password=None) as c:
+        assert c.scalar("SELECT current_user") == "md5user"
+    err = login_error(p, "no_such_role", "nope")
+    assert err.sqlstate == "28000" and err.message == '"trust" authentication failed', err.fields
 
 
 def test_auth_query_refusals_look_like_a_wrong_password(pg, make_pooler):

@@ -142,6 +142,7 @@ class Client final : public ChannelOwner {
   std::optional<AuthType> decide_by_hba();
   bool peer_matches();
   void start_exchange(std::optional<std::string> secret);
+  void refuse_unknown_trust_user();
   void note_auth_failure();
   // A message above PostgreSQL's cap before login: FATAL 08P01, counted, logged.
   void refuse_oversized_login_message();
@@ -213,6 +214,7 @@ class Client final : public ChannelOwner {
   AuthType auth_method_ = AuthType::md5;  // the method in use (auth_type, or the hba rule's)
   bool auth_lookup_pending_ = false;      // waiting for AuthQuery
   bool secret_from_lookup_ = false;       // the secret came from auth_query
+  bool peer_verified_ = false;            // hba peer: the kernel named the user, who may be unknown
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;
   ParameterSet reported_;  // the client's view of every parameter the server reports

@@ -47,7 +47,9 @@ void Client::begin_authentication() {
   }
   auth_method_ = method;
   std::optional<std::string> secret = worker_.secret_for(user_);
-  if (!secret && method != AuthType::trust) {
+  // Also under trust, as PgBouncer: the user must exist, in auth_file or by auth_query. Not
+  // after peer, which PgBouncer lets through any OS user the rule names.
+  if (!secret && !peer_verified_) {
     AuthQuery& lookups = worker_.auth_query();
     std::optional<AuthQuery::Target> target =
         lookups.target_for(admin_console_ ? nullptr : db_entry_.get());
@@ -63,8 +65,19 @@ void Client::begin_authentication() {
       lookups.start(*target, user_, *this);
       return;
     }
+    if (method == AuthType::trust) {
+      refuse_unknown_trust_user();
+      return;
+    }
   }
   start_exchange(std::move(secret));
+}
+
+void Client::refuse_unknown_trust_user() {
+  // PgBouncer's words; no password was asked, so the client learns only that it is not let in.
+  spdlog::warn("{} login failed: no such user \"{}\" (auth_type = trust admits only known users)",
+               log_id_, user_);
+  fail(sqlstate::kInvalidAuthorizationSpecification, "\"trust\" authentication failed");
 }
 
 void Client::on_auth_lookup(const AuthLookupResult& result) {
@@ -79,6 +92,10 @@ void Client::on_auth_lookup(const AuthLookupResult& result) {
     return;
   }
   secret_from_lookup_ = true;
+  if (auth_method_ == AuthType::trust && result.status != AuthLookupResult::Status::found) {
+    refuse_unknown_trust_user();
+    return;
+  }
   // A user the query does not know gets the same exchange as a wrong password, and the same
   // answer (ClientAuth runs it against a secret nobody has).
   start_exchange(result.status == AuthLookupResult::Status::found ? result.secret : std::nullopt);
@@ -192,6 +209,7 @@ std::optional<AuthType> Client::decide_by_hba() {
              fmt::format("Peer authentication failed for user \"{}\"", user_));
         return std::nullopt;
       }
+      peer_verified_ = true;
       return AuthType::trust;  // the kernel vouched for the user
     case HbaMethod::reject:
       break;
