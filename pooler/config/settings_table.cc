@@ -141,6 +141,16 @@ void add_tls_rows(std::vector<SettingDef>& rows, Field<TlsSettings> side,
   rows.push_back(row(keys[5], tls_sslmode(side), kReload, kPgBouncer, kHidden));
 }
 
+void add_both_sides_tls_rows(std::vector<SettingDef>& rows) {
+  using S = Settings;
+  add_tls_rows(rows, &S::client_tls,
+               {"client_tls_ca_file", "client_tls_cert_file", "client_tls_ciphers",
+                "client_tls_key_file", "client_tls_protocols", "client_tls_sslmode"});
+  add_tls_rows(rows, &S::server_tls,
+               {"server_tls_ca_file", "server_tls_cert_file", "server_tls_ciphers",
+                "server_tls_key_file", "server_tls_protocols", "server_tls_sslmode"});
+}
+
 std::vector<SettingDef> make_table() {
   using S = Settings;
   std::vector<SettingDef> rows = {
@@ -229,12 +239,7 @@ std::vector<SettingDef> make_table() {
           kOwn),
       row("workers", typed(&S::workers, parse_workers, print_int<int>), kRestart, kOwn),
   };
-  add_tls_rows(rows, &S::client_tls,
-               {"client_tls_ca_file", "client_tls_cert_file", "client_tls_ciphers",
-                "client_tls_key_file", "client_tls_protocols", "client_tls_sslmode"});
-  add_tls_rows(rows, &S::server_tls,
-               {"server_tls_ca_file", "server_tls_cert_file", "server_tls_ciphers",
-                "server_tls_key_file", "server_tls_protocols", "server_tls_sslmode"});
+  add_both_sides_tls_rows(rows);
   // find_setting searches the keys in order.
   std::sort(rows.begin(), rows.end(),
             [](const SettingDef& a, const SettingDef& b) { return a.key < b.key; });
