@@ -10,7 +10,10 @@ promoted:
   promotion, with the same connection string; every acknowledged commit is on the new primary;
   no write ever reached a standby (a standby refuses it with 25006, which would show);
 - the old primary rebuilt as a standby of the new one (pg_basebackup -R) is used by the standby
-  entry again, never by the read-write entry.
+  entry again, never by the read-write entry;
+- with no traffic, a standby promoted while a standby entry holds idle servers on it: the role
+  check (server_role_check_interval) closes them within the interval, the next transactions of
+  the standby entry go to the remaining standby and the read-write entry's to the new primary.
 The tests run in order on one topology: the third needs the second's failover.
 """
 
@@ -165,3 +168,42 @@ def test_the_old_primary_rebuilt_as_a_standby_serves_the_standby_entry(topology,
             c.close()
     assert {port for port, _ in seen} == {primary.port, s2.port}, seen
     assert all(recovering for _, recovering in seen), seen
+
+
+def test_idle_servers_follow_a_promotion_without_traffic(topology, make_pooler):
+    primary, (s1, s2) = topology
+    # After the tests above: standby 1 is the primary, the old primary and standby 2 are standbys.
+    assert s1.psql("SELECT pg_is_in_recovery()") == "f", "the failover test runs first"
+    assert primary.psql("SELECT pg_is_in_recovery()") == "t"
+    p = make_pooler(databases={"rw": entry([s1, primary], "read-write"),
+                               "ro": entry([primary, s2], "standby")},
+                    default_pool_size=4, server_login_retry=1, server_role_check_interval=1,
+                    admin_users="app")
+    with p.connect(db="rw", autocommit=True) as c:
+        assert where(c) == (s1.port, False)
+    conns = [p.connect(db="ro") for _ in range(4)]
+    try:
+        seen = {where(c) for c in conns}
+    finally:
+        for c in conns:
+            c.close()
+    assert (primary.port, True) in seen, seen
+    # Idle servers of the standby entry on the old primary, now a standby.
+    assert harness.wait_until(lambda: len(primary.server_backends()) > 0, 5)
+
+    s1.stop_now("immediate")
+    primary.promote()
+    promoted = time.monotonic()
+    # No client runs anything: only the role check can tell that the host was promoted.
+    assert harness.wait_until(lambda: not primary.server_backends(), 10), \
+        (primary.server_backends(), p.log()[-3000:])
+    closed = time.monotonic() - promoted
+    print(f"idle servers on the promoted host closed {closed:.2f} s after pg_ctl promote returned")
+    assert closed < 1 + 1.5, closed  # the interval, a janitor round, the query
+    # The next transactions, without an error: the standby entry's on the standby left, the
+    # read-write entry's on the new primary.
+    for _ in range(4):
+        with p.connect(db="ro", autocommit=True) as c:
+            assert where(c) == (s2.port, True)
+    with p.connect(db="rw", autocommit=True) as c:
+        assert where(c) == (primary.port, False)

@@ -163,6 +163,10 @@ struct Settings {
   Duration server_idle_timeout = std::chrono::seconds(600);  // 0 disables
   std::string server_check_query = "select 1";               // empty: no check
   Duration server_check_delay = std::chrono::seconds(30);
+  // How often the idle servers of a pool whose target_session_attrs is not `any` are asked their
+  // role (pgsluice's own key; pool_maintenance.cc): a promotion or a demotion closes them
+  // without waiting for traffic. 0: only at login and at release.
+  Duration server_role_check_interval = std::chrono::seconds(5);
   bool server_reset_query_always = false;
   bool server_fast_close = false;
   // Client timeouts (client_timeouts.h), PgBouncer's names and meanings; 0 disables.

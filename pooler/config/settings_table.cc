@@ -213,6 +213,8 @@ std::vector<SettingDef> make_table() {
           typed(&S::server_max_protocol_minor, parse_protocol_version, print_protocol_version),
           kOnline, kOwn),
       row("server_reset_query", string_value(&S::server_reset_query)),
+      row("server_role_check_interval", duration_value(&S::server_role_check_interval), kOnline,
+          kOwn),
       row("server_reset_query_always", bool_value(&S::server_reset_query_always)),
       row("server_tls_sslnegotiation",
           typed(&S::server_tls_direct, parse_ssl_negotiation,

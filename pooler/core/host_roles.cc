@@ -13,6 +13,10 @@ bool is_on(const ParameterSet& reported, std::string_view name) {
 }
 }  // namespace
 
+bool reports_role(const ParameterSet& reported) {
+  return reported.get("in_hot_standby") != nullptr;
+}
+
 ServerRole role_of(const ParameterSet& reported) {
   ServerRole role;
   role.hot_standby = is_on(reported, "in_hot_standby");

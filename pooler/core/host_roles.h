@@ -18,8 +18,11 @@ struct ServerRole {
   bool read_only = false;    // either a standby or default_transaction_read_only = on
 };
 
-// The role a server reported. A server older than 14 reports neither parameter: it is taken for a
-// read-write primary (pgsluice does not query older servers for their role).
+// Whether the server reports its role (PostgreSQL 14+ sends in_hot_standby at login and after
+// every change). An older server reports nothing: it is asked (role_check.h) before it serves.
+bool reports_role(const ParameterSet& reported);
+
+// The role a server reported (see reports_role).
 ServerRole role_of(const ParameterSet& reported);
 
 // Empty when `role` fits `attrs`; otherwise why not, in libpq's words ("server is in hot standby

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "pooler/base/sqlstate.h"
-#include "pooler/core/host_roles.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
@@ -184,28 +183,6 @@ void Pool::serve_waiters() {
   publish_wait();
 }
 
-bool Pool::accept_role(Server& server) {
-  return !close_if_wrong_role(server, "wrong role at login");
-}
-
-bool Pool::close_if_wrong_role(Server& server, std::string_view what) {
-  if (db_.target_session_attrs == TargetSessionAttrs::any) return false;
-  const uint64_t now = worker_.now_ms();
-  const ServerRole role = role_of(server.parameters());
-  const std::string_view why = role_mismatch(db_.target_session_attrs, role,
-                                             hosts_.standby_may_exist(server.host_index(), now));
-  if (why.empty()) return false;
-  // Not a failed login: the host answered, with the wrong role (a standby for a read-write
-  // entry, a primary before its promotion is over, or a standby just promoted). Waiting clients
-  // go on waiting: the next host is tried now, this one again in a moment.
-  hosts_.role_mismatched(server.host_index(), now, !role.hot_standby);
-  spdlog::info("{}: {}: {} (target_session_attrs = {}), trying another host", server.log_id(), what,
-               why, to_string(db_.target_session_attrs));
-  server.close(fmt::format("{}: {}", what, why));
-  launch_for_waiters();
-  return true;
-}
-
 void Pool::on_server_login_ok(Server& server) {
   hosts_.logged_in(server.host_index());
   SharedLimits::login_succeeded(limit_slots_);
@@ -327,9 +304,10 @@ void Pool::on_server_idle(Server& server) {
     server.life.fresh = true;
   }
   server.life.idle_since_ms = now;
+  if (!take_role_answer(server, now)) return;
   // PostgreSQL reports a promotion (in_hot_standby off) with the first reply after it, and a
-  // primary turned read-only likewise: a server whose role no longer fits leaves the pool
-  // between transactions, never in the middle of one.
+  // primary turned read-only likewise (the role check finds both on an idle server): a server
+  // whose role no longer fits leaves the pool between transactions, never in the middle of one.
   if (close_if_wrong_role(server, "the server's role changed")) return;
   if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
     // The pool shrank under it (a reload): the extra server goes. Reserve servers stay until

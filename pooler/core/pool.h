@@ -103,6 +103,10 @@ class Pool {
   // Closes `server` (true) when the role it reports does not fit target_session_attrs: its host
   // is skipped for a moment and another one is tried; `what` starts the log line and reason.
   bool close_if_wrong_role(Server& server, std::string_view what);
+  // server_role_check_interval (pool_roles.cc): the janitor's round starts the role check on
+  // the idle servers whose role was last told longer ago than the interval, when
+  // target_session_attrs is not `any`. Only this worker's servers: no other worker is stopped.
+  void check_idle_roles(uint64_t now_ms);
   // A server became idle (clean, unlinked): it serves the next waiter or stays idle.
   void on_server_idle(Server& server);
   // A server is closing (already off the lists): replace it if clients wait.
@@ -206,6 +210,9 @@ class Pool {
   [[nodiscard]] size_t checks_in_flight();
   [[nodiscard]] int reserve_pool() const;
   void link(Server& server, Client& client);
+  // A server back in the pool: notes when its role was last told; false when its role check
+  // failed (it is closed).
+  bool take_role_answer(Server& server, uint64_t now_ms);
   void serve_waiters();
   bool login_retry_blocked(uint64_t now_ms) const;
   // No server of the pool is logged in on any worker (logins in flight may be).

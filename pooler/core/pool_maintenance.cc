@@ -212,6 +212,11 @@ Server* Pool::take_idle_server() {
   const uint64_t now = worker_.now_ms();
   while (!idle_.empty()) {
     Server& server = idle_.front();
+    if (db_.target_session_attrs != TargetSessionAttrs::any && !server.role()) {
+      // Older than PostgreSQL 14, it did not report its role: asked before it serves anyone.
+      if (!server.check_role()) server.close("the role check could not start");
+      continue;
+    }
     if (!check_due(!s.server_check_query.empty(), server.life.fresh, server.life.idle_since_ms,
                    delay, now)) {
       return &server;
@@ -273,6 +278,7 @@ void Pool::maintain(uint64_t now_ms, int clients) {
       server.close("server_idle_timeout");
     }
   });
+  check_idle_roles(now_ms);
   if (mode_ == PoolMode::session && s.server_fast_close) {
     // RECONNECT or a changed database line: in session mode the server would otherwise serve
     // its client until the session ends. Closed between transactions, with its client, so that

@@ -26,6 +26,7 @@
 #include "pooler/core/pending_replies.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/reply_queue.h"
+#include "pooler/core/role_check.h"
 #include "pooler/core/server_lifecycle.h"
 #include "pooler/core/server_query.h"
 #include "pooler/core/stats.h"
@@ -196,6 +197,14 @@ class Server final : public ChannelOwner {
   // The pooler's own query (server_query.h) on an idle server no client is linked to: writes
   // `messages` (ending with a Sync) and sends the replies to `sink`. False when not idle.
   bool run_query(std::string_view messages, ServerQuerySink& sink);
+  // The role check (role_check.h) on an idle server: `resetting` until the answer, then idle
+  // again through the pool (Pool::on_server_idle), which closes it when its role does not fit.
+  // False when the server was not idle.
+  bool check_role();
+  [[nodiscard]] const RoleCheck& role_check() const { return role_check_; }
+  // The server's role as last reported or checked; empty for a server older than 14 that has
+  // not been checked yet.
+  [[nodiscard]] std::optional<ServerRole> role() const;
 
   // For SHOW SERVERS.
   [[nodiscard]] int32_t backend_pid() const { return backend_pid_; }
@@ -365,6 +374,7 @@ class Server final : public ChannelOwner {
   SettingsCapture kept_;
   // run_query's sink until the ReadyForQuery (server_query.cc).
   ServerQuerySink* query_sink_ = nullptr;
+  RoleCheck role_check_;  // check_role()'s sink
   bool deliver_query_reply(const protocol::Message& message);
   void finish_query();
   void abandon_query(std::string_view reason);

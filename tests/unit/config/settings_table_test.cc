@@ -97,9 +97,9 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
     EXPECT_EQ(listed.contains(std::string(d.key)), d.in_show_config) << d.key;
   }
   // 57 as before the table (#16; TLS and three more are not listed), scram_max_iterations,
-  // session_state_pin_reserve, server_max_protocol_version, server_tls_sslnegotiation and
-  // peer_id.
-  EXPECT_EQ(rows.size(), 62u);
+  // session_state_pin_reserve, server_max_protocol_version, server_tls_sslnegotiation,
+  // peer_id and server_role_check_interval.
+  EXPECT_EQ(rows.size(), 63u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
