@@ -137,6 +137,13 @@ def test_failover_resumes_writes_on_the_promoted_standby(topology, make_pooler):
         assert first - promoted < 5, f"first write on the new primary {first - promoted:.1f} s " \
                                      f"after the promotion"
         harness.wait_until(lambda: sum(a[2] == s1.port for a in acked) >= 100, 30)
+        # The failover is logged with its timing: how long the pool had no usable host and
+        # how long its clients waited.
+        line = p.wait_for_log(r"new primary 127\.0\.0\.1:%d after ([0-9.]+) s without one; "
+                              r"(\d+) clients waited up to ([0-9.]+) s" % s1.port)
+        assert line, p.log()[-3000:]
+        print(line.group(0))
+        assert p.wait_for_log(r"host 127\.0\.0\.1:%d unusable: " % primary.port)
     finally:
         stop.set()
         for t in threads:
@@ -200,6 +207,8 @@ def test_idle_servers_follow_a_promotion_without_traffic(topology, make_pooler):
     closed = time.monotonic() - promoted
     print(f"idle servers on the promoted host closed {closed:.2f} s after pg_ctl promote returned")
     assert closed < 1 + 1.5, closed  # the interval, a janitor round, the query
+    assert p.wait_for_log(r"host 127\.0\.0\.1:%d is now a primary \(was a standby\)"
+                          % primary.port)
     # The next transactions, without an error: the standby entry's on the standby left, the
     # read-write entry's on the new primary.
     for _ in range(4):

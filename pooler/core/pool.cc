@@ -184,6 +184,7 @@ void Pool::serve_waiters() {
 }
 
 void Pool::on_server_login_ok(Server& server) {
+  note_login_ok(server, worker_.now_ms());
   hosts_.logged_in(server.host_index());
   SharedLimits::login_succeeded(limit_slots_);
   server.life.born_ms = worker_.now_ms();
@@ -231,6 +232,7 @@ void Pool::on_server_login_failed(Server& server, std::string_view message) {
     // one tried; the pool's login counts as failed only when no host is left.
     hosts_.login_failed(server.host_index(),
                         now + static_cast<uint64_t>(worker_.settings().server_login_retry.count()));
+    note_login_failure(server, message, now);
     if (hosts_.any_usable(now) || hosts_.any_role_mismatch(now)) {
       spdlog::info("{}: host {} failed ({}), trying the next host", server.log_id(),
                    server.address().to_string(), message);
@@ -309,6 +311,7 @@ void Pool::on_server_idle(Server& server) {
   // primary turned read-only likewise (the role check finds both on an idle server): a server
   // whose role no longer fits leaves the pool between transactions, never in the middle of one.
   if (close_if_wrong_role(server, "the server's role changed")) return;
+  end_outage(server, now);
   if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
     // The pool shrank under it (a reload): the extra server goes. Reserve servers stay until
     // server_idle_timeout, as in PgBouncer, ready for the next burst.
@@ -395,6 +398,8 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
   removed_ = false;  // a database removed and added back is served again
   if (address_changed) {
     hosts_.reset(db_);
+    trouble_since_ms_ = 0;
+    no_usable_host_ = false;
     if (!db.password.empty()) credentials_.password = db.password;
     mark_close_needed();
   }

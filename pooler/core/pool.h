@@ -18,6 +18,7 @@
 #include "pooler/config/config.h"
 #include "pooler/config/server_address.h"
 #include "pooler/core/client.h"
+#include "pooler/core/host_roles.h"
 #include "pooler/core/pool_hosts.h"
 #include "pooler/core/pool_limits.h"
 #include "pooler/core/server.h"
@@ -210,6 +211,14 @@ class Pool {
   [[nodiscard]] size_t checks_in_flight();
   [[nodiscard]] int reserve_pool() const;
   void link(Server& server, Client& client);
+  // Failover events (pool_failover.cc): logged with their timing.
+  void note_login_failure(const Server& server, std::string_view message, uint64_t now_ms);
+  // A host failed or answered with the wrong role: the pool may have no usable host left.
+  void note_host_trouble(uint64_t now_ms);
+  void note_role_told(const Server& server, const ServerRole& role);
+  void note_login_ok(const Server& server, uint64_t now_ms);
+  // A server of the right role is ready here: the time without a usable host (if any) is over.
+  void end_outage(const Server& server, uint64_t now_ms);
   // A server back in the pool: notes when its role was last told; false when its role check
   // failed (it is closed).
   bool take_role_answer(Server& server, uint64_t now_ms);
@@ -238,6 +247,10 @@ class Pool {
   bool asking_ = false;             // ask_other_workers() waits for its answer
   uint64_t login_wake_ = 0;         // workers to tell that a login ended (wake_login_waiters)
   bool login_claimed_ = false;      // try_launch counted the login launch_server starts
+  // Failover events (pool_failover.cc): since when a host has failed or refused without a
+  // server of the right role since, and whether every host was skipped meanwhile.
+  uint64_t trouble_since_ms_ = 0;
+  bool no_usable_host_ = false;
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;

@@ -1,12 +1,18 @@
 // Host choice and health of a multi-host [databases] entry; see pool_hosts.h.
 #include "pooler/core/pool_hosts.h"
 
+#include <utility>
+
 namespace pgsluice {
 
 void PoolHosts::reset(const DatabaseEntry& db) {
   policy_ = db.load_balance_hosts;
   hosts_.clear();
-  for (ServerAddress& a : ServerAddress::all_from(db)) hosts_.push_back({std::move(a)});
+  for (ServerAddress& a : ServerAddress::all_from(db)) {
+    Host host;
+    host.address = std::move(a);
+    hosts_.push_back(std::move(host));
+  }
   next_ = 0;
 }
 
@@ -42,6 +48,19 @@ void PoolHosts::role_mismatched(size_t i, uint64_t now_ms, bool primary) {
 void PoolHosts::logged_in(size_t i) {
   hosts_[i].skip_until_ms = 0;
   hosts_[i].mismatched = false;
+  hosts_[i].failing_since_ms = 0;
+}
+
+bool PoolHosts::start_failing(size_t i, uint64_t now_ms) {
+  if (hosts_[i].failing_since_ms != 0) return false;
+  hosts_[i].failing_since_ms = now_ms == 0 ? 1 : now_ms;  // 0 means "not failing"
+  return true;
+}
+
+std::optional<bool> PoolHosts::note_primary(size_t i, bool primary) {
+  const std::optional<bool> before = std::exchange(hosts_[i].primary, primary);
+  if (before && *before != primary) return before;
+  return std::nullopt;
 }
 
 bool PoolHosts::any_usable(uint64_t now_ms) const {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "pooler/config/server_address.h"
@@ -42,12 +43,26 @@ class PoolHosts {
   // prefer-standby's question: could a host other than `except` still turn out a standby?
   [[nodiscard]] bool standby_may_exist(size_t except, uint64_t now_ms) const;
 
+  // --- failover events (pool_failover.cc logs them) ---
+  // A login to host `i` failed at `now_ms`: true when it is the first failure since the host
+  // last logged a server in (it becomes unusable now).
+  bool start_failing(size_t i, uint64_t now_ms);
+  // Since when host `i` has failed every login (0: it has not failed).
+  [[nodiscard]] uint64_t failing_since(size_t i) const { return hosts_[i].failing_since_ms; }
+  // A server of host `i` told its role: the role the host had before when it was known and
+  // differs (the host was promoted or demoted), nothing otherwise.
+  std::optional<bool> note_primary(size_t i, bool primary);
+  // The role host `i` last told (true: a primary); nothing before a server of it told.
+  [[nodiscard]] std::optional<bool> primary(size_t i) const { return hosts_[i].primary; }
+
  private:
   struct Host {
     ServerAddress address;
     uint64_t skip_until_ms = 0;
-    bool mismatched = false;     // skipped for its role, not for a failed login
-    bool known_primary = false;  // it logged in (or was refused) as a primary
+    bool mismatched = false;        // skipped for its role, not for a failed login
+    bool known_primary = false;     // it logged in (or was refused) as a primary
+    uint64_t failing_since_ms = 0;  // start_failing(); 0 once a login works again
+    std::optional<bool> primary;    // the role its servers last told (note_primary)
   };
   LoadBalanceHosts policy_ = LoadBalanceHosts::round_robin;
   std::vector<Host> hosts_;

@@ -21,6 +21,7 @@ bool Pool::close_if_wrong_role(Server& server, std::string_view what) {
   // and its answer comes back here through on_server_idle.
   const std::optional<ServerRole> role = server.role();
   if (!role) return false;
+  note_role_told(server, *role);
   const uint64_t now = worker_.now_ms();
   const std::string_view why = role_mismatch(db_.target_session_attrs, *role,
                                              hosts_.standby_may_exist(server.host_index(), now));
@@ -29,6 +30,7 @@ bool Pool::close_if_wrong_role(Server& server, std::string_view what) {
   // entry, a primary before its promotion is over, or a standby just promoted). Waiting clients
   // go on waiting: the next host is tried now, this one again in a moment.
   hosts_.role_mismatched(server.host_index(), now, !role->hot_standby);
+  note_host_trouble(now);
   spdlog::info("{}: {}: {} (target_session_attrs = {}), trying another host", server.log_id(), what,
                why, to_string(db_.target_session_attrs));
   server.close(fmt::format("{}: {}", what, why));

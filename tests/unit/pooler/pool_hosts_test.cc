@@ -113,5 +113,27 @@ TEST(HostRoles, TargetSessionAttrsAsLibpq) {
   EXPECT_EQ(role_mismatch(T::prefer_standby, primary, false), "");  // libpq's second pass
 }
 
+TEST(PoolHosts, AHostFailsOnceUntilItLogsInAgain) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::round_robin));
+  EXPECT_EQ(hosts.failing_since(1), 0u);
+  EXPECT_TRUE(hosts.start_failing(1, 500));
+  EXPECT_FALSE(hosts.start_failing(1, 1500));  // still the same failure: no second event
+  EXPECT_EQ(hosts.failing_since(1), 500u);
+  hosts.login_failed(1, 2500);
+  hosts.logged_in(1);
+  EXPECT_EQ(hosts.failing_since(1), 0u);
+}
+
+TEST(PoolHosts, ARoleChangeIsTheRoleItHadBefore) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::round_robin));
+  EXPECT_FALSE(hosts.primary(0));
+  EXPECT_FALSE(hosts.note_primary(0, /*primary=*/false));  // learned, not changed
+  EXPECT_FALSE(hosts.note_primary(0, false));
+  EXPECT_EQ(hosts.note_primary(0, true), std::optional<bool>(false));  // promoted
+  EXPECT_EQ(hosts.primary(0), std::optional<bool>(true));
+  hosts.reset(three_hosts(LoadBalanceHosts::round_robin));
+  EXPECT_FALSE(hosts.primary(0));  // a reload forgets what was learned
+}
+
 }  // namespace
 }  // namespace pgsluice
