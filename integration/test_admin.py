@@ -22,8 +22,11 @@ REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 ADMIN = {"admin_users": "app", "stats_users": "md5user"}
 
 # pgsluice's own columns, allowed only after PgBouncer's.
-EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused"],
-                 "CLIENTS": ["pinned_for"], "SERVERS": ["pinned_for"]}
+EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused",
+                           "target_session_attrs", "sv_primary", "sv_standby", "hosts",
+                           "usable_hosts"],
+                 "CLIENTS": ["pinned_for"], "SERVERS": ["pinned_for", "host", "role"],
+                 "DATABASES": ["hosts", "target_session_attrs"]}
 IMPLEMENTED = ["POOLS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "CLIENTS",
                "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG",
                "PEERS", "PEER_POOLS"]
@@ -586,3 +589,50 @@ def test_metrics_endpoint_matches_show_stats(pgbench_data, make_pooler):
                         "_bucket" not in l)[:3000])
     finally:
         admin.close()
+
+
+def test_a_multi_host_entry_shows_its_hosts_and_roles(pg, make_pooler):
+    """SHOW SERVERS, SHOW POOLS, SHOW DATABASES and /metrics for an entry of three hosts: one
+    that refuses connections, PostgreSQL over TCP and PostgreSQL over its Unix socket."""
+    mport, dead = harness.free_port(), harness.free_port()
+    sock = f"{pg.socket_dir}/.s.PGSQL.{pg.port}"
+    pooler = make_pooler(
+        databases={"multi": f"host=127.0.0.1,127.0.0.1,{pg.socket_dir} "
+                            f"port={dead},{pg.port},{pg.port} dbname=app "
+                            "target_session_attrs=read-write"},
+        default_pool_size=4, server_login_retry=30, metrics_port=mport, workers=1, **ADMIN)
+    clients = [pooler.raw(db="multi") for _ in range(2)]
+    admin = Admin(pooler)
+    try:
+        for c in clients:
+            c.query("BEGIN")  # each holds its server
+        servers = [r for r in admin.dicts("SHOW SERVERS") if r["database"] == "multi"]
+        # The refusing host is skipped: one server on each of the others, each row naming the
+        # host it logged in to, the address it reached and the role it reported.
+        assert sorted(r["host"] for r in servers) == sorted([f"127.0.0.1:{pg.port}", sock])
+        for r in servers:
+            assert r["role"] == "primary", r
+            if r["host"] == sock:
+                assert r["addr"] == "unix" and int(r["port"]) == pg.port, r
+            else:
+                assert r["addr"] == "127.0.0.1" and int(r["port"]) == pg.port, r
+        db = {r["name"]: r for r in admin.dicts("SHOW DATABASES")}["multi"]
+        assert db["hosts"] == f"127.0.0.1:{dead},127.0.0.1:{pg.port},{sock}", db
+        assert db["target_session_attrs"] == "read-write"
+        pool = [r for r in admin.dicts("SHOW POOLS") if r["database"] == "multi"][0]
+        assert (pool["target_session_attrs"], pool["sv_primary"], pool["sv_standby"],
+                pool["hosts"], pool["usable_hosts"]) == ("read-write", "2", "0", "3", "2"), pool
+        status, text = scrape(mport)
+        assert status == 200
+        m = parse_metrics(text)
+        key = 'database="multi",user="app"'
+        assert m["pgsluice_pool_sv_primary"][key] == 2
+        assert m["pgsluice_pool_usable_hosts"][key] == 2
+        by_host = m["pgsluice_pool_host_servers"]
+        assert by_host[f'{key},host="127.0.0.1:{pg.port}",role="primary"'] == 1
+        assert by_host[f'{key},host="{sock}",role="primary"'] == 1
+        assert pooler.wait_for_log(r"app@multi: host 127\.0\.0\.1:%d unusable: " % dead)
+    finally:
+        admin.close()
+        for c in clients:
+            c.close()

@@ -197,6 +197,13 @@ def test_idle_servers_follow_a_promotion_without_traffic(topology, make_pooler):
     assert (primary.port, True) in seen, seen
     # Idle servers of the standby entry on the old primary, now a standby.
     assert harness.wait_until(lambda: len(primary.server_backends()) > 0, 5)
+    with psycopg.connect(p.dsn(db="pgsluice"), autocommit=True) as admin:
+        servers = admin.execute("SHOW SERVERS").fetchall()
+        cols = [d.name for d in admin.execute("SHOW SERVERS").description]
+    rows = [dict(zip(cols, r)) for r in servers]
+    on_old = [r for r in rows if r["database"] == "ro" and int(r["port"]) == primary.port]
+    assert on_old and all(r["role"] == "standby" for r in on_old), rows
+    assert all(r["host"] == f"127.0.0.1:{primary.port}" for r in on_old), rows
 
     s1.stop_now("immediate")
     primary.promote()

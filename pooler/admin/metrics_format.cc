@@ -71,6 +71,20 @@ void write_buffers_and_refusals(std::string& out, const ProcessMetrics& process)
   }
 }
 
+// Where a multi-host entry's servers are: a failover shows as servers moving between hosts.
+void write_servers_by_host(std::string& out, const std::vector<PoolMetrics>& pools) {
+  header(out, "pgsluice_pool_host_servers", "gauge",
+         "Server connections by the [databases] host they logged in to and the role they told "
+         "(primary, standby, unknown).");
+  for (const PoolMetrics& p : pools) {
+    for (const auto& [key, count] : p.gauges.servers_by_host) {
+      fmt::format_to(std::back_inserter(out),
+                     "pgsluice_pool_host_servers{{{},host=\"{}\",role=\"{}\"}} {}\n", labels(p),
+                     escape_label_value(key.first), key.second, count);
+    }
+  }
+}
+
 }  // namespace
 
 std::string escape_label_value(std::string_view value) {
@@ -107,10 +121,12 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
 
   // SHOW POOLS.
   const std::pair<const char*, uint64_t PoolRow::*> gauges[] = {
-      {"cl_active", &PoolRow::cl_active}, {"cl_waiting", &PoolRow::cl_waiting},
-      {"sv_active", &PoolRow::sv_active}, {"sv_idle", &PoolRow::sv_idle},
-      {"sv_used", &PoolRow::sv_used},     {"sv_login", &PoolRow::sv_login},
-      {"sv_pinned", &PoolRow::sv_pinned}, {"sv_dirty", &PoolRow::sv_dirty},
+      {"cl_active", &PoolRow::cl_active},       {"cl_waiting", &PoolRow::cl_waiting},
+      {"sv_active", &PoolRow::sv_active},       {"sv_idle", &PoolRow::sv_idle},
+      {"sv_used", &PoolRow::sv_used},           {"sv_login", &PoolRow::sv_login},
+      {"sv_pinned", &PoolRow::sv_pinned},       {"sv_dirty", &PoolRow::sv_dirty},
+      {"sv_primary", &PoolRow::sv_primary},     {"sv_standby", &PoolRow::sv_standby},
+      {"usable_hosts", &PoolRow::usable_hosts},
   };
   for (const auto& [name, field] : gauges) {
     per_pool(out, pools, fmt::format("pgsluice_pool_{}", name), "gauge",
@@ -124,6 +140,7 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
            [](const PoolMetrics& p) { return std::to_string(p.gauges.pool_size); });
   per_pool(out, pools, "pgsluice_pool_paused", "gauge", "1 while the pool is paused.",
            [](const PoolMetrics& p) { return n(p.gauges.paused ? 1 : 0); });
+  write_servers_by_host(out, pools);
 
   // SHOW STATS totals.
   const std::tuple<const char*, uint64_t PoolCounters::*, const char*> counters[] = {

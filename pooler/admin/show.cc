@@ -38,6 +38,10 @@ AdminResult show_pools(Worker& worker) {
   }
   r.text("pool_mode").text("load_balance_hosts");
   r.int4("sv_pinned").int4("sv_dirty").int4("pool_size").int4("paused");  // pgsluice's own
+  // pgsluice's own, for primaries and standbys (#20): servers by the role they told, and the
+  // entry's hosts that are not skipped now (a failed login, a wrong role).
+  r.text("target_session_attrs").int4("sv_primary").int4("sv_standby").int4("hosts");
+  r.int4("usable_hosts");
   for (const PoolRow& p : collect_pool_rows(worker)) {
     r.row()
         .add(p.database)
@@ -60,7 +64,12 @@ AdminResult show_pools(Worker& worker) {
         .add(p.sv_pinned)
         .add(p.sv_dirty)
         .add(p.pool_size)
-        .add(p.paused);
+        .add(p.paused)
+        .add(std::string(to_string(p.target_session_attrs)))
+        .add(p.sv_primary)
+        .add(p.sv_standby)
+        .add(p.hosts)
+        .add(p.usable_hosts);
   }
   r.set_tag("SHOW");
   return r;
@@ -301,6 +310,9 @@ const char* server_state(Server::State s) {
 AdminResult show_servers(Worker& worker) {
   AdminResult r;
   socket_columns(r);
+  // pgsluice's own (#20): the [databases] host the server logged in to, as the entry names it
+  // (addr and port are the address it reached), and the role it last told.
+  r.text("host").text("role");
   worker.for_each_pool([&](Pool& p) {
     p.for_each_server([&](Server& s) {
       const char* state = server_state(s.state());
@@ -332,7 +344,9 @@ AdminResult show_servers(Worker& worker) {
           .add(app != nullptr ? *app : std::string())
           .add(static_cast<int64_t>(s.prepared_statement_count()))
           .add(s.id())
-          .add(s.pinned_for());
+          .add(s.pinned_for())
+          .add(s.address().to_string())
+          .add(server_role_name(s));
     });
   });
   r.set_tag("SHOW");
@@ -346,6 +360,7 @@ AdminResult show_databases(Worker& worker, const AdminControl& control) {
   r.text("load_balance_hosts").int4("max_connections").int4("current_connections");
   r.int4("max_client_connections").int4("current_client_connections").int4("paused");
   r.int4("disabled");
+  r.text("hosts").text("target_session_attrs");  // pgsluice's own (#20): every host of the entry
   const Config& config = worker.config();
   // The configured databases, and those the "*" entry made on first use.
   std::map<std::string, DatabaseEntry> dbs(config.databases.begin(), config.databases.end());
@@ -378,6 +393,12 @@ AdminResult show_databases(Worker& worker, const AdminControl& control) {
         .add(config.max_db_client_connections_for(name))
         .add(clients[name]);
     r.add(control.db_paused(name)).add(control.db_disabled(name));
+    std::string hosts;
+    for (const ServerAddress& a : ServerAddress::all_from(db)) {
+      if (!hosts.empty()) hosts += ',';
+      hosts += a.to_string();
+    }
+    r.add(hosts).add(std::string(to_string(db.target_session_attrs)));
   }
   r.set_tag("SHOW");
   return r;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include "pooler/admin/control.h"
@@ -19,6 +20,7 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
   std::vector<PoolRow> rows;
   std::unordered_map<Pool*, size_t> index;
   std::map<std::pair<std::string, std::string>, size_t> by_key;
+  const uint64_t now_ms = worker.now_ms();
   worker.for_each_pool([&](Pool& p) {
     auto [at, created] = by_key.try_emplace({p.database().name, p.credentials().user}, rows.size());
     if (created) {
@@ -29,11 +31,20 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
       fresh.mode = p.mode();
       fresh.pool_size = p.pool_size();
       fresh.paused = p.paused();
+      fresh.hosts = p.hosts().size();
+      fresh.usable_hosts = fresh.hosts;
+      fresh.target_session_attrs = p.database().target_session_attrs;
       rows.push_back(std::move(fresh));
     }
     PoolRow& r = rows[at->second];
     r.shares.push_back(&p);
+    // A host one share skips is skipped for that share's clients: the fewest usable counts.
+    r.usable_hosts = std::min<uint64_t>(r.usable_hosts, p.hosts().usable_count(now_ms));
     p.for_each_server([&r](Server& s) {
+      const char* role = server_role_name(s);
+      if (std::string_view(role) == "primary") ++r.sv_primary;
+      if (std::string_view(role) == "standby") ++r.sv_standby;
+      ++r.servers_by_host[{s.address().to_string(), role}];
       switch (s.state()) {
         case Server::State::connecting:
         case Server::State::login:
@@ -81,6 +92,12 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
     }
   });
   return rows;
+}
+
+const char* server_role_name(const Server& server) {
+  const std::optional<ServerRole> role = server.role();
+  if (!role) return "unknown";
+  return role->hot_standby ? "standby" : "primary";
 }
 
 std::vector<DatabaseStats> collect_database_stats(Worker& worker) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 namespace pgsluice {
 
 class Pool;
+class Server;
 class Worker;
 
 // One row per (database, user): the shares of that pool on every worker, summed.
@@ -30,12 +32,24 @@ struct PoolRow {
   uint64_t sv_pinned = 0;  // pgsluice: servers pinned to their client (session-state checks)
   uint64_t sv_dirty = 0;   // pgsluice: servers with session state to clean at release
   uint64_t maxwait_us = 0;
+  // pgsluice: servers by the role they told (target_session_attrs other than any, or a
+  // server that reports in_hot_standby), and by host and role (/metrics).
+  uint64_t sv_primary = 0;
+  uint64_t sv_standby = 0;
+  std::map<std::pair<std::string, std::string>, uint64_t> servers_by_host;  // (host, role)
+  uint64_t hosts = 0;                                                       // the entry's hosts
+  uint64_t usable_hosts = 0;  // not skipped now (a failed login, a wrong role), in every share
+  TargetSessionAttrs target_session_attrs = TargetSessionAttrs::any;
   PoolMode mode = PoolMode::session;
   int pool_size = 0;
   bool paused = false;
 };
 
 std::vector<PoolRow> collect_pool_rows(Worker& worker);
+
+// A server's role as SHOW SERVERS and /metrics name it: primary, standby or unknown (a server
+// older than 14 not yet asked).
+const char* server_role_name(const Server& server);
 
 // SHOW STATS is per database: the pools of each database summed.
 struct DatabaseStats {

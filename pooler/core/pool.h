@@ -41,6 +41,8 @@ class Pool {
   [[nodiscard]] const DatabaseEntry& database() const { return db_; }
   // The entry's first host (a multi-host entry's servers each have their own: Server::address).
   [[nodiscard]] const ServerAddress& address() const { return hosts_.at(0); }
+  // The entry's hosts and what this share learned of them (SHOW POOLS, /metrics).
+  [[nodiscard]] const PoolHosts& hosts() const { return hosts_; }
   [[nodiscard]] ServerCredentials& credentials() { return credentials_; }
   [[nodiscard]] PoolMode mode() const { return mode_; }
   [[nodiscard]] int pool_size() const { return pool_size_; }

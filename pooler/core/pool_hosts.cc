@@ -63,6 +63,12 @@ std::optional<bool> PoolHosts::note_primary(size_t i, bool primary) {
   return std::nullopt;
 }
 
+size_t PoolHosts::usable_count(uint64_t now_ms) const {
+  size_t n = 0;
+  for (const Host& h : hosts_) n += h.skip_until_ms <= now_ms ? 1 : 0;
+  return n;
+}
+
 bool PoolHosts::any_usable(uint64_t now_ms) const {
   for (const Host& h : hosts_) {
     if (h.skip_until_ms <= now_ms) return true;

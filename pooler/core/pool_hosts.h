@@ -54,6 +54,8 @@ class PoolHosts {
   std::optional<bool> note_primary(size_t i, bool primary);
   // The role host `i` last told (true: a primary); nothing before a server of it told.
   [[nodiscard]] std::optional<bool> primary(size_t i) const { return hosts_[i].primary; }
+  // Hosts not skipped at `now_ms` (SHOW POOLS).
+  [[nodiscard]] size_t usable_count(uint64_t now_ms) const;
 
  private:
   struct Host {

@@ -106,6 +106,23 @@ TEST(MetricsFormat, ValuesAndLabels) {
             std::string::npos);
 }
 
+TEST(MetricsFormat, ServersByHostAndRole) {
+  std::vector<PoolMetrics> pools = sample_pools();
+  pools[1].gauges.servers_by_host[{"10.0.0.1:5432", "primary"}] = 3;
+  pools[1].gauges.servers_by_host[{"/run/\"pg\"/.s.PGSQL.5432", "standby"}] = 1;
+  pools[1].gauges.sv_primary = 3;
+  std::string out;
+  write_prometheus(out, pools, ProcessMetrics{});
+  EXPECT_NE(out.find("pgsluice_pool_host_servers{database=\"other\",user=\"u\","
+                     "host=\"10.0.0.1:5432\",role=\"primary\"} 3\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("host=\"/run/\\\"pg\\\"/.s.PGSQL.5432\",role=\"standby\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(out.find("pgsluice_pool_sv_primary{database=\"other\",user=\"u\"} 3\n"),
+            std::string::npos);
+}
+
 TEST(MetricsFormat, EscapeLabelValue) {
   EXPECT_EQ(escape_label_value("plain"), "plain");
   EXPECT_EQ(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");

@@ -120,8 +120,10 @@ TEST(PoolHosts, AHostFailsOnceUntilItLogsInAgain) {
   EXPECT_FALSE(hosts.start_failing(1, 1500));  // still the same failure: no second event
   EXPECT_EQ(hosts.failing_since(1), 500u);
   hosts.login_failed(1, 2500);
+  EXPECT_EQ(hosts.usable_count(1000), 2u);
   hosts.logged_in(1);
   EXPECT_EQ(hosts.failing_since(1), 0u);
+  EXPECT_EQ(hosts.usable_count(1000), 3u);
 }
 
 TEST(PoolHosts, ARoleChangeIsTheRoleItHadBefore) {
