@@ -88,20 +88,29 @@ def probe(pooler, mode: str, conninfo: str = "", sql: str = "SELECT 1") -> dict:
     return result
 
 
+def server_protocols(pooler) -> list[str]:
+    """SHOW SERVERS' last column, protocol, for every server."""
+    rc, out, err = pooler.psql("SHOW SERVERS", db="pgsluice")
+    assert rc == 0, err
+    return [line.split("|")[-1] for line in out.splitlines()]
+
+
 def test_server_logins_speak_32_to_postgresql_18(pg, make_pooler):
-    p = make_pooler()
+    p = make_pooler(admin_users="app")
     rc, out, err = p.psql("SELECT current_setting('server_version_num')")
     assert rc == 0, err
     assert int(out) >= 180000, out
     assert p.wait_for_log(r"S-\d+ .*login ok, protocol 3\.2", 5), p.log()
     assert "protocol 3.0" not in p.log()
+    assert server_protocols(p) == ["3.2"]  # and the console says so
 
 
 def test_a_postgresql_15_server_negotiates_down_to_30(pg15, pooler_on):
-    p = pooler_on(pg15)
+    p = pooler_on(pg15, admin_users="app")
     rc, out, err = p.psql("SELECT 1")
     assert (rc, out.strip()) == (0, "1"), err
     assert p.wait_for_log(r"S-\d+ .*login ok, protocol 3\.0", 5), p.log()
+    assert server_protocols(p) == ["3.0"]
 
 
 def test_server_max_protocol_version_30_keeps_30(pg, make_pooler):

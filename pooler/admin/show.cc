@@ -311,8 +311,9 @@ AdminResult show_servers(Worker& worker) {
   AdminResult r;
   socket_columns(r);
   // pgsluice's own (#20): the [databases] host the server logged in to, as the entry names it
-  // (addr and port are the address it reached), and the role it last told.
-  r.text("host").text("role");
+  // (addr and port are the address it reached), and the role it last told; the protocol version
+  // the login settled on (3.2 with PostgreSQL 18, #21), empty until then.
+  r.text("host").text("role").text("protocol");
   worker.for_each_pool([&](Pool& p) {
     p.for_each_server([&](Server& s) {
       const char* state = server_state(s.state());
@@ -346,7 +347,10 @@ AdminResult show_servers(Worker& worker) {
           .add(s.id())
           .add(s.pinned_for())
           .add(s.address().to_string())
-          .add(server_role_name(s));
+          .add(server_role_name(s))
+          .add(connected && s.state() != Server::State::login
+                   ? fmt::format("3.{}", s.protocol_version() & 0xffff)
+                   : std::string());
     });
   });
   r.set_tag("SHOW");
