@@ -95,7 +95,7 @@ def test_missing_config_file(tmp_path):
 
 
 def test_unimplemented_pgbouncer_keys_warn_and_start(pg, make_pooler):
-    extra = {"server_round_robin": "0", "tcp_keepalive": "1", "syslog": "0",
+    extra = {"server_round_robin": "0", "dns_max_ttl": "15", "syslog": "0",
              "log_stats": "1"}
     # The main section under PgBouncer's name, as in an existing pgbouncer.ini.
     config = BASE.replace("[pgsluice]", "[pgbouncer]") + "".join(

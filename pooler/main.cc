@@ -147,6 +147,13 @@ int main(int argc, char** argv) {
     spdlog::error("{}", message);
     if (daemon) std::fprintf(stderr, "pgsluice: %s\n", message.c_str());
   };
+  // What stops pgsluice once it has started to listen (PgBouncer's FATAL: a port in use, a
+  // listen_addr name that does not resolve): logged at the highest level and on stderr, which a
+  // daemon's parent still shows and then exits 1 for.
+  auto fatal = [daemon](const std::string& message) {
+    spdlog::critical("FATAL {}", message);
+    if (daemon) std::fprintf(stderr, "pgsluice: FATAL %s\n", message.c_str());
+  };
   for (const auto& w : config.warnings) spdlog::warn("{}", w);
 
   // The auth_file and, under auth_type = hba, the auth_hba_file.
@@ -181,7 +188,10 @@ int main(int argc, char** argv) {
   workers.set_tls(tls);
   features = std::make_unique<pgsluice::Features>(workers.primary());
   workers.set_extensions(*features);
-  if (!workers.listen()) return 1;
+  if (std::string error = workers.listen(); !error.empty()) {
+    fatal(error);
+    return 1;
+  }
   spdlog::info("pgsluice {} started ({} workers)", PGSLUICE_VERSION, workers.size());
   if (daemon) daemonizer.ready();
   workers.run();

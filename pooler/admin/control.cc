@@ -81,7 +81,13 @@ std::string AdminControl::resume(const std::string& db) {
     const bool was_suspended = mode_ == Mode::suspended;
     mode_ = Mode::active;
     paused_dbs_.clear();
-    if (was_suspended) worker_.open_listeners();
+    if (was_suspended) {
+      // The ports were closed at SUSPEND: binding them again can fail (another process took
+      // one), which is logged; the pooler resumes on what it could open.
+      if (std::string err = worker_.open_listeners(); !err.empty()) {
+        spdlog::error("RESUME: {}", err);
+      }
+    }
   } else {
     if (!paused_dbs_.contains(db)) return "database " + db + " is not paused";
     if (mode_ != Mode::active) return "pooler is paused/suspended: RESUME without a database";

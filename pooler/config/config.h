@@ -119,9 +119,25 @@ struct TlsSettings {
 };
 
 struct Settings {
-  std::string listen_addr = "127.0.0.1";  // comma-separated; "*" = all IPv4 and IPv6
+  // Comma-separated IP addresses and host names, resolved at startup (every address a name has);
+  // "*" = every IPv4 and IPv6 address.
+  std::string listen_addr = "127.0.0.1";
   int listen_port = 6432;
-  std::string unix_socket_dir;  // empty: no Unix socket
+  std::string unix_socket_dir;    // empty: no Unix socket
+  int unix_socket_mode = 0777;    // the socket file's mode
+  std::string unix_socket_group;  // the socket file's group (name or gid); empty: unchanged
+  // listen(2)'s backlog (PgBouncer: 128; pgsluice's 4096 keeps a burst of 1,000 logins queued).
+  int listen_backlog = 4096;
+  // TCP_DEFER_ACCEPT on the TCP listeners: a connection is accepted once its first bytes came.
+  bool tcp_defer_accept = true;
+  // Client and server TCP sockets (PgBouncer's keys; 0: the kernel's default): SO_KEEPALIVE, its
+  // idle time, interval (seconds) and probe count, TCP_USER_TIMEOUT (ms), SO_SNDBUF/SO_RCVBUF.
+  bool tcp_keepalive = true;
+  int tcp_keepidle = 0;
+  int tcp_keepintvl = 0;
+  int tcp_keepcnt = 0;
+  int tcp_user_timeout = 0;
+  int tcp_socket_buffer = 0;
   AuthType auth_type = AuthType::md5;
   std::string auth_file;
   std::string auth_hba_file;  // pg_hba.conf format, read under auth_type = hba (auth_hba.h)

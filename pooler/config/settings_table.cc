@@ -151,6 +151,26 @@ void add_both_sides_tls_rows(std::vector<SettingDef>& rows) {
                 "server_tls_key_file", "server_tls_protocols", "server_tls_sslmode"});
 }
 
+// The listening sockets' and the TCP connections' options (PgBouncer's keys and meanings).
+void add_socket_rows(std::vector<SettingDef>& rows) {
+  using S = Settings;
+  rows.push_back(row("listen_backlog", int_value(&S::listen_backlog, 1, 65535), kRestart));
+  // Read when a socket is made: a client's at accept, a server's before its connect; the
+  // listeners' TCP_DEFER_ACCEPT is set again when the value changes (Worker::apply_config).
+  rows.push_back(row("tcp_defer_accept", bool_value(&S::tcp_defer_accept)));
+  rows.push_back(row("tcp_keepalive", bool_value(&S::tcp_keepalive)));
+  // Linux's bounds (TCP_KEEPIDLE/INTVL 32767 s, TCP_KEEPCNT 127): a value the kernel would refuse
+  // is a config error here rather than a failed connection each time.
+  rows.push_back(row("tcp_keepcnt", int_value(&S::tcp_keepcnt, 0, 127)));
+  rows.push_back(row("tcp_keepidle", int_value(&S::tcp_keepidle, 0, 32767)));
+  rows.push_back(row("tcp_keepintvl", int_value(&S::tcp_keepintvl, 0, 32767)));
+  rows.push_back(row("tcp_socket_buffer", int_value(&S::tcp_socket_buffer, 0, 1 << 30)));
+  rows.push_back(row("tcp_user_timeout", int_value(&S::tcp_user_timeout, 0, 2147483647)));
+  rows.push_back(row("unix_socket_group", string_value(&S::unix_socket_group), kRestart));
+  rows.push_back(row("unix_socket_mode",
+                     typed(&S::unix_socket_mode, parse_file_mode, print_file_mode), kRestart));
+}
+
 std::vector<SettingDef> make_table() {
   using S = Settings;
   std::vector<SettingDef> rows = {
@@ -241,6 +261,7 @@ std::vector<SettingDef> make_table() {
           kOwn),
       row("workers", typed(&S::workers, parse_workers, print_int<int>), kRestart, kOwn),
   };
+  add_socket_rows(rows);
   add_both_sides_tls_rows(rows);
   // find_setting searches the keys in order.
   std::sort(rows.begin(), rows.end(),
@@ -262,7 +283,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "dns_nxdomain_ttl",
     "dns_zone_check_period",
     "job_name",
-    "listen_backlog",
     "log_stats",
     "pkt_buf",
     "query_wait_notify",
@@ -276,16 +296,7 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "syslog",
     "syslog_facility",
     "syslog_ident",
-    "tcp_defer_accept",
-    "tcp_keepalive",
-    "tcp_keepcnt",
-    "tcp_keepidle",
-    "tcp_keepintvl",
-    "tcp_socket_buffer",
-    "tcp_user_timeout",
     "track_extra_parameters",
-    "unix_socket_group",
-    "unix_socket_mode",
     "user",
     "verbose",
 };

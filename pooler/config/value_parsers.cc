@@ -305,6 +305,32 @@ std::string print_seconds(Duration d) {
   return text;
 }
 
+std::string parse_file_mode(std::string_view value, int& out) {
+  std::string_view v = trim(value);
+  int base = 10;
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+    base = 16;
+    v.remove_prefix(2);
+  } else if (v.size() > 1 && v[0] == '0') {
+    base = 8;
+    v.remove_prefix(1);
+  }
+  int parsed = 0;
+  const char* end = v.data() + v.size();
+  auto [ptr, ec] = std::from_chars(v.data(), end, parsed, base);
+  if (v.empty() || ec != std::errc() || ptr != end || parsed < 0 || parsed > 07777) {
+    return "invalid value " + quoted(value) + ": expected a file mode such as 0777";
+  }
+  out = parsed;
+  return {};
+}
+
+std::string print_file_mode(int mode) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0%o", static_cast<unsigned>(mode));
+  return text;
+}
+
 std::string print_bool(bool b) {
   return b ? "1" : "0";
 }

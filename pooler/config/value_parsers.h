@@ -56,6 +56,10 @@ std::string print_protocol_version(int minor);
 std::string parse_ssl_negotiation(std::string_view value, bool& direct);
 std::string parse_verbose_level(std::string_view value, std::string& out);
 std::string parse_session_verify(std::string_view value, SessionVerifyMode& out);
+// A file mode as PgBouncer reads unix_socket_mode (C's strtol base 0: "0777" octal, "511"
+// decimal, "0x1ff"), 0 to 07777; printed back in octal with a leading 0.
+std::string parse_file_mode(std::string_view value, int& out);
+std::string print_file_mode(int mode);
 
 // Whole seconds, else seconds with a fraction ("1.5").
 std::string print_seconds(Duration d);

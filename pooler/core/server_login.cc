@@ -13,6 +13,7 @@
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
+#include "pooler/net/socket_options.h"
 
 namespace pgsluice {
 
@@ -93,12 +94,20 @@ void Server::start_connect(const sockaddr* addr) {
     cancel_address_ = address_;
     cancel_address_.host = ip;
   }
-  if (channel_.init_tcp() != 0) {
+  if (channel_.init_tcp(addr->sa_family) != 0) {
     login_failed(sqlstate::kConnectionFailure, "could not create a socket");
     return;
   }
   channel_open_ = true;
   uv_tcp_nodelay(channel_.tcp(), 1);
+  // tcp_keepalive and the other TCP options, before the connect as PgBouncer sets them.
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(channel_.tcp()), &fd) == 0) {
+    if (std::string err = apply_tcp_options(fd, worker_->settings()); !err.empty()) {
+      login_failed(sqlstate::kConnectionFailure, "could not set socket options: " + err);
+      return;
+    }
+  }
   connecting_ = true;
   int rc = uv_tcp_connect(&connect_req_, channel_.tcp(), addr, on_connected);
   if (rc != 0) {

@@ -171,20 +171,25 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
   return ref;
 }
 
-// --- listening (the sockets and what arrives on them: worker_listen.cc) ---
+// --- listening (the sockets themselves: worker_listen.cc) ---
 
-bool Worker::listen() {
+std::string Worker::listen() {
   started_ms_ = now_ms();
   // Before the port accepts: whoever sees it open may signal at once.
   extensions().before_listen(*this);
-  if (!open_listeners()) {
+  std::string error = open_listeners();
+  if (error.empty() && !extensions().after_listen(*this)) {
+    error = "the metrics endpoint could not listen";
+  }
+  if (!error.empty()) {
+    listeners_.clear();
     extensions().stop(*this);
     uv_run(&loop_, UV_RUN_NOWAIT);  // the closes complete, so that the loop can be closed
-    return false;
+    return error;
   }
   uv_signal_start(&sighup_, on_sighup, SIGHUP);
   uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
-  return extensions().after_listen(*this);
+  return {};
 }
 
 void Worker::on_client_closed(Client& client) {

@@ -27,6 +27,7 @@
 #include "pooler/core/pool.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/worker_group.h"
+#include "pooler/net/listen_addresses.h"
 #include "pooler/net/tls_context.h"
 #include "pooler/session_state/findings.h"
 
@@ -43,8 +44,11 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
   ~Worker();
 
-  // Opens the listening sockets; false (with the reason logged) when none could be opened.
-  bool listen();
+  // Opens the listening sockets (worker_listen.cc). Returns why pgsluice cannot start (a name in
+  // listen_addr that does not resolve, no address of listen_addr could be listened on, the Unix
+  // socket failed), empty on success; an address that fails beside others that work is a
+  // warning, as in PgBouncer.
+  std::string listen();
   [[nodiscard]] int index() const { return index_; }
   [[nodiscard]] bool primary() const { return index_ == 0; }
   WorkerGroup& group() { return group_; }
@@ -159,8 +163,9 @@ class Worker {
   [[nodiscard]] size_t pool_count() const { return pools_.size(); }
   [[nodiscard]] const AuthSecrets& secrets() const { return *secrets_; }
   [[nodiscard]] uint64_t started_ms() const { return started_ms_; }
-  // SUSPEND / RESUME and SHUTDOWN WAIT_FOR_CLIENTS stop and restart accepting.
-  bool open_listeners();
+  // SUSPEND / RESUME and SHUTDOWN WAIT_FOR_CLIENTS stop and restart accepting; open_listeners
+  // returns the failure as listen() does.
+  std::string open_listeners();
   void close_listeners();
   // Accepts the connections already queued on the listening sockets, so that closing them
   // (SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS) resets none of them: behind so_reuseport the other
@@ -173,8 +178,13 @@ class Worker {
   std::string set_setting(std::string_view key, std::string_view value);
 
  private:
-  bool listen_tcp(const std::string& host, int port);
-  bool listen_unix(const std::string& dir, int port);
+  bool listen_tcp(const ListenAddress& address);
+  std::string listen_unix(const std::string& dir, int port);
+  // tcp_defer_accept on every TCP listener (at start and when the setting changes).
+  void set_listeners_defer_accept();
+  // The TCP options (socket_options.h) on a client's socket just accepted; false: logged and
+  // the client closed, as PgBouncer drops a connection it cannot tune.
+  bool tune_client_socket(Client& client);
   static void on_connection(uv_stream_t* listener, int status);
   static void on_sighup(uv_signal_t* handle, int signum);
   static void on_janitor(uv_timer_t* timer);

@@ -43,7 +43,7 @@ void WorkerGroup::set_tls(const TlsContexts& tls) {
   for (auto& w : workers_) w->set_tls(tls);
 }
 
-bool WorkerGroup::listen() {
+std::string WorkerGroup::listen() {
   return primary().listen();
 }
 

@@ -84,8 +84,9 @@ class WorkerGroup {
   Worker& next_for_client();
 
   void set_tls(const TlsContexts& tls);
-  // Opens the primary's listening sockets and signal handlers.
-  bool listen();
+  // Opens the primary's listening sockets and signal handlers; why not (Worker::listen), empty
+  // on success.
+  std::string listen();
   // Runs every worker (the primary on the calling thread) until all have stopped.
   void run();
   // Every worker stops (called with the world stopped, or with one worker).

@@ -21,6 +21,9 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
   if (c.settings.verbose_level != previous_config_->settings.verbose_level) {
     set_log_level(spdlog::level::from_str(c.settings.verbose_level));
   }
+  if (c.settings.tcp_defer_accept != previous_config_->settings.tcp_defer_accept) {
+    set_listeners_defer_accept();  // only the primary has listeners
+  }
   for (auto& [key, pool] : pools_) {
     // A database removed from the file drains (Pool::mark_removed): its clients finish, new
     // ones are refused; a changed line applies to new work, and to servers at their next release.

@@ -42,9 +42,9 @@ Channel::Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phas
 
 Channel::~Channel() = default;
 
-int Channel::init_tcp() {
+int Channel::init_tcp(int family) {
   is_tcp_ = true;
-  int rc = uv_tcp_init(loop_, &handle_.tcp);
+  int rc = uv_tcp_init_ex(loop_, &handle_.tcp, static_cast<unsigned>(family));
   if (rc == 0) {
     initialized_ = true;
     handle_.tcp.data = this;

@@ -59,8 +59,10 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
   ~Channel();
 
-  // Initializes the handle as TCP or as a Unix-domain pipe; exactly one is called once.
-  int init_tcp();
+  // Initializes the handle as TCP or as a Unix-domain pipe; exactly one is called once. With a
+  // `family` (AF_INET, AF_INET6) the socket is made at once, so that options can be set on it
+  // before a connect; AF_UNSPEC leaves that to the accept or the connect.
+  int init_tcp(int family = AF_UNSPEC);
   int init_pipe();
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&handle_); }
   uv_tcp_t* tcp() { return &handle_.tcp; }

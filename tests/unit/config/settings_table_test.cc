@@ -64,9 +64,10 @@ TEST(SettingsTable, OnlineKeysAreTheChangeableOnes) {
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(is_changeable_setting(d.key), d.apply == SettingApply::online) << d.key;
   }
-  const std::set<std::string_view> restart = {"listen_addr",  "listen_port",     "logfile",
-                                              "metrics_addr", "metrics_port",    "pidfile",
-                                              "so_reuseport", "unix_socket_dir", "workers"};
+  const std::set<std::string_view> restart = {
+      "listen_addr",     "listen_backlog",    "listen_port",      "logfile",
+      "metrics_addr",    "metrics_port",      "pidfile",          "so_reuseport",
+      "unix_socket_dir", "unix_socket_group", "unix_socket_mode", "workers"};
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(restart.contains(d.key), d.apply == SettingApply::restart) << d.key;
   }
@@ -98,8 +99,9 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   }
   // 57 as before the table (#16; TLS and three more are not listed), scram_max_iterations,
   // session_state_pin_reserve, server_max_protocol_version, server_tls_sslnegotiation,
-  // peer_id and server_role_check_interval.
-  EXPECT_EQ(rows.size(), 63u);
+  // peer_id and server_role_check_interval; the ten socket settings (listen_backlog, tcp_*,
+  // unix_socket_group/mode).
+  EXPECT_EQ(rows.size(), 73u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the

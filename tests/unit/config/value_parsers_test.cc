@@ -165,6 +165,28 @@ TEST(ValueParsers, PrintersAsPgBouncer) {
   EXPECT_EQ(join_list({}), "");
 }
 
+TEST(ValueParsers, FileModesAsStrtolBaseZero) {
+  // PgBouncer reads unix_socket_mode with strtol(…, 0): a leading 0 is octal.
+  int mode = 0;
+  EXPECT_EQ(parse_file_mode("0777", mode), "");
+  EXPECT_EQ(mode, 0777);
+  EXPECT_EQ(parse_file_mode(" 0600 ", mode), "");
+  EXPECT_EQ(mode, 0600);
+  EXPECT_EQ(parse_file_mode("511", mode), "");
+  EXPECT_EQ(mode, 0777);
+  EXPECT_EQ(parse_file_mode("0x1ff", mode), "");
+  EXPECT_EQ(mode, 0777);
+  EXPECT_EQ(parse_file_mode("0", mode), "");
+  EXPECT_EQ(mode, 0);
+  for (const char* bad : {"", "0789", "rwx", "-1", "077777", "0x"}) {
+    mode = 0644;
+    EXPECT_NE(parse_file_mode(bad, mode), "") << bad;
+    EXPECT_EQ(mode, 0644) << bad;
+  }
+  EXPECT_EQ(print_file_mode(0777), "0777");
+  EXPECT_EQ(print_file_mode(0), "00");
+}
+
 TEST(TextHelpers, ListsTrimAndCase) {
   EXPECT_EQ(split_list(" a, b ,,c,"), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_TRUE(split_list("").empty());

@@ -1,0 +1,82 @@
+// See listen_addresses.h.
+#include "pooler/net/listen_addresses.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
+#include <cstring>
+
+namespace pgsluice {
+
+namespace {
+
+bool same_address(const ListenAddress& a, const ListenAddress& b) {
+  return a.length == b.length && std::memcmp(&a.addr, &b.addr, a.length) == 0;
+}
+
+}  // namespace
+
+std::vector<std::string> split_listen_addr(std::string_view listen_addr) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= listen_addr.size()) {
+    size_t comma = listen_addr.find(',', pos);
+    if (comma == std::string_view::npos) comma = listen_addr.size();
+    std::string_view item = listen_addr.substr(pos, comma - pos);
+    const size_t first = item.find_first_not_of(" \t");
+    if (first != std::string_view::npos) {
+      item = item.substr(first, item.find_last_not_of(" \t") - first + 1);
+      out.emplace_back(item);
+    }
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::string address_text(const sockaddr* addr) {
+  char ip[INET6_ADDRSTRLEN] = {};
+  if (addr->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+    return "[" + std::string(ip) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+  ::inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
+}
+
+ListenAddresses resolve_listen_addresses(std::string_view listen_addr, int port) {
+  ListenAddresses result;
+  const std::string service = std::to_string(port);
+  for (const std::string& item : split_listen_addr(listen_addr)) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    hints.ai_flags = AI_PASSIVE;  // with no node ("*"): the wildcard addresses
+    addrinfo* found = nullptr;
+    const char* node = item == "*" ? nullptr : item.c_str();
+    if (int rc = ::getaddrinfo(node, service.c_str(), &hints, &found); rc != 0) {
+      result.error = "getaddrinfo('" + item + "', '" + service + "') = " + ::gai_strerror(rc);
+      result.addresses.clear();
+      return result;
+    }
+    for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+      if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
+      ListenAddress a;
+      std::memcpy(&a.addr, ai->ai_addr, ai->ai_addrlen);
+      a.length = ai->ai_addrlen;
+      a.text = address_text(ai->ai_addr);
+      // "localhost,127.0.0.1" names one address twice: one listener (a second bind would fail,
+      // or with SO_REUSEPORT quietly make two).
+      bool seen = false;
+      for (const ListenAddress& b : result.addresses) seen = seen || same_address(a, b);
+      if (!seen) result.addresses.push_back(std::move(a));
+    }
+    ::freeaddrinfo(found);
+  }
+  return result;
+}
+
+}  // namespace pgsluice
