@@ -2,7 +2,7 @@
 lists; a port in use stops pgsluice with FATAL and status 1 (also as a daemon and with a logfile);
 the TCP options (tcp_keepalive, tcp_keepidle, tcp_keepintvl, tcp_keepcnt, tcp_user_timeout,
 tcp_socket_buffer, tcp_defer_accept) read back from the kernel on the pooler's own sockets; the
-Unix socket's mode and group."""
+Unix socket's mode and group; SUSPEND that ends when the console leaves."""
 
 from __future__ import annotations
 
@@ -257,3 +257,24 @@ def test_tcp_option_out_of_the_kernels_range_is_a_config_error(pg):
         assert rc == 1 and "tcp_keepcnt:" in err, err
     finally:
         p._cleanup()
+
+
+# --- SUSPEND ends when no console is left --------------------------------------------------------
+
+def test_suspend_resumes_when_the_console_leaves(make_pooler):
+    pooler = make_pooler(admin_users="app")
+    with pooler.raw() as c:
+        assert c.scalar("SELECT 1") == "1"
+    admin = _admin(pooler)
+    other = _admin(pooler)
+    admin.query("SUSPEND")
+    with pytest.raises(OSError):
+        socket.create_connection((harness.HOST, pooler.port), timeout=2).close()
+    # Another console is still connected: still suspended, as in PgBouncer.
+    admin.close()
+    time.sleep(1)
+    assert other.query("SHOW STATE")[2] == ["suspended", "yes"]
+    other.close()
+    assert pooler.wait_for_log(r"admin disappeared when suspended, doing RESUME", 5), pooler.log()
+    with pooler.raw() as c:
+        assert c.scalar("SELECT 2") == "2"

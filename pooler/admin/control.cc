@@ -208,13 +208,24 @@ void AdminControl::check_waits() {
   for (const Waiter& w : ready) w.session->complete(w.tag);
 }
 
+bool AdminControl::suspend_abandoned() const {
+  return mode_ == Mode::suspended && consoles_.load(std::memory_order_relaxed) == 0;
+}
+
 bool AdminControl::tick_due(uint64_t now) const {
   const auto period_us = static_cast<uint64_t>(worker_.settings().stats_period.count()) * 1000;
-  return !waiters_.empty() || (period_us > 0 && now >= stats_new_stamp_us_ + period_us);
+  return !waiters_.empty() || (period_us > 0 && now >= stats_new_stamp_us_ + period_us) ||
+         suspend_abandoned();
 }
 
 void AdminControl::tick() {
   if (!waiters_.empty()) check_waits();
+  // PgBouncer looks once the suspension is complete (no server busy any more): the console
+  // that asked for it answered, or went before.
+  if (suspend_abandoned() && settled(WaitKind::pause, "")) {
+    spdlog::info("admin disappeared when suspended, doing RESUME");
+    resume("");
+  }
   const uint64_t now = now_us();
   const auto period_us = static_cast<uint64_t>(worker_.settings().stats_period.count()) * 1000;
   if (period_us > 0 && now >= stats_new_stamp_us_ + period_us) {

@@ -4,6 +4,7 @@
 // and the stats_period clock (PgBouncer's averages). The worker's janitor ticks it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -50,7 +51,13 @@ class AdminControl {
   // Checks the waits and answers those that are done (from the janitor).
   void check_waits();
 
-  // The janitor: waits, stats_period, SHUTDOWN WAIT_FOR_CLIENTS.
+  // Console connections open (any worker's, admin or stats): SUSPEND ends by itself once the
+  // last one has gone, as in PgBouncer, so that a restart script that died cannot leave the
+  // pooler suspended for good.
+  void console_opened() { consoles_.fetch_add(1, std::memory_order_relaxed); }
+  void console_closed() { consoles_.fetch_sub(1, std::memory_order_relaxed); }
+
+  // The janitor: waits, stats_period, SHUTDOWN WAIT_FOR_CLIENTS, the end of an abandoned SUSPEND.
   void tick();
   // Whether tick() has anything to do at `now_us` (read by the primary without stopping the
   // world: what it reads changes only with the world stopped).
@@ -73,6 +80,8 @@ class AdminControl {
   void set_pool_paused(const std::string& db, bool paused);
   // KILL of one database: paused, its clients failed, its servers closed.
   void kill_database(const std::string& db);
+  // Suspended, the suspension complete, and no console connection left to RESUME it.
+  [[nodiscard]] bool suspend_abandoned() const;
 
   Worker& worker_;
   Shutdown& shutdown_;
@@ -80,6 +89,7 @@ class AdminControl {
   std::map<std::string, bool> paused_dbs_;  // PAUSE db / KILL db (true: servers close)
   std::set<std::string> disabled_dbs_;
   std::vector<Waiter> waiters_;
+  std::atomic<int> consoles_{0};
   uint64_t stats_old_stamp_us_;
   uint64_t stats_new_stamp_us_;
 };

@@ -70,10 +70,13 @@ std::unique_ptr<AdminSession> AdminSession::start(Console& console, Worker& work
 }
 
 AdminSession::AdminSession(Console& console, Worker& worker, Client& client, AdminRole role)
-    : console_(console), worker_(worker), client_(client), role_(role) {}
+    : console_(console), worker_(worker), client_(client), role_(role) {
+  console_.control().console_opened();
+}
 
 AdminSession::~AdminSession() {
   console_.control().forget(*this);
+  console_.control().console_closed();
 }
 
 bool AdminSession::is_show(const std::string& sql) {
