@@ -2,7 +2,8 @@
 lists; a port in use stops pgsluice with FATAL and status 1 (also as a daemon and with a logfile);
 the TCP options (tcp_keepalive, tcp_keepidle, tcp_keepintvl, tcp_keepcnt, tcp_user_timeout,
 tcp_socket_buffer, tcp_defer_accept) read back from the kernel on the pooler's own sockets; the
-Unix socket's mode and group; SUSPEND that ends when the console leaves."""
+Unix socket's mode and group; SUSPEND that ends when the console leaves; /metrics under
+pgbouncer_exporter's names."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import socket
 import stat
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
@@ -278,3 +280,68 @@ def test_suspend_resumes_when_the_console_leaves(make_pooler):
     assert pooler.wait_for_log(r"admin disappeared when suspended, doing RESUME", 5), pooler.log()
     with pooler.raw() as c:
         assert c.scalar("SELECT 2") == "2"
+
+
+# --- /metrics under pgbouncer_exporter's names -----------------------------------------------
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+
+
+def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """name -> [(labels, value)]; checks each family is declared once, before its samples."""
+    families: dict[str, list] = {}
+    declared: list[str] = []
+    current = None
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            current = line.split()[2]
+            assert current not in declared, f"{current} declared twice"
+            declared.append(current)
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        assert m, line
+        name, labels, value = m.groups()
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert current in (name, base), f"{name} outside its family ({current})"
+        pairs = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels or ""))
+        families.setdefault(name, []).append((pairs, float(value)))
+    return families
+
+
+def one(families, metric, /, **labels) -> float:
+    hits = [v for ls, v in families.get(metric, []) if all(ls.get(k) == w for k, w in labels.items())]
+    assert len(hits) == 1, (metric, labels, families.get(metric))
+    return hits[0]
+
+
+def test_metrics_under_pgbouncer_exporter_names(make_pooler):
+    mport = harness.free_port()
+    pooler = make_pooler(metrics_port=mport, admin_users="app", max_client_conn=321,
+                         default_pool_size=3)
+    held = pooler.raw(params={"application_name": "dash"})
+    for _ in range(5):
+        assert held.scalar("SELECT 1") == "1"
+    with urllib.request.urlopen(f"http://{harness.HOST}:{mport}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    f = parse_exposition(text)
+    assert one(f, "pgbouncer_up") == 1
+    assert one(f, "pgbouncer_config_max_client_connections") == 321
+    assert one(f, "pgbouncer_version_info") == 1
+    assert one(f, "pgbouncer_pools_client_active_connections", database="app", user="app") == 1
+    assert one(f, "pgbouncer_pools_server_idle_connections", database="app", user="app") >= 1
+    assert one(f, "pgbouncer_pools_client_maxwait_seconds", database="app", user="app") == 0
+    pooled = one(f, "pgbouncer_stats_queries_pooled_total", database="app")
+    assert pooled >= 5
+    assert one(f, "pgbouncer_stats_totals_queries_pooled_total", database="app") == pooled
+    assert one(f, "pgbouncer_stats_totals_server_in_transaction_seconds_total", database="app") > 0
+    assert one(f, "pgbouncer_databases_pool_size", name="app", database="app", host="127.0.0.1",
+               force_user="", pool_mode="") == 3
+    assert one(f, "pgbouncer_databases_current_connections", name="app") >= 1
+    assert one(f, "pgbouncer_pools") >= 1 and one(f, "pgbouncer_databases") >= 1
+    # A logged-in client without a server is "idle" in SHOW CLIENTS, as in PgBouncer 1.25.
+    assert one(f, "pgbouncer_client_connections", database="app", user="app",
+               application_name="dash", state="idle") == 1
+    assert one(f, "pgsluice_up") == 1  # pgsluice's own stay beside them
+    held.close()

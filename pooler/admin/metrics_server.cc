@@ -10,6 +10,7 @@
 
 #include "pooler/admin/control.h"
 #include "pooler/admin/metrics_format.h"
+#include "pooler/admin/show.h"
 #include "pooler/admin/views.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
@@ -172,7 +173,22 @@ std::string MetricsServer::render() {
   std::string body;
   body.reserve(16 * 1024);
   write_prometheus(body, pools, process);
+  write_exporter_metrics(body, exporter_sources());
   return body;
+}
+
+ExporterSources MetricsServer::exporter_sources() {
+  auto show = [this](const char* subject) {
+    return admin_show(worker_, control_, subject).value_or(AdminResult());
+  };
+  return {.databases = show("DATABASES"),
+          .stats = show("STATS"),
+          .stats_totals = show("STATS_TOTALS"),
+          .pools = show("POOLS"),
+          .lists = show("LISTS"),
+          .config = show("CONFIG"),
+          .version = show("VERSION"),
+          .clients = show("CLIENTS")};
 }
 
 void MetricsServer::respond(Connection& conn) {

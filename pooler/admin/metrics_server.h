@@ -1,5 +1,6 @@
 // The /metrics endpoint: a minimal HTTP/1.0 responder on the worker's own libuv loop. It answers
-// `GET /metrics` with the Prometheus text format (metrics_format.h), anything else with 404 (405
+// `GET /metrics` with the Prometheus text format (metrics_format.h, and pgbouncer_exporter's
+// names: exporter_metrics.h), anything else with 404 (405
 // for other methods), one request per connection, then closes.
 //
 // Why not libmicrohttpd (Debian has it): it polls in threads of its own, or must be driven by
@@ -14,6 +15,8 @@
 #include <cstdint>
 #include <set>
 #include <string>
+
+#include "pooler/admin/exporter_metrics.h"
 
 namespace pgsluice {
 
@@ -41,6 +44,8 @@ class MetricsServer {
   void accept();
   void respond(Connection& conn);
   void close_connection(Connection& conn);
+  // The SHOW results pgbouncer_exporter would scrape (exporter_metrics.h); the world is stopped.
+  ExporterSources exporter_sources();
 
   Worker& worker_;
   const AdminControl& control_;
