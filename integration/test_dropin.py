@@ -345,3 +345,51 @@ def test_metrics_under_pgbouncer_exporter_names(make_pooler):
                application_name="dash", state="idle") == 1
     assert one(f, "pgsluice_up") == 1  # pgsluice's own stay beside them
     held.close()
+
+
+# --- pool_mode = statement ---------------------------------------------------------------------
+
+STATEMENT_REFUSAL = "transaction blocks not allowed in statement pooling mode"
+
+
+@pytest.mark.parametrize("where", ["main", "database", "user"])
+def test_statement_pooling(make_pooler, pg, where):
+    """Each statement's server goes back to the pool: with one server, two connected clients take
+    turns on the same backend; a transaction block is refused as PgBouncer refuses it (FATAL
+    08P01, the client closed), and the pooler serves the next client."""
+    settings = {"default_pool_size": 1}
+    databases = {"app": "host=127.0.0.1 port={pg_port} dbname=app"}
+    config = None
+    if where == "main":
+        settings["pool_mode"] = "statement"
+    elif where == "database":
+        databases["app"] += " pool_mode=statement"
+    pooler = make_pooler(databases=databases, **settings) if where != "user" else None
+    if where == "user":
+        p = harness.Pooler(pg, start=False, databases=databases, **settings)
+        config = p._build_config(databases, settings).replace("[pgsluice]", "[users]\napp = pool_mode=statement\n\n"
+                                       "[pgsluice]").replace(
+            "[pgbouncer]", "[users]\napp = pool_mode=statement\n\n[pgbouncer]")
+        p._cleanup()
+        pooler = make_pooler(config)
+    a, b = pooler.raw(), pooler.raw()
+    try:
+        pids = {a.scalar("SELECT pg_backend_pid()"), b.scalar("SELECT pg_backend_pid()"),
+                a.scalar("SELECT pg_backend_pid()")}
+        assert len(pids) == 1, pids  # one server, released after each statement
+        assert a.query("SELECT 1; SELECT 2") == [["1"], ["2"]]  # one implicit transaction
+        a.send_query("BEGIN")
+        replies = []
+        with pytest.raises((ConnectionError, OSError)):
+            while True:  # BEGIN's CommandComplete, the FATAL, then the connection closes
+                replies.append(a.read_message())
+        errors = [a._fields(body) for kind, body in replies if kind == b"E"]
+        assert errors and errors[0]["C"] == "08P01", replies
+        assert errors[0]["M"] == STATEMENT_REFUSAL, errors
+        assert b"Z" not in [kind for kind, _ in replies], replies
+        assert b.scalar("SELECT 4") == "4"
+        assert b.query("SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND "
+                       "state LIKE 'idle in transaction%'") == [["0"]]
+    finally:
+        a.close(abort=True)
+        b.close()

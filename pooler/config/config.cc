@@ -112,7 +112,7 @@ SessionPolicy Config::session_policy_for(const DatabaseEntry& db, const std::str
   }
   if (db.session_state_action) return *db.session_state_action;
   if (settings.session_state_action) return *settings.session_state_action;
-  if (mode == PoolMode::transaction) return SessionPolicy::transaction_default();
+  if (shares_servers(mode)) return SessionPolicy::transaction_default();
   SessionPolicy policy;
   policy.default_action = SessionAction::off;
   return policy;

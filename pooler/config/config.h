@@ -21,7 +21,14 @@ int default_workers();
 
 namespace pgsluice {
 
-enum class PoolMode { session, transaction };
+// statement: a server goes back to the pool after every statement (ReadyForQuery 'I'); a
+// transaction block is refused, as in PgBouncer.
+enum class PoolMode { session, transaction, statement };
+// Whether servers go back to the pool while their client stays (transaction and statement
+// mode): what a session leaves on a server then reaches other clients.
+constexpr bool shares_servers(PoolMode mode) {
+  return mode != PoolMode::session;
+}
 // hba: each connection's method comes from auth_hba_file (auth_hba.h).
 enum class AuthType { trust, plain, md5, scram_sha_256, cert, hba };
 // libpq's sslmode values, as PgBouncer's client_tls_sslmode and server_tls_sslmode take them.

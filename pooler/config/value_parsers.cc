@@ -16,6 +16,8 @@ std::string_view to_string(PoolMode mode) {
       return "session";
     case PoolMode::transaction:
       return "transaction";
+    case PoolMode::statement:
+      return "statement";
   }
   return "unknown";
 }
@@ -187,10 +189,9 @@ std::string parse_pool_mode(std::string_view value, PoolMode& out) {
   } else if (v == "transaction") {
     out = PoolMode::transaction;
   } else if (v == "statement") {
-    return "'statement' is a PgBouncer pool mode pgsluice does not support yet (use session or "
-           "transaction)";
+    out = PoolMode::statement;
   } else {
-    return "invalid value " + quoted(value) + ": expected session or transaction";
+    return "invalid value " + quoted(value) + ": expected session, transaction or statement";
   }
   return {};
 }

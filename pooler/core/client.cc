@@ -404,7 +404,7 @@ void Client::auth_succeeded() {
   auth_.reset();
   session_policy_ = worker_.config().session_policy_for(*db_entry_, user_, pool_->mode());
   db_entry_.reset();
-  session_checks_ = pool_->mode() == PoolMode::transaction && !session_policy_.all_off();
+  session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
   set_state(State::welcome_wait);
   channel_.stop_reading();
   pool_->request_welcome(*this);

@@ -62,7 +62,7 @@ Server::Server(Pool& pool, uint64_t id, size_t host, ServerAddress address)
       cancel_address_(address_),
       channel_(pool.worker().loop(), *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength) {
   int max_statements = pool.worker().settings().max_prepared_statements;
-  if (pool.mode() == PoolMode::transaction && max_statements > 0) {
+  if (shares_servers(pool.mode()) && max_statements > 0) {
     statements_ = std::make_unique<ServerStatementCache>(static_cast<size_t>(max_statements));
   }
 }
@@ -290,6 +290,24 @@ void Server::process_session_input() {
   }
 }
 
+bool Server::refuses_transaction_block(const pp::Message& message) const {
+  if (message.type != be::kReadyForQuery || pool_->mode() != PoolMode::statement) return false;
+  auto ready = pp::parse_ready_for_query(message.body);
+  return !ready || ready.value.transaction_status() != TransactionStatus::idle;
+}
+
+Server::Reply Server::refuse_transaction_block() {
+  // As PgBouncer: the server is closed (PostgreSQL rolls the block back) and its client with
+  // it, FATAL 08P01. The replies before this ReadyForQuery (BEGIN's CommandComplete) are not
+  // forwarded: the client's link ends here, and the FATAL says why.
+  constexpr std::string_view kReason = "transaction blocks not allowed in statement pooling mode";
+  Client* client = client_;
+  client_ = nullptr;  // the client is failed with the reason, not told the server was lost
+  close(kReason);
+  if (client != nullptr) client->fail(sqlstate::kProtocolViolation, kReason);
+  return Reply::swallow;  // the session input loop ends: the server is closing
+}
+
 Server::Reply Server::inspect_reply(const pp::Message& message) {
   if (!deferred_calls_.empty() && message.type != be::kNoticeResponse &&
       message.type != be::kParameterStatus && message.type != be::kNotificationResponse) {
@@ -297,6 +315,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
   }
   switch (message.type) {
     case be::kReadyForQuery: {
+      if (refuses_transaction_block(message)) return refuse_transaction_block();
       replies_.on_client_reply(message);
       ready_ms_ = worker_->now_ms();
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
@@ -312,7 +331,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
             replies_.pending().size(),
             replies_.pending().empty() ? -1 : static_cast<int>(replies_.pending().front().kind));
       }
-      if (pool_->mode() == PoolMode::transaction && at_transaction_boundary()) {
+      if (shares_servers(pool_->mode()) && at_transaction_boundary()) {
         if (run_boundary_checks()) return Reply::forward;
         if (!pinned_) return Reply::forward_and_release;
       }

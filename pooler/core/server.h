@@ -247,6 +247,10 @@ class Server final : public ChannelOwner {
   void process_session_input();
   // One reply the client gets (or, for ParameterStatus, may get).
   Reply inspect_reply(const protocol::Message& message);
+  // pool_mode = statement: a ReadyForQuery inside a transaction block (BEGIN, or a block the
+  // extended protocol left open) ends the server and its client (refuse_transaction_block).
+  [[nodiscard]] bool refuses_transaction_block(const protocol::Message& message) const;
+  Reply refuse_transaction_block();
   // One reply to the pooler's own query, or an unsolicited message on an idle server; false
   // when the server was closed or changed hands.
   bool handle_internal_reply(const protocol::Message& message);

@@ -23,13 +23,12 @@ void Server::release_to_pool() {
   replies_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
   reset_retry_state();
   const Settings& settings = worker_->settings();
-  if (pool_->mode() == PoolMode::transaction &&
+  if (shares_servers(pool_->mode()) &&
       verify_turn(settings.session_state_verify, settings.session_state_verify_sample)) {
     verifier_.expect();
   }
   const bool reset_always = settings.server_reset_query_always &&
-                            !settings.server_reset_query.empty() &&
-                            pool_->mode() == PoolMode::transaction;
+                            !settings.server_reset_query.empty() && shares_servers(pool_->mode());
   if (dirty_.any() || verifier_.awaiting() || reset_always) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
@@ -41,7 +40,7 @@ void Server::release_to_pool() {
 }
 
 void Server::release_if_nothing_owed() {
-  if (state_ != State::active || pool_->mode() != PoolMode::transaction) return;
+  if (state_ != State::active || !shares_servers(pool_->mode())) return;
   if (!at_transaction_boundary()) return;
   // What was noted while the last check was under way is checked before the release.
   if (run_boundary_checks() || pinned_) return;
@@ -93,7 +92,7 @@ void Server::clean_and_release(bool session_ended) {
   }
   // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
   // transaction of a multi-statement query.
-  if (session_ended && pool_->mode() == PoolMode::transaction && !verifier_.awaiting() &&
+  if (session_ended && shares_servers(pool_->mode()) && !verifier_.awaiting() &&
       verify_turn(worker_->settings().session_state_verify,
                   worker_->settings().session_state_verify_sample)) {
     verifier_.expect();

@@ -340,7 +340,7 @@ void check_long_holds(Worker& worker) {
   last_check = now;
   const std::string detail = fmt::format("idle in transaction over {}s", limit_us / 1'000'000.0);
   worker.for_each_own_pool([&](Pool& pool) {
-    if (pool.mode() != PoolMode::transaction) return;
+    if (!shares_servers(pool.mode())) return;
     pool.for_each_server([&](Server& s) {
       if (s.state() != Server::State::active || s.client() == nullptr) return;
       const protocol::TransactionStatus tx = s.transaction_status();

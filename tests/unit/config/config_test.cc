@@ -329,12 +329,17 @@ TEST(ConfigTest, PoolModes) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->settings.pool_mode, PoolMode::session);
   EXPECT_EQ(to_string(PoolMode::transaction), "transaction");
-  ConfigError e = load_error("[pgsluice]\npool_mode = statement\n");
+  // Statement pooling, in the main section, a [databases] line and a [users] line.
+  c = load_ok(
+      "[databases]\nx = host=a pool_mode=statement\n[users]\nbob = pool_mode=statement\n"
+      "[pgsluice]\npool_mode = statement\n");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->settings.pool_mode, PoolMode::statement);
+  EXPECT_EQ(c->databases.at("x").pool_mode, PoolMode::statement);
+  EXPECT_EQ(c->users.at("bob").pool_mode, PoolMode::statement);
+  ConfigError e = load_error("[pgsluice]\npool_mode = sometimes\n");
   EXPECT_EQ(e.line, 2);
   EXPECT_EQ(e.key, "pool_mode");
-  EXPECT_TRUE(contains(e.message, "statement"));
-  EXPECT_TRUE(contains(e.message, "not support yet"));
-  e = load_error("[pgsluice]\npool_mode = sometimes\n");
   EXPECT_TRUE(contains(e.message, "'sometimes'"));
 }
 
@@ -372,7 +377,7 @@ TEST(ConfigTest, AllErrorsAreReportedWithTheirLines) {
       "listen_port = x\n"
       "default_pool_size = 5\n"
       "bogus = 1\n"
-      "pool_mode = statement\n",
+      "pool_mode = sometimes\n",
       "multi.ini");
   EXPECT_EQ(r.config, nullptr);
   ASSERT_EQ(r.errors.size(), 3u);
@@ -506,8 +511,8 @@ TEST(ConfigTest, DatabaseLineErrors) {
   EXPECT_TRUE(contains(e.message, "'abc'"));
   e = load_error("[databases]\nx = pool_size=0\n");
   EXPECT_TRUE(contains(e.message, "pool_size"));
-  e = load_error("[databases]\nx = pool_mode=statement\n");
-  EXPECT_TRUE(contains(e.message, "statement"));
+  e = load_error("[databases]\nx = pool_mode=sometimes\n");
+  EXPECT_TRUE(contains(e.message, "sometimes"));
   e = load_error("[databases]\nx = password='unterminated\n");
   EXPECT_TRUE(contains(e.message, "unterminated"));
   e = load_error("[databases]\nx = host\n");
@@ -617,7 +622,7 @@ TEST(ConfigTest, UserEntriesAndPoolModeResolution) {
 }
 
 TEST(ConfigTest, UserLineErrors) {
-  ConfigError e = load_error("[users]\nbob = pool_mode=statement\n");
+  ConfigError e = load_error("[users]\nbob = pool_mode=sometimes\n");
   EXPECT_EQ(e.line, 2);
   EXPECT_EQ(e.key, "bob");
   e = load_error("[users]\nbob = color=blue\n");

@@ -91,11 +91,12 @@ TEST(ValueParsers, Enums) {
   PoolMode mode = PoolMode::session;
   EXPECT_EQ(parse_pool_mode("Transaction", mode), "");
   EXPECT_EQ(mode, PoolMode::transaction);
-  EXPECT_EQ(parse_pool_mode("statement", mode),
-            "'statement' is a PgBouncer pool mode pgsluice does not support yet (use session or "
-            "transaction)");
-  EXPECT_EQ(parse_pool_mode("bulk", mode), "invalid value 'bulk': expected session or transaction");
-  EXPECT_EQ(mode, PoolMode::transaction);
+  EXPECT_EQ(parse_pool_mode("statement", mode), "");
+  EXPECT_EQ(mode, PoolMode::statement);
+  EXPECT_EQ(to_string(mode), "statement");
+  EXPECT_EQ(parse_pool_mode("bulk", mode),
+            "invalid value 'bulk': expected session, transaction or statement");
+  EXPECT_EQ(mode, PoolMode::statement);
 
   AuthType type = AuthType::md5;
   EXPECT_EQ(parse_auth_type("SCRAM-SHA-256", type), "");
