@@ -251,7 +251,7 @@ void Channel::on_write_done(int status) {
   flush();
   if (close_after_flush_ && !writing_) {
     if (awaiting_peer_close_) {
-      start_reading();
+      start_awaiting_peer_close();
     } else {
       close();
     }
@@ -389,7 +389,7 @@ void Channel::close_when_flushed() {
   if (!writing_) close();
 }
 
-void Channel::close_when_peer_closes() {
+void Channel::close_when_peer_closes(bool half_close) {
   if (closing_) return;
   if (tls_ != nullptr) {
     close_when_flushed();
@@ -398,8 +398,14 @@ void Channel::close_when_peer_closes() {
   stop_reading();
   awaiting_peer_close_ = true;
   close_after_flush_ = true;
+  half_close_ = half_close;
   flush();
-  if (!writing_) start_reading();
+  if (!writing_) start_awaiting_peer_close();
+}
+
+void Channel::start_awaiting_peer_close() {
+  if (half_close_ && fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+  start_reading();
 }
 
 void Channel::close() {

@@ -99,7 +99,10 @@ class Channel {
   // dropping whatever it still sends, and closes. A PostgreSQL backend closes its socket only
   // after it has left pg_stat_activity, so the pool's slot is free for real once this channel
   // is closed. Without TLS only (with TLS: close_when_flushed); close() ends the wait.
-  void close_when_peer_closes();
+  // `half_close`: once the last byte is sent, the sending side is shut down (the peer reads end
+  // of file after it, as after PostgreSQL's FATAL), so that the peer's unread requests do not
+  // make the close a reset, which can discard the last message before the peer reads it.
+  void close_when_peer_closes(bool half_close = false);
   [[nodiscard]] bool closing() const { return closing_; }
 
   // Moving the socket to another loop (a server changing workers): a handle belongs to one
@@ -174,6 +177,8 @@ class Channel {
   bool closing_ = false;
   bool close_after_flush_ = false;
   bool awaiting_peer_close_ = false;
+  bool half_close_ = false;
+  void start_awaiting_peer_close();
   bool initialized_ = false;
   bool is_tcp_ = true;
   uint64_t bytes_received_ = 0;
