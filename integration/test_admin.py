@@ -25,7 +25,8 @@ ADMIN = {"admin_users": "app", "stats_users": "md5user"}
 EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused",
                            "target_session_attrs", "sv_primary", "sv_standby", "hosts",
                            "usable_hosts"],
-                 "CLIENTS": ["pinned_for"], "SERVERS": ["pinned_for", "host", "role", "protocol"],
+                 "CLIENTS": ["pinned_for"],
+                 "SERVERS": ["pinned_for", "host", "role", "protocol", "listener"],
                  "DATABASES": ["hosts", "target_session_attrs"]}
 IMPLEMENTED = ["POOLS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "CLIENTS",
                "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG",

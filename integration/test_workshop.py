@@ -125,9 +125,9 @@ def test_breakage(folder):
         assert ph["warn"]["broken"], name
         assert not ph["default"]["broken"], name
     assert "B saw A's value" in cases["set"]["warn"]["broken"]
-    # At the defaults: the SET is kept, the LISTEN pins (pool_size 2, never the last server).
+    # At the defaults: the SET is kept, the LISTEN is relayed (no server pinned).
     assert any(x["action"] == "keep" for x in cases["set"]["default"]["leaks"])
-    assert any(x["action"] == "pin" for x in cases["listen"]["default"]["leaks"])
+    assert any(x["action"] == "relay" for x in cases["listen"]["default"]["leaks"])
     assert 'ERROR 42P05: prepared statement "_pg3_0" already exists' in md
     assert "ERROR 0A000: pgsluice refused" in md
     # PgBouncer does not run in this experiment: the header names the article's, the footer

@@ -288,7 +288,7 @@ CASES = [
     ("set", "A plain SET", "set", "two_default", "keep", case_set),
     ("advisory_lock", "A session advisory lock", "advisory_lock", "two_default", "pin",
      case_advisory_lock),
-    ("listen", "LISTEN", "listen", "two_default", "pin", case_listen),
+    ("listen", "LISTEN", "listen", "two_default", "relay", case_listen),
     ("prepare", "SQL PREPARE", "prepare", "two_default", "pin", case_prepare),
     ("temp_table", "A temp table", "temp_object", "two_default", "pin", case_temp_table),
     ("protocol_prepared", "Protocol-level prepared statements", None, "one",

@@ -300,6 +300,8 @@ const char* server_state(Server::State s) {
       return "active";
     case Server::State::resetting:
       return "used";
+    case Server::State::listening:
+      return "active";
     case Server::State::closing:
     case Server::State::moving:
       return nullptr;
@@ -312,10 +314,11 @@ AdminResult show_servers(Worker& worker) {
   socket_columns(r);
   // pgsluice's own (#20): the [databases] host the server logged in to, as the entry names it
   // (addr and port are the address it reached), and the role it last told; the protocol version
-  // the login settled on (3.2 with PostgreSQL 18, #21), empty until then.
-  r.text("host").text("role").text("protocol");
+  // the login settled on (3.2 with PostgreSQL 18, #21), empty until then; 1 for a pool's LISTEN
+  // relay connection (listen_relay.h).
+  r.text("host").text("role").text("protocol").int4("listener");
   worker.for_each_pool([&](Pool& p) {
-    p.for_each_server([&](Server& s) {
+    auto row = [&](Server& s) {
       const char* state = server_state(s.state());
       if (state == nullptr) return;
       const bool connected = s.state() != Server::State::connecting;
@@ -350,8 +353,11 @@ AdminResult show_servers(Worker& worker) {
           .add(server_role_name(s))
           .add(connected && s.state() != Server::State::login
                    ? fmt::format("3.{}", s.protocol_version() & 0xffff)
-                   : std::string());
-    });
+                   : std::string())
+          .add(s.is_listener() ? 1 : 0);
+    };
+    p.for_each_server(row);
+    p.for_each_listener(row);
   });
   r.set_tag("SHOW");
   return r;

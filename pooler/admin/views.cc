@@ -60,7 +60,8 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
           ++r.sv_used;
           break;
         case Server::State::closing:
-        case Server::State::moving:  // on no list: never walked
+        case Server::State::moving:     // on no list: never walked
+        case Server::State::listening:  // not among for_each_server's
           break;
       }
       if (s.pinned()) ++r.sv_pinned;

@@ -241,6 +241,10 @@ struct Settings {
   // Servers of a pool the pin action may not take: a pin that would leave fewer unpinned
   // servers than this is refused (0A000), so other clients are always served.
   int session_state_pin_reserve = 1;
+  // The relay action for LISTEN: the bytes of notifications that may wait for one client (held
+  // while it is in a transaction, or written and not yet read); beyond it the client is closed
+  // with 54000, so that one client that does not read costs bounded memory and slows nobody.
+  int session_state_relay_queue = 8 * 1024 * 1024;
   // Compare tracked with real session state after a release (session_verify.h); `sample`
   // checks one release in session_state_verify_sample.
   SessionVerifyMode session_state_verify = SessionVerifyMode::off;

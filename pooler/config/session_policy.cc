@@ -21,12 +21,17 @@ bool keepable(pp::SessionStateKind kind) {
          kind == pp::SessionStateKind::role;
 }
 
+bool relayable(pp::SessionStateKind kind) {
+  return kind == pp::SessionStateKind::listen;
+}
+
 SessionPolicy SessionPolicy::transaction_default() {
   SessionPolicy policy;
   // What cannot move to another server keeps its server, within session_state_pin_reserve.
   policy.default_action = SessionAction::pin;
   for (pp::SessionStateKind kind : kAllKinds) {
     if (keepable(kind)) policy.overrides[static_cast<size_t>(kind)] = SessionAction::keep;
+    if (relayable(kind)) policy.overrides[static_cast<size_t>(kind)] = SessionAction::relay;
   }
   return policy;
 }
@@ -52,6 +57,8 @@ std::string_view to_string(SessionAction action) {
       return "pin";
     case SessionAction::keep:
       return "keep";
+    case SessionAction::relay:
+      return "relay";
   }
   return "?";
 }
@@ -77,8 +84,9 @@ std::optional<SessionVerifyMode> parse_session_verify_mode(std::string_view text
 }
 
 std::optional<SessionAction> parse_session_action(std::string_view text) {
-  for (SessionAction a : {SessionAction::off, SessionAction::warn, SessionAction::reject,
-                          SessionAction::reset, SessionAction::pin, SessionAction::keep}) {
+  for (SessionAction a :
+       {SessionAction::off, SessionAction::warn, SessionAction::reject, SessionAction::reset,
+        SessionAction::pin, SessionAction::keep, SessionAction::relay}) {
     if (text == to_string(a)) return a;
   }
   return std::nullopt;
@@ -109,7 +117,8 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
       }
       auto action = parse_session_action(item);
       if (!action) {
-        return "unknown action '" + std::string(item) + "' (off, warn, reject, reset, pin, keep)";
+        return "unknown action '" + std::string(item) +
+               "' (off, warn, reject, reset, pin, keep, relay)";
       }
       policy.default_action = *action;
     } else {
@@ -124,10 +133,13 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
       auto action = parse_session_action(action_text);
       if (!action) {
         return "unknown action '" + std::string(action_text) +
-               "' (off, warn, reject, reset, pin, keep)";
+               "' (off, warn, reject, reset, pin, keep, relay)";
       }
       if (*action == SessionAction::keep && !keepable(*kind)) {
         return "keep applies to set, set_config and role, not to '" + std::string(kind_text) + "'";
+      }
+      if (*action == SessionAction::relay && !relayable(*kind)) {
+        return "relay applies to listen, not to '" + std::string(kind_text) + "'";
       }
       policy.overrides[static_cast<size_t>(*kind)] = *action;
     }

@@ -23,10 +23,15 @@ enum class SessionAction {
   // settings (set, set_config, role) only: the client's values follow it from server to server
   // (kept_settings.h); on any other kind it acts as warn
   keep,
+  // listen only: one listener connection per pool runs every client's LISTEN and relays the
+  // notifications to the clients (pooler/core/listen_relay.h); on any other kind it acts as warn
+  relay,
 };
 
 // Kinds whose state `keep` can carry to another server.
 bool keepable(protocol::SessionStateKind kind);
+// Kinds the `relay` action applies to (listen).
+bool relayable(protocol::SessionStateKind kind);
 
 inline constexpr size_t kSessionStateKindCount = 10;
 
@@ -48,6 +53,7 @@ struct SessionPolicy {
     const auto& o = overrides[static_cast<size_t>(kind)];
     const SessionAction a = o ? *o : default_action;
     if (a == SessionAction::keep && !keepable(kind)) return SessionAction::warn;
+    if (a == SessionAction::relay && !relayable(kind)) return SessionAction::warn;
     // currval/lastval leave nothing to clean or hold: the value read is already another's.
     if (kind == protocol::SessionStateKind::currval &&
         (a == SessionAction::pin || a == SessionAction::reset)) {
@@ -55,9 +61,9 @@ struct SessionPolicy {
     }
     return a;
   }
-  // What transaction mode does when session_state_action is not set: settings are kept, what
-  // cannot move (advisory locks, LISTEN, SQL PREPARE, WITH HOLD cursors, temp tables, LOAD)
-  // pins its server (never the pool's last ones: session_state_pin_reserve).
+  // What transaction mode does when session_state_action is not set: settings are kept, LISTEN
+  // is relayed, what cannot move (advisory locks, SQL PREPARE, WITH HOLD cursors, temp tables,
+  // LOAD) pins its server (never the pool's last ones: session_state_pin_reserve).
   static SessionPolicy transaction_default();
   // Nothing to look for: the classifier is skipped altogether.
   [[nodiscard]] bool all_off() const;

@@ -171,6 +171,24 @@ void add_socket_rows(std::vector<SettingDef>& rows) {
                      typed(&S::unix_socket_mode, parse_file_mode, print_file_mode), kRestart));
 }
 
+// pgsluice's session-state checks (session_policy.h), all its own.
+void add_session_state_rows(std::vector<SettingDef>& rows) {
+  using S = Settings;
+  rows.insert(
+      rows.end(),
+      {row("session_state_action", session_policy_value(&S::session_state_action), kReload, kOwn,
+           kHidden),
+       row("session_state_long_hold", duration_value(&S::session_state_long_hold), kOnline, kOwn),
+       row("session_state_pin_reserve", int_value(&S::session_state_pin_reserve, 0, 100'000),
+           kOnline, kOwn),
+       row("session_state_relay_queue",
+           int_value(&S::session_state_relay_queue, 16 * 1024, 1024 * 1024 * 1024), kOnline, kOwn),
+       row("session_state_verify", enum_value(&S::session_state_verify, parse_session_verify),
+           kOnline, kOwn),
+       row("session_state_verify_sample",
+           int_value(&S::session_state_verify_sample, 1, 1'000'000'000), kOnline, kOwn)});
+}
+
 std::vector<SettingDef> make_table() {
   using S = Settings;
   std::vector<SettingDef> rows = {
@@ -240,15 +258,6 @@ std::vector<SettingDef> make_table() {
           typed(&S::server_tls_direct, parse_ssl_negotiation,
                 [](bool direct) { return std::string(direct ? "direct" : "postgres"); }),
           kReload, kOwn),
-      row("session_state_action", session_policy_value(&S::session_state_action), kReload, kOwn,
-          kHidden),
-      row("session_state_long_hold", duration_value(&S::session_state_long_hold), kOnline, kOwn),
-      row("session_state_pin_reserve", int_value(&S::session_state_pin_reserve, 0, 100'000),
-          kOnline, kOwn),
-      row("session_state_verify", enum_value(&S::session_state_verify, parse_session_verify),
-          kOnline, kOwn),
-      row("session_state_verify_sample",
-          int_value(&S::session_state_verify_sample, 1, 1'000'000'000), kOnline, kOwn),
       // SIGINT / SHUTDOWN WAIT_FOR_SERVERS' bound; PgBouncer waits for ever.
       row("shutdown_timeout", duration_value(&S::shutdown_timeout), kOnline, kOwn),
       row("so_reuseport", bool_value(&S::so_reuseport), kRestart),
@@ -263,6 +272,7 @@ std::vector<SettingDef> make_table() {
   };
   add_socket_rows(rows);
   add_both_sides_tls_rows(rows);
+  add_session_state_rows(rows);
   // find_setting searches the keys in order.
   std::sort(rows.begin(), rows.end(),
             [](const SettingDef& a, const SettingDef& b) { return a.key < b.key; });

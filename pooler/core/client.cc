@@ -129,8 +129,13 @@ void Client::close(std::string_view reason) {
   }
   if (registered_for_cancel_) worker_.unregister_cancel_key(*this);
   if (auth_lookup_pending_) worker_.auth_query().forget(*this);
+  leave_relay();
   set_state(State::closing);
-  channel_.close_when_flushed();
+  if (close_when_client_closes_) {
+    channel_.close_when_peer_closes(/*half_close=*/true);
+  } else {
+    channel_.close_when_flushed();
+  }
 }
 
 void Client::on_channel_error(Channel&, int status) {
@@ -405,6 +410,8 @@ void Client::auth_succeeded() {
   session_policy_ = worker_.config().session_policy_for(*db_entry_, user_, pool_->mode());
   db_entry_.reset();
   session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
+  relays_listen_ = session_checks_ &&
+                   session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
   set_state(State::welcome_wait);
   channel_.stop_reading();
   pool_->request_welcome(*this);
@@ -445,6 +452,8 @@ void Client::process_regular_input() {
     admin_->on_input();
     return;
   }
+  // Its ReadyForQuery waits for the LISTEN relay: what it sends meanwhile waits too.
+  if (awaiting_relay_) return;
   if (state_ == State::active) {
     forward_to_server();
     return;
@@ -620,6 +629,7 @@ void Client::on_server_released() {
     fail(sqlstate::kAdminShutdown, kShutdownMessage);
     return;
   }
+  if (!deliver_relayed_after_release()) return;
   channel_.start_reading();
   process_regular_input();
 }

@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,12 +21,14 @@
 #include "pooler/config/session_policy.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/net/channel.h"
+#include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
 
 namespace pgsluice {
 
 class ConsoleSession;
 class Forwarder;
+class ListenRelay;
 struct AuthLookupResult;
 class Pool;
 class Server;
@@ -106,6 +109,24 @@ class Client final : public ChannelOwner {
   // Describe of the portal: the client knows the statement's new row description.
   void note_stale_plan_seen(const PreparedStatement& stmt);
 
+  // --- the LISTEN relay (client_relay.cc, listen_relay.h) ---
+  // Its LISTENs are relayed (transaction mode, the listen kind's action is `relay`).
+  [[nodiscard]] bool relays_listen() const { return relays_listen_; }
+  [[nodiscard]] const ChannelSet& listen_channels() const { return listen_channels_; }
+  [[nodiscard]] int worker_index() const;
+  // The read-back of a transaction that touched LISTEN: the channels it listens on now, and the
+  // ReadyForQuery that ended the transaction, which goes once the relay listens on every
+  // channel added (until then the client's further input waits).
+  void on_listen_read_back(ChannelSet after, std::string ready_wire);
+  // The relay listens on them now (posted by the relay).
+  void on_relay_confirmed();
+  // A NotificationResponse of `channel` (or, with an empty channel, a NOTICE for every listener):
+  // written now when the client is between transactions, held otherwise, within
+  // session_state_relay_queue bytes.
+  void on_relay_message(std::string_view channel, std::string_view wire);
+  // Writes what was held (not flushed), when the client is between transactions.
+  void deliver_relayed();
+
   // ChannelOwner
   void on_channel_readable(Channel& channel) override;
   void on_channel_error(Channel& channel, int status) override;
@@ -164,6 +185,13 @@ class Client final : public ChannelOwner {
   // written to `out` (after what `batch` holds) in place of the message. False: forward it.
   bool refused_by_session_checks(const protocol::Message& message, Forwarder& batch,
                                  std::string& out);
+  // Relay: nothing between this client and a notification (no transaction, no held reply).
+  [[nodiscard]] bool may_deliver_relayed() const;
+  // The queue passed session_state_relay_queue: FATAL 54000 and the connection closes.
+  void relay_overflow(size_t limit);
+  void leave_relay();
+  // At the end of a link: what was held goes out; false when that closed the client.
+  bool deliver_relayed_after_release();
   void send_error(std::string_view severity, std::string_view sqlstate, std::string_view message,
                   std::string_view hint = {});
   void protocol_violation(std::string_view message);
@@ -232,6 +260,17 @@ class Client final : public ChannelOwner {
   bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
   size_t passthrough_remaining_ = 0;
   bool admin_console_ = false;
+  // The LISTEN relay.
+  bool relays_listen_ = false;
+  // Closed for its queue: the error is sent and the connection stays until the client closes it
+  // (closing first would reset it, and a reset may discard the error before the client reads it).
+  bool close_when_client_closes_ = false;
+  ChannelSet listen_channels_;
+  ListenRelay* relay_ = nullptr;  // set at the first channel; registered with the worker then
+  bool awaiting_relay_ = false;   // held_ready_ waits for on_relay_confirmed
+  std::string held_ready_;
+  std::deque<std::string> relayed_;  // held while the client is in a transaction
+  size_t relayed_bytes_ = 0;
   std::unique_ptr<ConsoleSession> admin_;
 };
 

@@ -71,6 +71,18 @@ void Pool::fail_waiters_after_login_failure(std::string_view message) {
   fail_pooler_waiters();
 }
 
+Server* Pool::launch_listener(ListenRelay& relay) {
+  size_t host = hosts_.pick(worker_.now_ms(), static_cast<uint32_t>(worker_.next_server_id()));
+  if (host == PoolHosts::kNone) host = 0;
+  // Deletes itself when its socket is closed, as every server does.
+  auto* server = new Server(*this, worker_.next_server_id(), host, hosts_.at(host));
+  server->serve_as_listener(relay);
+  server->timing.connect_ms = worker_.now_ms();
+  move_server(*server, Server::State::closing, Server::State::connecting);
+  server->connect();
+  return server;
+}
+
 void Pool::launch_server() {
   // try_launch saw a usable host; it is still there (nothing ran in between).
   size_t host = hosts_.pick(worker_.now_ms(), static_cast<uint32_t>(worker_.next_server_id()));
@@ -260,6 +272,8 @@ Pool::ServerList* Pool::list_for(Server::State state) {
       return &active_;
     case Server::State::resetting:
       return &resetting_;
+    case Server::State::listening:
+      return &listeners_;
     case Server::State::closing:
     case Server::State::moving:
       return nullptr;
@@ -440,13 +454,13 @@ void Pool::kill(std::string_view reason) {
   }
   while (Client* client = waiting_.pop_front()) client->fail(sqlstate::kAdminShutdown, reason);
   fail_pooler_waiters();
-  for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &listeners_}) {
     list->for_each([reason](Server& server) { server.close(reason); });
   }
 }
 
 void Pool::close_all_servers() {
-  for (ServerList* list : {&login_, &idle_, &active_, &resetting_}) {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &listeners_}) {
     list->for_each([](Server& server) { server.close("pgsluice is shutting down"); });
   }
 }

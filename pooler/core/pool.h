@@ -81,6 +81,14 @@ class Pool {
     active_.for_each(fn);
     resetting_.for_each(fn);
   }
+  // The pool's LISTEN relay connection, when it lives on this worker (listen_relay.h): not
+  // among the servers above, since it serves no client and takes no slot of pool_size.
+  template <class Fn>
+  void for_each_listener(Fn&& fn) {
+    listeners_.for_each(fn);
+  }
+  // Starts the relay's listener connection, logged in as the pool's servers are.
+  Server* launch_listener(ListenRelay& relay);
 
   // --- clients ---
   // A client that passed authentication wants the greeting (ParameterStatus set): it gets it now
@@ -263,6 +271,7 @@ class Pool {
   ServerList idle_;
   ServerList active_;
   ServerList resetting_;
+  ServerList listeners_;
   // Clients by what they wait for: the greeting (a server's ParameterStatus set), a server.
   using ClientList = IntrusiveList<Client, &Client::pool_node>;
   ClientList welcome_waiting_;

@@ -48,6 +48,8 @@ std::string_view state_name(Server::State s) {
       return "closing";
     case Server::State::moving:
       return "moving";
+    case Server::State::listening:
+      return "listening";
   }
   return "?";
 }
@@ -114,6 +116,9 @@ void Server::on_channel_readable(Channel&) {
     case State::active:
     case State::resetting:
       process_session_input();
+      return;
+    case State::listening:
+      process_listener_input();
       return;
   }
 }
@@ -283,7 +288,7 @@ void Server::process_session_input() {
   }
   flush_batch();
   if (client_ != nullptr) {
-    client_->channel().flush();
+    flush_client_output();
     // The client cannot take more for now: stop reading until it drains. (A failed flush, the
     // client resetting the connection, has closed the client and unlinked it already.)
     if (client_ != nullptr && client_->channel().over_high_water()) channel_.stop_reading();
@@ -332,6 +337,11 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
             replies_.pending().empty() ? -1 : static_cast<int>(replies_.pending().front().kind));
       }
       if (shares_servers(pool_->mode()) && at_transaction_boundary()) {
+        // The client's ReadyForQuery waits for its channels (relay): server_relay.cc.
+        if (listen_.any() && client_ != nullptr) {
+          read_back_listen(message.wire);
+          return Reply::swallow;
+        }
         if (run_boundary_checks()) return Reply::forward;
         if (!pinned_) return Reply::forward_and_release;
       }
@@ -345,6 +355,13 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       return Reply::forward;
     case be::kErrorResponse:
       return strip_refusal_context(message) ? Reply::replace : Reply::forward;
+    case be::kCommandComplete:
+      if (listen_.any()) listen_.on_client_command_complete(message.body);
+      return Reply::forward;
+    case be::kNotificationResponse:
+      // Under relay the client's notifications come from the pool's listener: one that this
+      // server got (its client's LISTEN committed, the read-back not yet run) is not sent twice.
+      return client_ != nullptr && client_->relays_listen() ? Reply::swallow : Reply::forward;
     case be::kParameterStatus: {
       auto ps = pp::parse_parameter_status(message.body);
       if (!ps) return Reply::forward;
@@ -386,6 +403,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
+      if (listen_.awaiting() && replies_.internal_ready_owed() == 0) finish_listen_read_back();
       if (kept_.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
       if (pin_check_awaiting_ && replies_.internal_ready_owed() == 0) finish_pin_check();
       if (query_sink_ != nullptr && replies_.internal_ready_owed() == 0) finish_query();
@@ -424,7 +442,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       spdlog::warn("{} pooler query failed: {}", log_id(), text);
       // Reading kept settings back is the pooler's business: finish_kept_settings() closes the
       // server, the client is not told.
-      if (client_ != nullptr && !kept_.awaiting() && !pin_check_awaiting_) {
+      if (client_ != nullptr && !kept_.awaiting() && !pin_check_awaiting_ && !listen_.awaiting()) {
         pp::ErrorNotice notice{.severity = "WARNING",
                                .code = error ? error.value.code : sqlstate::kInternalError,
                                .message = text,
@@ -440,7 +458,9 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       if (state_ == State::idle) note_orphan_notification(message);
       return true;
     case be::kDataRow:
-      if (kept_.awaiting()) {
+      if (listen_.awaiting()) {
+        listen_.on_row(message.body);
+      } else if (kept_.awaiting()) {
         kept_.on_row(message.body);
       } else if (pin_check_awaiting_) {
         on_pin_check_row(message.body);
@@ -448,9 +468,12 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         verifier_.on_data_row(message.body);
       }
       return true;
+    case be::kCommandComplete:
+      // The LISTEN read-back's SELECT completed: no row then means no channel.
+      if (listen_.awaiting() && message.body.starts_with("SELECT")) listen_.on_select_complete();
+      return true;
     case be::kNoticeResponse:
     case be::kRowDescription:
-    case be::kCommandComplete:
     case be::kEmptyQueryResponse:
       return true;
     default:
@@ -541,7 +564,11 @@ void Server::close(std::string_view reason) {
   unpin();
   if (client != nullptr) client->on_server_lost(reason);
   abandon_query(reason);
-  pool_->on_server_closing();
+  if (relay_ != nullptr) {
+    relay_->on_listener_closed(*this);  // no slot to replace: the relay reconnects itself
+  } else {
+    pool_->on_server_closing();
+  }
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
   // A logged-in server's slot is given back when its backend has gone (it closes the socket
   // after Terminate), so that pg_stat_activity never shows more than the pool size; bounded by
@@ -602,7 +629,8 @@ void Server::maybe_destroy() {
     return;
   }
   if (state_ == State::closing && !timer_open_ && !channel_open_ && !resolving_) {
-    pool_->on_server_destroyed();  // its backend is gone: max_db_connections room
+    // Its backend is gone: max_db_connections room (the listener took no slot).
+    if (relay_ == nullptr) pool_->on_server_destroyed();
     delete this;
   }
 }

@@ -34,6 +34,7 @@
 #include "pooler/session_state/dirty_state.h"
 #include "pooler/session_state/findings.h"
 #include "pooler/session_state/kept_settings.h"
+#include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/verify.h"
 
@@ -44,6 +45,7 @@ namespace pgsluice {
 inline constexpr size_t kMaxServerParameters = 1000;
 
 class Client;
+class ListenRelay;
 class Pool;
 class Worker;
 
@@ -57,8 +59,9 @@ struct ServerCredentials {
 
 class Server final : public ChannelOwner {
  public:
-  // `moving`: between two workers (server_move.cc), on no pool's list.
-  enum class State { connecting, login, idle, active, resetting, closing, moving };
+  // `moving`: between two workers (server_move.cc), on no pool's list. `listening`: the pool's
+  // LISTEN relay connection (listen_relay.h), which serves no client.
+  enum class State { connecting, login, idle, active, resetting, closing, moving, listening };
 
   // `host` names which of the pool's hosts (pool_hosts.h) it logs in to, `address` that host.
   Server(Pool& pool, uint64_t id, size_t host, ServerAddress address);
@@ -89,6 +92,22 @@ class Server final : public ChannelOwner {
   // once the transaction has ended, before the server is released.
   void keep_setting(const protocol::SessionStateFinding& finding) { kept_.note(finding); }
   void keep_settings_discarded() { kept_.note_reset_all(/*discard_all=*/true); }
+  // `relay` (listen_channels.h): a LISTEN, UNLISTEN or DISCARD ALL of the linked client's
+  // statement about to be forwarded; its channels are read back at the end of the transaction,
+  // and the server unlistens everything before it serves anyone else (server_relay.cc).
+  void relay_listen(const protocol::SessionStateFinding& finding) { listen_.note(finding); }
+  void relay_listen_discarded() { listen_.note_discard_all(); }
+  // Before that statement goes: the client's channels are LISTENed here first, in an implicit
+  // transaction of their own, when nothing is owed and no transaction is open; then the
+  // read-back is the client's exact set.
+  void sync_listen_channels(const ChannelSet& client_channels);
+  // Linked, between transactions, nothing of the pooler's own under way: a notification may be
+  // written to the client now.
+  [[nodiscard]] bool quiet_for_notifications() const;
+  // --- the pool's LISTEN relay connection (listen_relay.h) ---
+  void serve_as_listener(ListenRelay& relay) { relay_ = &relay; }
+  [[nodiscard]] bool is_listener() const { return relay_ != nullptr; }
+  void send_listener_query(const std::string& sql);
   // Pins the server to its client when the pool has fewer than pool_size -
   // session_state_pin_reserve servers pinned (shared_limits.h); false, nothing changed,
   // otherwise. Already pinned: true.
@@ -284,6 +303,16 @@ class Server final : public ChannelOwner {
   // is sent, and the server stays linked until its answer (false: nothing to read).
   bool read_back_kept_settings();
   void finish_kept_settings();
+  // At the ReadyForQuery 'I' that ends a transaction that touched LISTEN (server_relay.cc): the
+  // read-back is sent and the ReadyForQuery held; with the answer both go to the client, which
+  // lets its ReadyForQuery through once the relay listens on what it added.
+  void read_back_listen(std::string_view ready_wire);
+  void finish_listen_read_back();
+  // Flushes the linked client's output, after what the relay held for it when it is pinned (it
+  // stays linked between transactions) and the server is quiet (server_relay.cc).
+  void flush_client_output();
+  // The listener connection's input: every message goes to the relay.
+  void process_listener_input();
   // At a transaction boundary: the pooler's own queries that must run before the server may
   // be released (kept settings, the pin check); true when one was sent.
   bool run_boundary_checks();
@@ -376,6 +405,9 @@ class Server final : public ChannelOwner {
   PendingReplies held_batch_;  // the requests from the failed Bind to the Sync
   DirtyState dirty_;
   SettingsCapture kept_;
+  ListenCapture listen_;
+  std::string held_ready_;        // the client's ReadyForQuery during the LISTEN read-back
+  ListenRelay* relay_ = nullptr;  // set on the relay's listener connection only
   // run_query's sink until the ReadyForQuery (server_query.cc).
   ServerQuerySink* query_sink_ = nullptr;
   RoleCheck role_check_;  // check_role()'s sink

@@ -163,6 +163,10 @@ void Server::on_connect_timeout(uv_timer_t* timer) {
 void Server::login_failed(std::string_view /*sqlstate*/, std::string_view message) {
   if (state_ == State::closing) return;
   spdlog::warn("{} login failed: {}", log_id(), message);
+  if (relay_ != nullptr) {
+    close(fmt::format("login failed: {}", message));  // the relay tries again, later
+    return;
+  }
   pool_->on_server_login_failed(*this, message);
 }
 
@@ -268,6 +272,12 @@ bool Server::handle_login_message(const pp::Message& message) {
       replies_.on_login_ready();
       if (worker_->settings().log_connections) {
         spdlog::info("{} login ok, protocol 3.{}", log_id(), protocol_version_ & 0xffff);
+      }
+      if (relay_ != nullptr) {
+        // The pool's LISTEN relay connection serves no client: it goes to its relay.
+        set_state(State::listening);
+        relay_->on_listener_ready(*this);
+        return false;
       }
       set_state(State::idle);
       pool_->on_server_login_ok(*this);

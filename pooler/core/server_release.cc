@@ -112,6 +112,11 @@ void Server::clean_and_release(bool session_ended) {
     kept_.mark_for_reset(dirty_);
     kept_.clear();
   }
+  // Channels of a transaction that never reached its read-back (the client left meanwhile).
+  if (listen_.any()) {
+    queries.emplace_back("UNLISTEN *");
+    listen_.clear();
+  }
   for (std::string& q : dirty_.cleanup_queries()) queries.push_back(std::move(q));
   forget_reset_settings();
   dirty_.clear();

@@ -206,6 +206,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
     // setting that is reset is read back like one that is set.
     if (f.effect == pp::SessionStateEffect::release) {
       if (policy.action_for(f.kind) == SessionAction::keep) server.keep_setting(f);
+      if (policy.action_for(f.kind) == SessionAction::relay) server.relay_listen(f);
       if (server.pinned()) server.note_pin_may_end();
       continue;
     }
@@ -246,6 +247,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
       case SessionAction::keep:
         server.keep_setting(f);
         break;
+      case SessionAction::relay:
+        server.relay_listen(f);
+        break;
       case SessionAction::warn:
       case SessionAction::off:
         break;
@@ -258,6 +262,13 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
       policy.action_for(pp::SessionStateKind::set) == SessionAction::keep) {
     server.keep_settings_discarded();
   }
+  if (verdict.cleanup.discard_all &&
+      policy.action_for(pp::SessionStateKind::listen) == SessionAction::relay) {
+    server.relay_listen_discarded();
+  }
+  // The client's channels go onto the server first when they can (listen_channels.h), so that
+  // the read-back after the transaction is exactly the client's set.
+  if (client.relays_listen()) server.sync_listen_channels(client.listen_channels());
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
   // session_state_verify is what can confirm it.
   if (record && policy.default_action != SessionAction::off) {

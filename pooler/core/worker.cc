@@ -305,7 +305,8 @@ void Worker::on_janitor(uv_timer_t* timer) {
 
 void Worker::janitor_round() {
   uint64_t now = now_ms();
-  check_long_holds(*this);  // session_state_long_hold (session_checks.h)
+  check_long_holds(*this);      // session_state_long_hold (session_checks.h)
+  group_.relays().tick(*this);  // LISTEN relays' reconnects (listen_relay.h)
   size_t released = 0;
   size_t busy = 0;  // clients queued for or linked to a server
   auto login_timeout = static_cast<uint64_t>(settings().client_login_timeout.count());

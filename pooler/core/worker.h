@@ -126,6 +126,14 @@ class Worker {
   [[nodiscard]] bool register_cancel_key(Client& client);
   void unregister_cancel_key(Client& client);
   Client* find_cancel_target(int32_t pid, std::string_view key);
+  // Clients that listen through a pool's LISTEN relay (listen_relay.h), by id: what the relay
+  // posts to this worker names clients by id, and a client that closed meanwhile is not found.
+  void register_relay_client(Client& client) { relay_clients_[client.id()] = &client; }
+  void unregister_relay_client(const Client& client) { relay_clients_.erase(client.id()); }
+  Client* find_relay_client(uint64_t id) {
+    auto it = relay_clients_.find(id);
+    return it != relay_clients_.end() ? it->second : nullptr;
+  }
   // A CancelRequest, delivered by the worker that holds the client (the virtual pid says which).
   void route_cancel(int32_t pid, std::string key, std::string from);
   // Sends a CancelRequest to a server on a connection of its own.
@@ -217,6 +225,7 @@ class Worker {
   IntrusiveList<Client, &Client::worker_node> clients_;
   // By pid; with peering a pid may be shared (cancel_key.h).
   std::unordered_multimap<int32_t, Client*> cancel_index_;
+  std::unordered_map<uint64_t, Client*> relay_clients_;
   std::unordered_map<std::string, std::pair<std::string, protocol::ScramVerifier>> scram_cache_;
   protocol::SessionStateClassifier classifier_;
   TlsContexts tls_;

@@ -19,6 +19,7 @@
 #include "pooler/config/config.h"
 #include "pooler/core/auth_cache.h"
 #include "pooler/core/extensions.h"
+#include "pooler/core/listen_relay.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/refusals.h"
 #include "pooler/core/shared_limits.h"
@@ -63,6 +64,8 @@ class WorkerGroup {
   SharedLimits& limits() { return limits_; }
   SharedFindings& findings() { return findings_; }
   SharedWelcomes& welcomes() { return welcomes_; }
+  // Every pool's LISTEN relay (listen_relay.h).
+  ListenRelays& relays() { return relays_; }
   // Prepared statements are one registry per process: one name and one stale-plan generation
   // per statement, whichever worker's client prepared it (prepared_statements.h).
   PreparedRegistry& prepared_registry() { return prepared_; }
@@ -100,6 +103,7 @@ class WorkerGroup {
   SharedLimits limits_;
   SharedFindings findings_;
   SharedWelcomes welcomes_;
+  ListenRelays relays_;
   PreparedRegistry prepared_;
   AuthCache auth_cache_;
   Refusals refusals_;

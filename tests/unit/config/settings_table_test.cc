@@ -99,9 +99,9 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   }
   // 57 as before the table (#16; TLS and three more are not listed), scram_max_iterations,
   // session_state_pin_reserve, server_max_protocol_version, server_tls_sslnegotiation,
-  // peer_id and server_role_check_interval; the ten socket settings (listen_backlog, tcp_*,
-  // unix_socket_group/mode).
-  EXPECT_EQ(rows.size(), 73u);
+  // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
+  // (listen_backlog, tcp_*, unix_socket_group/mode).
+  EXPECT_EQ(rows.size(), 74u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the

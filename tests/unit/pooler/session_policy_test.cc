@@ -44,6 +44,21 @@ TEST(SessionPolicy, KeepIsForSettingsAndWarnsOnTheRest) {
             "keep applies to set, set_config and role, not to 'listen'");
 }
 
+TEST(SessionPolicy, RelayIsForListenOnly) {
+  SessionPolicy p;
+  ASSERT_EQ(parse_session_policy("pin,listen:relay", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::relay);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::pin);
+  // As a default action, relay is warn for every other kind.
+  ASSERT_EQ(parse_session_policy("relay", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::relay);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::temp_object), SessionAction::warn);
+  EXPECT_EQ(parse_session_policy("warn,set:relay", p), "relay applies to listen, not to 'set'");
+  // The other actions stay choosable for listen.
+  ASSERT_EQ(parse_session_policy("reset,listen:pin", p), "");
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::pin);
+}
+
 TEST(SessionPolicy, CurrvalIsWarnedOrRefusedNeverPinnedOrReset) {
   SessionPolicy p;
   ASSERT_EQ(parse_session_policy("reset,currval:reject", p), "");
@@ -58,9 +73,9 @@ TEST(SessionPolicy, CurrvalIsWarnedOrRefusedNeverPinnedOrReset) {
 
 TEST(SessionPolicy, TransactionModeKeepsSettingsByDefault) {
   const SessionPolicy p = SessionPolicy::transaction_default();
-  EXPECT_EQ(format_session_policy(p), "pin,set:keep,set_config:keep,role:keep");
+  EXPECT_EQ(format_session_policy(p), "pin,set:keep,set_config:keep,role:keep,listen:relay");
   EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::pin);
-  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::pin);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::relay);
   // currval/lastval leave nothing to pin: they are counted and logged.
   EXPECT_EQ(p.action_for(pp::SessionStateKind::currval), SessionAction::warn);
   SessionPolicy parsed;

@@ -1,0 +1,80 @@
+// The `relay` action on servers (listen_relay.h): a pooled server's LISTEN read-back at the end of
+// the client's transaction, and the pool's listener connection, whose messages go to its relay.
+#include <spdlog/spdlog.h>
+
+#include "pgsluice/protocol/writer.h"
+#include "pooler/base/log_level.h"
+#include "pooler/core/client.h"
+#include "pooler/core/listen_relay.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/server.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+using protocol::TransactionStatus;
+
+void Server::sync_listen_channels(const ChannelSet& client_channels) {
+  if (!listen_.any() || listen_.synced()) return;
+  // Only where their replies are the next ones, and not in a failed transaction (where the
+  // client's statement fails too, and the transaction ends in ROLLBACK).
+  if (!owes_nothing() || replies_.transaction_status() == TransactionStatus::failed) return;
+  std::string sql = listen_.sync_query(
+      client_channels, replies_.transaction_status() == TransactionStatus::in_block);
+  if (!sql.empty()) send_internal_query(sql);
+}
+
+bool Server::quiet_for_notifications() const {
+  return state_ == State::active && at_transaction_boundary() &&
+         replies_.transaction_status() == TransactionStatus::idle &&
+         replies_.internal_ready_owed() == 0;
+}
+
+void Server::flush_client_output() {
+  if (pinned_ && quiet_for_notifications()) client_->deliver_relayed();
+  client_->channel().flush();
+}
+
+void Server::read_back_listen(std::string_view ready_wire) {
+  held_ready_.assign(ready_wire);
+  // At a boundary with nothing owed: its replies come before anything the client sends next.
+  send_internal_query(listen_.begin_query());
+}
+
+void Server::finish_listen_read_back() {
+  const ChannelSet none;
+  const ChannelSet& before = client_ != nullptr ? client_->listen_channels() : none;
+  ChannelSet after;
+  if (!listen_.finish(before, after)) {
+    // The UNLISTEN * of the read-back did not run: the server may still listen.
+    spdlog::warn("{} could not read back the channels its client listens on; closing at release",
+                 log_id());
+    timing.close_needed = true;
+  }
+  std::string ready = std::move(held_ready_);
+  held_ready_.clear();
+  if (client_ != nullptr) client_->on_listen_read_back(std::move(after), std::move(ready));
+}
+
+void Server::send_listener_query(const std::string& sql) {
+  if (log_enabled(spdlog::level::debug)) spdlog::debug("{} relay query: {}", log_id(), sql);
+  pp::write_query(channel_.output(), sql);
+  channel_.flush();
+}
+
+void Server::process_listener_input() {
+  pp::FrameReader& in = channel_.input();
+  while (state_ == State::listening) {
+    pp::HeaderResult header = in.peek();
+    if (header.status == pp::FrameStatus::need_more) return;
+    if (header.status == pp::FrameStatus::error) {
+      close(fmt::format("invalid message from server: {}", pp::to_string(header.error)));
+      return;
+    }
+    if (header.header.wire_size() > in.unread_size()) return;
+    pp::FrameResult frame = in.next();
+    relay_->on_listener_message(*this, frame.message);
+  }
+}
+
+}  // namespace pgsluice
