@@ -241,3 +241,62 @@ def test_a_client_that_does_not_read_is_closed_and_others_keep_receiving(make_po
             while True:  # what its socket held first, then the error
                 stuck.execute("SELECT 1")
         assert "session_state_relay_queue" in str(e.value), str(e.value)
+
+
+def test_asyncpg_listener_receives_while_idle(pooler):
+    import asyncio
+
+    import asyncpg
+
+    async def main() -> list[tuple[int, str]]:
+        kw = dict(host="127.0.0.1", port=pooler.port, user="app", password="app", database="app")
+        listener = await asyncpg.connect(**kw)
+        sender = await asyncpg.connect(**kw)
+        got: list[tuple[int, str]] = []
+        await listener.add_listener("apg_jobs", lambda conn, pid, channel, payload:
+                                    got.append((pid, payload)))
+        sender_pids = set()
+        for n in range(10):
+            sender_pids.add(await sender.fetchval("SELECT pg_backend_pid()"))
+            await sender.execute(f"NOTIFY apg_jobs, '{n}'")
+        for _ in range(100):
+            if len(got) >= 10:
+                break
+            await asyncio.sleep(0.05)  # idle: asyncpg only reads
+        await listener.close()
+        await sender.close()
+        assert {pid for pid, _ in got} <= sender_pids | {0}, (got, sender_pids)
+        return got
+
+    with Noise(pooler, clients=2):
+        got = asyncio.run(main())
+    assert [payload for _, payload in got] == [str(n) for n in range(10)]
+
+
+def test_node_postgres_listener_receives_while_idle(pooler):
+    import os
+
+    from harness import run
+    node_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+    assert os.path.isdir(os.path.join(node_dir, "node_modules", "pg")), \
+        "node-postgres missing: scripts/install-deps installs it (npm ci in integration/node)"
+    with Noise(pooler, clients=2):
+        rc, out, err = run(["node", os.path.join(node_dir, "listen_relay.js"), str(pooler.port),
+                            "10"], timeout=60)
+    assert rc == 0 and out.strip() == "ok " + ",".join(str(n) for n in range(10)), out + err
+
+
+def test_pgjdbc_listener_receives_while_idle(pooler, tmp_path):
+    import os
+
+    from harness import run
+    java_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
+    jar = "/usr/share/java/postgresql.jar"
+    assert os.path.exists(jar), "pgjdbc missing: scripts/install-deps installs it"
+    rc, out, err = run(["javac", "-cp", jar, "-d", str(tmp_path),
+                        os.path.join(java_dir, "ListenThroughPool.java")], timeout=120)
+    assert rc == 0, err
+    with Noise(pooler, clients=2):
+        rc, out, err = run(["java", "-cp", f"{tmp_path}:{jar}", "ListenThroughPool",
+                            str(pooler.port), "10"], timeout=120)
+    assert rc == 0 and out.strip() == "ok " + ",".join(str(n) for n in range(10)), out + err
