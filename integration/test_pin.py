@@ -167,12 +167,12 @@ def test_reserve_zero_lets_every_server_be_pinned(make_pooler):
 
 def test_show_clients_and_servers_say_who_is_pinned_and_why(pooler):
     def column(subject: str, name: str) -> list[str]:
-        rc, out, err = pooler.psql(f"SHOW {subject}", db="pgsluice", args=["-F", "\t"])
+        rc, out, err = pooler.psql(f"SHOW {subject}", db="pgsluice",
+                                   args=["-F", "\t", "-P", "tuples_only=off", "-P", "footer=off"])
         assert rc == 0, err
-        # pinned_for: the last column of SHOW CLIENTS; SHOW SERVERS adds listener after it.
-        at = -1 if subject == "CLIENTS" else -2
-        return [line.split("\t")[at] for line in out.splitlines()
-                if line.split("\t")[2] == name]
+        header, *lines = out.splitlines()
+        at = header.split("\t").index("pinned_for")
+        return [line.split("\t")[at] for line in lines if line.split("\t")[2] == name]
 
     with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
         a.execute("SELECT pg_advisory_lock(43)")

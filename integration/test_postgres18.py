@@ -89,10 +89,13 @@ def probe(pooler, mode: str, conninfo: str = "", sql: str = "SELECT 1") -> dict:
 
 
 def server_protocols(pooler) -> list[str]:
-    """SHOW SERVERS' last column, protocol, for every server."""
-    rc, out, err = pooler.psql("SHOW SERVERS", db="pgsluice")
+    """SHOW SERVERS' protocol column, for every server."""
+    rc, out, err = pooler.psql("SHOW SERVERS", db="pgsluice",
+                               args=["-P", "tuples_only=off", "-P", "footer=off"])
     assert rc == 0, err
-    return [line.split("|")[-1] for line in out.splitlines()]
+    header, *lines = out.splitlines()
+    at = header.split("|").index("protocol")
+    return [line.split("|")[at] for line in lines]
 
 
 def test_server_logins_speak_32_to_postgresql_18(pg, make_pooler):
