@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "pooler/base/text.h"
+
 namespace pgsluice {
 
 namespace {
@@ -18,20 +20,7 @@ bool same_address(const ListenAddress& a, const ListenAddress& b) {
 }  // namespace
 
 std::vector<std::string> split_listen_addr(std::string_view listen_addr) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= listen_addr.size()) {
-    size_t comma = listen_addr.find(',', pos);
-    if (comma == std::string_view::npos) comma = listen_addr.size();
-    std::string_view item = listen_addr.substr(pos, comma - pos);
-    const size_t first = item.find_first_not_of(" \t");
-    if (first != std::string_view::npos) {
-      item = item.substr(first, item.find_last_not_of(" \t") - first + 1);
-      out.emplace_back(item);
-    }
-    pos = comma + 1;
-  }
-  return out;
+  return split_list(listen_addr);  // the same rule as every list setting
 }
 
 std::string address_text(const sockaddr* addr) {
