@@ -133,6 +133,28 @@ def run(cmd, *, input=None, env=None, timeout=120, check=False):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+INTEGRATION_DIR = os.path.dirname(os.path.abspath(__file__))
+PGJDBC_JAR = "/usr/share/java/postgresql.jar"
+
+
+def run_node(script: str, *args: str, timeout: float = 120):
+    """integration/node/<script> with node-postgres: (rc, stdout, stderr)."""
+    node_dir = os.path.join(INTEGRATION_DIR, "node")
+    assert os.path.isdir(os.path.join(node_dir, "node_modules", "pg")), \
+        "node-postgres missing: scripts/install-deps installs it (npm ci in integration/node)"
+    return run(["node", os.path.join(node_dir, script), *args], timeout=timeout)
+
+
+def run_java(program: str, build_dir: str, *args: str, timeout: float = 180):
+    """integration/java/<program>.java compiled into build_dir and run with pgjdbc:
+    (rc, stdout, stderr)."""
+    assert os.path.exists(PGJDBC_JAR), "pgjdbc missing: scripts/install-deps installs it"
+    rc, out, err = run(["javac", "-cp", PGJDBC_JAR, "-d", build_dir,
+                        os.path.join(INTEGRATION_DIR, "java", f"{program}.java")], timeout=120)
+    assert rc == 0, err
+    return run(["java", "-cp", f"{build_dir}:{PGJDBC_JAR}", program, *args], timeout=timeout)
+
+
 def as_postgres(cmd: list[str]) -> list[str]:
     """initdb, pg_ctl and postgres refuse to run as root: run them as the postgres OS user."""
     if is_root():

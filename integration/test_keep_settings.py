@@ -7,7 +7,6 @@ servers; the noise clients check at every transaction that they see none of it."
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 
 import psycopg
@@ -325,22 +324,15 @@ def test_a_prepared_set_config_is_kept_at_every_execution(pooler):
     assert not seen, f"a bystander saw a tenant: {seen[:5]}"
 
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
-JAVA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
-PGJDBC_JAR = "/usr/share/java/postgresql.jar"
-
-
 def test_node_postgres_settings_are_kept(make_pooler):
     # At the defaults and the default worker count: node-postgres clients' SETs hold on every
     # server they reach, ROLLBACK and SET LOCAL as PostgreSQL's, and the noise clients see none.
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "pg")), \
-        "node-postgres missing: scripts/install-deps installs it (npm ci in integration/node)"
     # A pool of 4 over the default 2 workers: servers stay with the worker whose clients use
     # them, so each worker's clients share about two, and a client moves between them.
     pooler = make_pooler(default_pool_size=4, admin_users="app")
     with noise(pooler, clients=4):
-        rc, out, err = harness.run(["node", os.path.join(NODE_DIR, "kept_settings.js"),
-                                    str(pooler.port), "3", "1000"], timeout=180)
+        rc, out, err = harness.run_node("kept_settings.js", str(pooler.port), "3", "1000",
+                                        timeout=180)
     assert rc == 0, out + err
     assert out.strip() == "ok 3 2", f"every client should have run on both servers: {out}"
     assert "set|work_mem|definite|keep" in admin(pooler, "SHOW LEAKS")
@@ -352,14 +344,10 @@ def test_pgjdbc_connections_beyond_the_pool_log_in_and_keep_settings(make_pooler
     # logging in), each with its own search_path and statement_timeout on both servers. One
     # worker: servers stay with the worker whose clients use them, and a pool of 2 over two
     # workers would give each worker's connections one server.
-    assert os.path.exists(PGJDBC_JAR), "pgjdbc missing: scripts/install-deps installs it"
-    rc, out, err = harness.run(["javac", "-d", str(tmp_path),
-                                os.path.join(JAVA_DIR, "KeptSettings.java")], timeout=120)
-    assert rc == 0, err
     pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
     with noise(pooler, clients=2):
-        rc, out, err = harness.run(["java", "-cp", f"{tmp_path}:{PGJDBC_JAR}", "KeptSettings",
-                                    str(pooler.port), "4", "1000"], timeout=240)
+        rc, out, err = harness.run_java("KeptSettings", str(tmp_path), str(pooler.port), "4",
+                                        "1000", timeout=240)
     assert rc == 0, out + err
     assert out.strip() == "ok 4 2", f"every connection should have run on both servers: {out}"
     leaks = admin(pooler, "SHOW LEAKS")

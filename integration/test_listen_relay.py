@@ -14,6 +14,7 @@ import time
 import psycopg
 import pytest
 
+import harness
 from test_keep_settings import Hopper
 from test_pin import Noise
 
@@ -274,29 +275,13 @@ def test_asyncpg_listener_receives_while_idle(pooler):
 
 
 def test_node_postgres_listener_receives_while_idle(pooler):
-    import os
-
-    from harness import run
-    node_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
-    assert os.path.isdir(os.path.join(node_dir, "node_modules", "pg")), \
-        "node-postgres missing: scripts/install-deps installs it (npm ci in integration/node)"
     with Noise(pooler, clients=2):
-        rc, out, err = run(["node", os.path.join(node_dir, "listen_relay.js"), str(pooler.port),
-                            "10"], timeout=60)
+        rc, out, err = harness.run_node("listen_relay.js", str(pooler.port), "10", timeout=60)
     assert rc == 0 and out.strip() == "ok " + ",".join(str(n) for n in range(10)), out + err
 
 
 def test_pgjdbc_listener_receives_while_idle(pooler, tmp_path):
-    import os
-
-    from harness import run
-    java_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
-    jar = "/usr/share/java/postgresql.jar"
-    assert os.path.exists(jar), "pgjdbc missing: scripts/install-deps installs it"
-    rc, out, err = run(["javac", "-cp", jar, "-d", str(tmp_path),
-                        os.path.join(java_dir, "ListenThroughPool.java")], timeout=120)
-    assert rc == 0, err
     with Noise(pooler, clients=2):
-        rc, out, err = run(["java", "-cp", f"{tmp_path}:{jar}", "ListenThroughPool",
-                            str(pooler.port), "10"], timeout=120)
+        rc, out, err = harness.run_java("ListenThroughPool", str(tmp_path), str(pooler.port),
+                                        "10", timeout=120)
     assert rc == 0 and out.strip() == "ok " + ",".join(str(n) for n in range(10)), out + err

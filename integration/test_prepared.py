@@ -6,7 +6,6 @@ classic breakage through (seed 002)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import struct
 import threading
@@ -15,7 +14,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from harness import run
+import harness
 
 
 
@@ -312,28 +311,16 @@ def test_show_prepared_counts_each_statement_once_per_server(make_pooler):
     assert row[:5] == ["app", "app", "5", "1", "10"], row
 
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
-JAVA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
-PGJDBC_JAR = "/usr/share/java/postgresql.jar"
-
-
 def test_node_postgres_named_queries(make_pooler):
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "pg")), \
-        "node-postgres missing: scripts/install-deps installs it (npm ci in integration/node)"
     pooler = make_pooler(default_pool_size=2)
-    rc, out, err = run(["node", os.path.join(NODE_DIR, "named_queries.js"), str(pooler.port),
-                        "10", "20"], timeout=120)
+    rc, out, err = harness.run_node("named_queries.js", str(pooler.port), "10", "20")
     assert rc == 0 and out.strip() == "ok 10", out + err
 
 
 def test_pgjdbc_prepare_threshold_1(make_pooler, tmp_path):
-    assert os.path.exists(PGJDBC_JAR), "pgjdbc missing: scripts/install-deps installs it"
-    rc, out, err = run(["javac", "-d", str(tmp_path),
-                        os.path.join(JAVA_DIR, "PreparedThroughPool.java")], timeout=120)
-    assert rc == 0, err
     pooler = make_pooler(default_pool_size=2)
-    rc, out, err = run(["java", "-cp", f"{tmp_path}:{PGJDBC_JAR}", "PreparedThroughPool",
-                        str(pooler.port), "8", "15"], timeout=180)
+    rc, out, err = harness.run_java("PreparedThroughPool", str(tmp_path), str(pooler.port), "8",
+                                    "15")
     assert rc == 0 and out.strip() == "ok 8", out + err
 
 
