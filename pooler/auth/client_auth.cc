@@ -16,7 +16,6 @@ namespace pgsluice {
 namespace pp = pgsluice::protocol;
 
 namespace {
-constexpr int kScramIterations = 4096;
 constexpr std::string_view kScramMechanism = "SCRAM-SHA-256";
 constexpr std::string_view kScramPlusMechanism = "SCRAM-SHA-256-PLUS";
 
@@ -31,10 +30,11 @@ std::string random_bytes(size_t n) {
 }
 
 // A verifier nobody knows the password of, for users without a secret: the exchange runs to the
-// end and fails like a wrong password.
-pp::ScramVerifier doomed_verifier() {
+// end and fails like a wrong password. Its iteration count is the one of the verifiers made for
+// known users, as in PgBouncer: the count must not tell an unknown user apart.
+pp::ScramVerifier doomed_verifier(int iterations) {
   pp::ScramVerifier v;
-  v.iterations = kScramIterations;
+  v.iterations = iterations;
   v.salt = random_bytes(16);
   std::string k = random_bytes(64);
   std::copy(k.begin(), k.begin() + 32, v.stored_key.begin());
@@ -99,14 +99,14 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
         if (parsed && parsed->iterations > max_iterations_) {
           return fail(too_many_iterations(parsed->iterations));
         }
-        verifier = parsed ? *parsed : doomed_verifier();
+        verifier = parsed ? *parsed : doomed_verifier(iterations_);
         scram_from_verifier_ = parsed.has_value();
       } else if (secret_ && !pp::is_md5_password_hash(*secret_)) {
         verifier = plain_verifier_ != nullptr
                        ? *plain_verifier_
-                       : pp::make_scram_verifier(*secret_, random_bytes(16), kScramIterations);
+                       : pp::make_scram_verifier(*secret_, random_bytes(16), iterations_);
       } else {
-        verifier = doomed_verifier();
+        verifier = doomed_verifier(iterations_);
       }
       scram_.emplace(std::move(verifier));
       // As PostgreSQL: -PLUS first, and only where there is a channel to bind to.

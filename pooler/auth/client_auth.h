@@ -31,6 +31,8 @@ class ClientAuth {
   void set_channel_binding(std::string data) { channel_binding_ = std::move(data); }
   // Before start(): a verifier with more iterations is not used (scram_max_iterations).
   void set_max_iterations(int max) { max_iterations_ = max; }
+  // Before start(): the iteration count of the verifiers made here (scram_iterations).
+  void set_iterations(int iterations) { iterations_ = iterations; }
 
   // Writes the first authentication request to `out` (nothing for trust).
   Result start(std::string& out);
@@ -66,6 +68,7 @@ class ClientAuth {
   std::optional<std::string> secret_;
   const protocol::ScramVerifier* plain_verifier_ = nullptr;
   int max_iterations_ = protocol::kMaxScramIterations;
+  int iterations_ = 4096;  // PostgreSQL's and PgBouncer's default
   std::array<uint8_t, 4> md5_salt_{};
   std::optional<protocol::ScramServer> scram_;
   bool scram_from_verifier_ = false;

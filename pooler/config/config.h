@@ -212,6 +212,10 @@ struct Settings {
   uint32_t max_packet_size = 2147483647;
   // The largest SCRAM iteration count used (a server's, a verifier's): protocol/scram.h.
   int scram_max_iterations = 10'000'000;
+  // The iteration count of the SCRAM verifiers pgsluice makes itself (PgBouncer's): for a
+  // plain-text auth_file password, and the made-up one of a user without a secret, whose count
+  // must not tell it apart.
+  int scram_iterations = 4096;
   bool log_connections = true;
   bool log_disconnections = true;
   bool log_pooler_errors = true;

@@ -111,6 +111,7 @@ void Client::start_exchange(std::optional<std::string> secret) {
                                                 : nullptr;
   auth_.emplace(auth_method_, user_, std::move(secret), plain_verifier);
   auth_->set_max_iterations(worker_.settings().scram_max_iterations);
+  auth_->set_iterations(worker_.settings().scram_iterations);
   if (channel_.tls() != nullptr) auth_->set_channel_binding(channel_.tls()->server_end_point());
   ClientAuth::Result result = auth_->start(channel_.output());
   channel_.flush();

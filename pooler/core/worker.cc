@@ -135,14 +135,16 @@ const pp::ScramVerifier* Worker::plain_scram_verifier(const std::string& user,
   if (secret.empty() || pp::is_scram_verifier(secret) || pp::is_md5_password_hash(secret)) {
     return nullptr;
   }
+  const int iterations = settings().scram_iterations;
   auto it = scram_cache_.find(user);
-  if (it == scram_cache_.end() || it->second.first != secret) {
+  // Made again when the password or scram_iterations (SET, RELOAD) changed.
+  if (it == scram_cache_.end() || it->second.first != secret ||
+      it->second.second.iterations != iterations) {
     std::string salt(16, '\0');
     RAND_bytes(reinterpret_cast<unsigned char*>(salt.data()), static_cast<int>(salt.size()));
-    constexpr int kIterations = 4096;  // PostgreSQL's default scram_iterations
     it = scram_cache_
              .insert_or_assign(
-                 user, std::make_pair(secret, pp::make_scram_verifier(secret, salt, kIterations)))
+                 user, std::make_pair(secret, pp::make_scram_verifier(secret, salt, iterations)))
              .first;
   }
   return &it->second.second;
