@@ -1,10 +1,12 @@
 """PgBouncer 1.25 settings that pgsluice once accepted with a warning and now implements as
-PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations."""
+PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec."""
 
 from __future__ import annotations
 
 import base64
+import re
 import os
+import signal
 import socket
 import struct
 
@@ -19,6 +21,39 @@ def admin(pooler, command: str) -> str:
 
 def no_warning_for(pooler, key: str) -> bool:
     return f"key '{key}' is a PgBouncer setting" not in pooler.log()
+
+
+def reload_with(pooler, **settings) -> None:
+    """Rewrites main-section keys of the pooler's file and reloads it (SIGHUP)."""
+    text = pooler.config_text
+    for key, value in settings.items():
+        text, n = re.subn(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
+        if n == 0:
+            text = re.sub(r"^\[pgsluice\]$", f"[pgsluice]\n{key} = {value}", text, flags=re.M)
+    pooler.config_text = text
+    with open(pooler.config_path, "w") as f:
+        f.write(text)
+    before = pooler.log().count("SIGHUP: configuration reloaded")
+    os.kill(pooler.proc.pid, signal.SIGHUP)
+    assert harness.wait_until(
+        lambda: pooler.log().count("SIGHUP: configuration reloaded") > before, 10), pooler.log()
+
+
+def extended_query(c: harness.RawClient, sql: str) -> list[list[str | None]]:
+    """Parse, Bind, Execute, Sync: the extended protocol's rows of `sql`."""
+    c.send(b"P", b"\0" + sql.encode() + b"\0" + struct.pack("!h", 0))
+    c.send(b"B", b"\0\0" + struct.pack("!hhh", 0, 0, 0))
+    c.send(b"E", b"\0" + struct.pack("!i", 0))
+    c.send(b"S")
+    rows = []
+    while True:
+        kind, body = c.read_message()
+        if kind == b"D":
+            rows.append(harness.parse_data_row(body))
+        elif kind == b"E":
+            raise harness.PgError(c._fields(body))
+        elif kind == b"Z":
+            return rows
 
 
 # --- scram_iterations ------------------------------------------------------------------------
@@ -69,3 +104,43 @@ def test_scram_iterations(make_pooler):
     with p.raw() as c:
         assert c.scalar("SELECT 1") == "1"
 
+
+# --- disable_pqexec --------------------------------------------------------------------------
+
+
+def assert_refused_simple_query(c: harness.RawClient) -> None:
+    c.send_query("SELECT 1")
+    kind, body = c.read_message()
+    assert kind == b"E", (kind, body)
+    fields = c._fields(body)
+    assert (fields["S"], fields["C"], fields["M"]) == ("FATAL", "08P01", "PQexec disallowed")
+    try:  # and the connection closes, as PgBouncer closes it
+        kind, body = c.read_message()
+        raise AssertionError(f"the connection stayed open: {kind!r} {body!r}")
+    except (ConnectionError, OSError):
+        pass
+
+
+def test_disable_pqexec(make_pooler):
+    p = make_pooler(disable_pqexec="1", admin_users="app")
+    assert no_warning_for(p, "disable_pqexec"), p.log()
+    with p.raw() as c:  # the extended protocol works, a Query after it closes the client
+        assert extended_query(c, "SELECT 6 * 7") == [["42"]]
+        assert_refused_simple_query(c)
+    with p.raw() as c:  # a Query as the first message: refused before it gets a server
+        assert_refused_simple_query(c)
+    rc, _, err = p.psql("SELECT 1")
+    assert rc != 0 and "PQexec disallowed" in err, err
+    # The console too, as in PgBouncer: psql cannot use it then.
+    rc, _, err = p.psql("SHOW VERSION", db="pgsluice")
+    assert rc != 0 and "PQexec disallowed" in err, err
+    assert 'client used "Query" packet type' in p.log()
+    # Applied at startup only (PgBouncer's too): a RELOAD says so and changes nothing.
+    reload_with(p, disable_pqexec="0")
+    assert p.wait_for_log("disable_pqexec takes effect at the next start"), p.log()
+    with p.raw() as c:
+        assert_refused_simple_query(c)
+
+    q = make_pooler()  # off by default
+    rc, out, err = q.psql("SELECT 1")
+    assert rc == 0 and out.strip() == "1", err

@@ -156,6 +156,8 @@ bool AdminSession::handle_message(const pp::Message& message) {
     client_.close("client sent Terminate");
     return false;
   }
+  // disable_pqexec holds for the console too, as in PgBouncer (psql cannot use it then).
+  if (client_.refused_simple_query(type)) return false;
   if (type == fe::kQuery) {
     auto q = pp::parse_query(message.body);
     if (!q) {

@@ -216,6 +216,9 @@ struct Settings {
   // plain-text auth_file password, and the made-up one of a user without a secret, whose count
   // must not tell it apart.
   int scram_iterations = 4096;
+  // PgBouncer's: the simple Query protocol is refused (FATAL 08P01 "PQexec disallowed", the
+  // client closed), so that a client can send one statement per message only.
+  bool disable_pqexec = false;
   bool log_connections = true;
   bool log_disconnections = true;
   bool log_pooler_errors = true;

@@ -206,6 +206,8 @@ std::vector<SettingDef> make_table() {
       row("client_idle_timeout", duration_value(&S::client_idle_timeout)),
       row("client_login_timeout", duration_value(&S::client_login_timeout)),
       row("default_pool_size", int_value(&S::default_pool_size, 1, kMillion)),
+      // Read at each message, but PgBouncer applies it at startup only.
+      row("disable_pqexec", bool_value(&S::disable_pqexec), kRestart),
       row("idle_transaction_timeout", duration_value(&S::idle_transaction_timeout)),
       row("ignore_startup_parameters", list_value(&S::ignore_startup_parameters)),
       row("leak_report_file", string_value(&S::leak_report_file), kReload, kOwn),
@@ -289,7 +291,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "client_tls_dheparams",
     "client_tls_ecdhcurve",
     "conffile",
-    "disable_pqexec",
     "dns_max_ttl",
     "dns_nxdomain_ttl",
     "dns_zone_check_period",

@@ -96,25 +96,7 @@ void Client::set_state(State state) {
   state_ = state;
 }
 
-// --- errors and closing ---
-
-void Client::send_error(std::string_view severity, std::string_view code, std::string_view message,
-                        std::string_view hint) {
-  pp::ErrorNotice error{
-      .severity = severity, .code = code, .message = message, .detail = {}, .hint = hint};
-  pp::write_error_response(channel_.output(), error);
-}
-
-void Client::fail(std::string_view code, std::string_view message) {
-  if (state_ == State::closing) return;
-  if (worker_.settings().log_pooler_errors) spdlog::warn("{} error: {}", log_id_, message);
-  send_error("FATAL", code, message);
-  close(message);
-}
-
-void Client::protocol_violation(std::string_view message) {
-  fail(sqlstate::kProtocolViolation, message);
-}
+// --- closing (errors: client_pooler_messages.cc) ---
 
 void Client::close(std::string_view reason) {
   if (state_ == State::closing) return;
@@ -462,21 +444,15 @@ void Client::process_regular_input() {
   pp::HeaderResult header = channel_.input().peek();
   if (header.status == pp::FrameStatus::need_more) return;
   if (header.status == pp::FrameStatus::error) {
-    if (header.error == pp::ParseError::too_long) {
-      refuse_oversized_message(header.header);
-      return;
-    }
-    protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
+    refuse_bad_header(header);
     return;
   }
   if (header.header.type == fe::kTerminate) {
     close("client sent Terminate");
     return;
   }
-  if (!pp::is_known_message(pp::Direction::frontend, header.header.type) ||
-      header.header.type == fe::kPasswordMessage) {
-    protocol_violation(
-        fmt::format("invalid frontend message type {}", static_cast<int>(header.header.type)));
+  if (refused_type(header.header.type)) {
+    refuse_type(header.header.type);
     return;
   }
   set_state(State::waiting);
@@ -521,18 +497,14 @@ void Client::forward_to_server() {
     if (header.status == pp::FrameStatus::error) {
       flush_batch();
       out.flush();
-      if (header.error == pp::ParseError::too_long) {
-        refuse_oversized_message(header.header);
-        return;
-      }
-      protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
+      refuse_bad_header(header);
       return;
     }
     char type = header.header.type;
-    if (!pp::is_known_message(pp::Direction::frontend, type) || type == fe::kPasswordMessage) {
-      flush_batch();
+    if (refused_type(type)) {
+      flush_batch();  // what came before it goes to the server, as it would have alone
       out.flush();
-      protocol_violation(fmt::format("invalid frontend message type {}", static_cast<int>(type)));
+      refuse_type(type);
       return;
     }
     if (header.header.wire_size() > in.unread_size()) {

@@ -76,6 +76,9 @@ class Client final : public ChannelOwner {
 
   // Closes the connection; `reason` is logged (when log_disconnections is on).
   void close(std::string_view reason);
+  // disable_pqexec: a Query message (`type`) fails the client as PgBouncer does, FATAL 08P01
+  // "PQexec disallowed"; true when it did.
+  bool refused_simple_query(char type);
 
   [[nodiscard]] State state() const { return state_; }
   [[nodiscard]] uint64_t id() const { return id_; }
@@ -192,6 +195,12 @@ class Client final : public ChannelOwner {
   void leave_relay();
   // At the end of a link: what was held goes out; false when that closed the client.
   bool deliver_relayed_after_release();
+  // A message a logged-in client may not send: one no client sends then (an unknown type, a
+  // PasswordMessage), or a Query under disable_pqexec. refuse_type fails the client for it.
+  [[nodiscard]] bool refused_type(char type) const;
+  void refuse_type(char type);
+  // A header that cannot be read: too long (refuse_oversized_message) or malformed.
+  void refuse_bad_header(const protocol::HeaderResult& header);
   void send_error(std::string_view severity, std::string_view sqlstate, std::string_view message,
                   std::string_view hint = {});
   void protocol_violation(std::string_view message);

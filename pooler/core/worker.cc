@@ -64,6 +64,7 @@ Worker::Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> conf
   uv_prepare_start(&turn_,
                    [](uv_prepare_t* handle) { static_cast<Worker*>(handle->data)->turn_us_ = 0; });
   started_ms_ = now_ms();
+  disable_pqexec_ = config_->settings.disable_pqexec;
 }
 
 // --- other threads: tasks and parking ---

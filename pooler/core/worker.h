@@ -91,6 +91,8 @@ class Worker {
   uv_loop_t* loop() { return &loop_; }
   [[nodiscard]] const Config& config() const { return *config_; }
   [[nodiscard]] const Settings& settings() const { return config_->settings; }
+  // disable_pqexec as it was at startup: PgBouncer does not apply a change at RELOAD either.
+  [[nodiscard]] bool disable_pqexec() const { return disable_pqexec_; }
   // TLS towards clients and towards servers (built by main from the settings; null when off).
   [[nodiscard]] const TlsContexts& tls() const { return tls_; }
   void set_tls(TlsContexts tls) { tls_ = std::move(tls); }
@@ -235,6 +237,7 @@ class Worker {
   // still hold references into it.
   std::shared_ptr<const Config> previous_config_;
   uint64_t started_ms_ = 0;
+  bool disable_pqexec_ = false;
   uint64_t servers_moved_in_ = 0;
   uint64_t servers_moved_out_ = 0;
   bool stopping_ = false;

@@ -65,9 +65,9 @@ TEST(SettingsTable, OnlineKeysAreTheChangeableOnes) {
     EXPECT_EQ(is_changeable_setting(d.key), d.apply == SettingApply::online) << d.key;
   }
   const std::set<std::string_view> restart = {
-      "listen_addr",     "listen_backlog",    "listen_port",      "logfile",
-      "metrics_addr",    "metrics_port",      "pidfile",          "so_reuseport",
-      "unix_socket_dir", "unix_socket_group", "unix_socket_mode", "workers"};
+      "disable_pqexec",    "listen_addr",      "listen_backlog", "listen_port",  "logfile",
+      "metrics_addr",      "metrics_port",     "pidfile",        "so_reuseport", "unix_socket_dir",
+      "unix_socket_group", "unix_socket_mode", "workers"};
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(restart.contains(d.key), d.apply == SettingApply::restart) << d.key;
   }
@@ -100,8 +100,9 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // 57 as before the table (#16; TLS and three more are not listed), scram_max_iterations,
   // session_state_pin_reserve, server_max_protocol_version, server_tls_sslnegotiation,
   // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
-  // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations.
-  EXPECT_EQ(rows.size(), 75u);
+  // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
+  // disable_pqexec.
+  EXPECT_EQ(rows.size(), 76u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the

@@ -1,0 +1,64 @@
+// What the pooler itself says to a client, outside any server's reply: its errors (a FATAL one
+// closes the client) and refusals of what it sent, and, in PgBouncer's words, the refusal of the
+// simple Query protocol under disable_pqexec.
+#include <spdlog/spdlog.h>
+
+#include "pgsluice/protocol/frame.h"
+#include "pgsluice/protocol/message_types.h"
+#include "pooler/base/sqlstate.h"
+#include "pooler/core/client.h"
+#include "pooler/core/worker.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+namespace fe = pgsluice::protocol::frontend;
+
+void Client::send_error(std::string_view severity, std::string_view code, std::string_view message,
+                        std::string_view hint) {
+  pp::ErrorNotice error{
+      .severity = severity, .code = code, .message = message, .detail = {}, .hint = hint};
+  pp::write_error_response(channel_.output(), error);
+}
+
+void Client::fail(std::string_view code, std::string_view message) {
+  if (state_ == State::closing) return;
+  if (worker_.settings().log_pooler_errors) spdlog::warn("{} error: {}", log_id_, message);
+  send_error("FATAL", code, message);
+  close(message);
+}
+
+void Client::protocol_violation(std::string_view message) {
+  fail(sqlstate::kProtocolViolation, message);
+}
+
+bool Client::refused_type(char type) const {
+  return !pp::is_known_message(pp::Direction::frontend, type) || type == fe::kPasswordMessage ||
+         (type == fe::kQuery && worker_.disable_pqexec());
+}
+
+void Client::refuse_type(char type) {
+  if (type == fe::kQuery) {
+    // disable_pqexec, in PgBouncer's two lines: what the client did, then why it is closed.
+    spdlog::error("{} client used \"Query\" packet type", log_id_);
+    protocol_violation("PQexec disallowed");
+    return;
+  }
+  protocol_violation(fmt::format("invalid frontend message type {}", static_cast<int>(type)));
+}
+
+bool Client::refused_simple_query(char type) {
+  if (type != fe::kQuery || !worker_.disable_pqexec()) return false;
+  refuse_type(type);
+  return true;
+}
+
+void Client::refuse_bad_header(const pp::HeaderResult& header) {
+  if (header.error == pp::ParseError::too_long) {
+    refuse_oversized_message(header.header);
+    return;
+  }
+  protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
+}
+
+}  // namespace pgsluice
