@@ -1,5 +1,6 @@
 """PgBouncer 1.25 settings that pgsluice once accepted with a warning and now implements as
-PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec."""
+PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec,
+query_wait_notify."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import signal
 import socket
 import struct
+import time
 
 import harness
 
@@ -144,3 +146,42 @@ def test_disable_pqexec(make_pooler):
     q = make_pooler()  # off by default
     rc, out, err = q.psql("SELECT 1")
     assert rc == 0 and out.strip() == "1", err
+
+
+# --- query_wait_notify -----------------------------------------------------------------------
+
+QUEUED = "No server connection available in postgres backend, client being queued"
+
+
+def test_query_wait_notify(make_pooler):
+    p = make_pooler(default_pool_size="1", query_wait_notify="1")
+    assert no_warning_for(p, "query_wait_notify"), p.log()
+    holder = p.connect()  # holds the pool's one server in its open transaction
+    holder.execute("SELECT 1")
+    with p.raw() as c:
+        for round_ in range(2):  # once per wait
+            started = time.monotonic()
+            c.send_query("SELECT 2")
+            kind, body = c.read_message()
+            assert kind == b"N", (kind, body)
+            assert time.monotonic() - started >= 1.0
+            fields = c._fields(body)
+            assert (fields["S"], fields["C"], fields["M"]) == ("NOTICE", "00000", QUEUED)
+            time.sleep(1.5)  # no second notice in the same wait
+            holder.rollback()
+            rows, _, _ = c.read_result()
+            assert rows == [["2"]]
+            assert not c.notices, c.notices
+            holder.execute("SELECT 1")
+    holder.rollback()
+
+    q = make_pooler(default_pool_size="1", query_wait_notify="0")
+    holder = q.connect()
+    holder.execute("SELECT 1")
+    with q.raw() as c:
+        c.send_query("SELECT 3")
+        time.sleep(1.5)
+        holder.rollback()
+        rows, _, _ = c.read_result()
+        assert rows == [["3"]] and not c.notices, c.notices
+    holder.close()

@@ -162,6 +162,9 @@ struct Settings {
   int max_client_conn = 100;
   std::string server_reset_query = "DISCARD ALL";
   Duration query_wait_timeout = std::chrono::seconds(120);  // 0 disables
+  // A client queued this long for a server is told so, once per wait (PgBouncer's NOTICE);
+  // 0 disables.
+  Duration query_wait_notify = std::chrono::seconds(5);
   Duration server_connect_timeout = std::chrono::seconds(15);
   Duration server_login_retry = std::chrono::seconds(15);
   // The newest protocol minor version asked of servers (pgsluice's key, libpq 18's

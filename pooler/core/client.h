@@ -79,6 +79,8 @@ class Client final : public ChannelOwner {
   // disable_pqexec: a Query message (`type`) fails the client as PgBouncer does, FATAL 08P01
   // "PQexec disallowed"; true when it did.
   bool refused_simple_query(char type);
+  // query_wait_notify: tells the client it is queued, in PgBouncer's words (a NOTICE).
+  void notify_queued();
 
   [[nodiscard]] State state() const { return state_; }
   [[nodiscard]] uint64_t id() const { return id_; }
@@ -137,9 +139,10 @@ class Client final : public ChannelOwner {
   void on_channel_closed(Channel& channel) override;
   void on_channel_tls_ready(Channel& channel) override;
 
-  ListNode worker_node;          // on the worker's list of clients
-  ListNode pool_node;            // on a pool's waiting list while it waits
-  uint64_t wait_started_us = 0;  // set by the pool when the client queues (wait-time stats)
+  ListNode worker_node;           // on the worker's list of clients
+  ListNode pool_node;             // on a pool's waiting list while it waits
+  uint64_t wait_started_us = 0;   // set by the pool when the client queues (wait-time stats)
+  bool wait_notice_sent = false;  // notify_queued() went in this wait (reset when it queues)
 
   // The admin console (database "pgsluice" or "pgbouncer"): answered by a ConsoleSession.
   [[nodiscard]] bool is_admin_console() const { return admin_console_; }

@@ -1,6 +1,7 @@
 // What the pooler itself says to a client, outside any server's reply: its errors (a FATAL one
 // closes the client) and refusals of what it sent, and, in PgBouncer's words, the refusal of the
-// simple Query protocol under disable_pqexec.
+// simple Query protocol under disable_pqexec and the notice to a client queued longer than
+// query_wait_notify.
 #include <spdlog/spdlog.h>
 
 #include "pgsluice/protocol/frame.h"
@@ -59,6 +60,16 @@ void Client::refuse_bad_header(const pp::HeaderResult& header) {
     return;
   }
   protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
+}
+
+void Client::notify_queued() {
+  wait_notice_sent = true;
+  pp::write_notice_response(
+      channel_.output(),
+      {.severity = "NOTICE",
+       .code = sqlstate::kSuccessfulCompletion,
+       .message = "No server connection available in postgres backend, client being queued"});
+  channel_.flush();
 }
 
 }  // namespace pgsluice

@@ -135,6 +135,7 @@ void Pool::request_server(Client& client) {
   if (refuse_while_login_blocked(client)) return;
   waiting_.push_back(client);
   client.wait_started_us = now_us();
+  client.wait_notice_sent = false;
   publish_wait();
   if (paused_) return;
   launch_for_waiters();
@@ -373,6 +374,14 @@ void Pool::on_server_closing() {
 }
 
 void Pool::check_timeouts(uint64_t now_ms) {
+  // query_wait_notify: each client queued longer hears it once per wait. The queue is in the
+  // order of waiting: when its first client has not waited that long, nobody has.
+  const auto notify = static_cast<uint64_t>(worker_.settings().query_wait_notify.count());
+  if (notify > 0 && !waiting_.empty() && waiting_.front().wait_started_ms() + notify < now_ms) {
+    waiting_.for_each([&](Client& c) {
+      if (!c.wait_notice_sent && c.wait_started_ms() + notify < now_ms) c.notify_queued();
+    });
+  }
   auto timeout = static_cast<uint64_t>(worker_.settings().query_wait_timeout.count());
   if (timeout == 0) return;
   while (!waiting_.empty() && waiting_.front().wait_started_ms() + timeout <= now_ms) {
