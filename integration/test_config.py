@@ -95,8 +95,8 @@ def test_missing_config_file(tmp_path):
 
 
 def test_unimplemented_pgbouncer_keys_warn_and_start(pg, make_pooler):
-    extra = {"server_round_robin": "0", "dns_max_ttl": "15", "syslog": "0",
-             "log_stats": "1"}
+    extra = {"pkt_buf": "4096", "dns_max_ttl": "15", "sbuf_loopcnt": "5",
+             "suspend_timeout": "10"}
     # The main section under PgBouncer's name, as in an existing pgbouncer.ini.
     config = BASE.replace("[pgsluice]", "[pgbouncer]") + "".join(
         f"{k} = {v}\n" for k, v in extra.items())

@@ -1,6 +1,6 @@
 """PgBouncer 1.25 settings that pgsluice once accepted with a warning and now implements as
 PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec,
-query_wait_notify."""
+query_wait_notify, server_round_robin."""
 
 from __future__ import annotations
 
@@ -185,3 +185,31 @@ def test_query_wait_notify(make_pooler):
         rows, _, _ = c.read_result()
         assert rows == [["3"]] and not c.notices, c.notices
     holder.close()
+
+
+# --- server_round_robin ----------------------------------------------------------------------
+
+
+def backends_in_use(pooler, clients: int, queries: int) -> list[int]:
+    """Opens `clients` servers at once (each held by a transaction), releases them, then runs
+    `queries` single-statement transactions from one client: the backend PID of each."""
+    holders = [pooler.connect() for _ in range(clients)]
+    opened = {h.execute("SELECT pg_backend_pid()").fetchone()[0] for h in holders}
+    assert len(opened) == clients
+    for h in holders:
+        h.rollback()
+        h.close()
+    with pooler.raw() as c:
+        return [int(c.scalar("SELECT pg_backend_pid()")) for _ in range(queries)]
+
+
+def test_server_round_robin(make_pooler):
+    # One worker: the order of its idle servers is the whole story.
+    p = make_pooler(workers="1", default_pool_size="3", admin_users="app",
+                    server_round_robin="0")
+    assert no_warning_for(p, "server_round_robin"), p.log()
+    pids = backends_in_use(p, 3, 6)
+    assert len(set(pids)) == 1, pids  # LIFO: the most recently used, every time
+    admin(p, "SET server_round_robin = 1")  # online, as in PgBouncer
+    pids = backends_in_use(p, 3, 6)
+    assert len(set(pids)) == 3 and pids[:3] == pids[3:], pids  # each in turn

@@ -194,6 +194,10 @@ struct Settings {
   // without waiting for traffic. 0: only at login and at release.
   Duration server_role_check_interval = std::chrono::seconds(5);
   bool server_reset_query_always = false;
+  // Idle servers are used in turn (a queue) instead of most recently used first (a stack), so
+  // that a round-robin DNS name or load balancer behind one database gets an even load
+  // (PgBouncer's).
+  bool server_round_robin = false;
   bool server_fast_close = false;
   // Client timeouts (client_timeouts.h), PgBouncer's names and meanings; 0 disables.
   Duration client_idle_timeout{0};

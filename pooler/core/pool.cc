@@ -304,8 +304,9 @@ void Pool::move_server(Server& server, Server::State from, Server::State to) {
     list->remove(server);
   }
   if (ServerList* list = list_for(to); list != nullptr) {
-    // Idle servers are a stack: the most recently used is reused first, the rest age out.
-    if (to == Server::State::idle) {
+    // Idle servers are a stack: the most recently used is reused first, the rest age out; under
+    // server_round_robin a queue, so that each server takes its turn.
+    if (to == Server::State::idle && !worker_.settings().server_round_robin) {
       list->push_front(server);
     } else {
       list->push_back(server);

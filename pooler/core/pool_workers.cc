@@ -138,7 +138,9 @@ bool Pool::offer_idle_server(int to) {
       !pooler_waiting_.empty()) {
     return false;
   }
-  Server& server = idle_.front();  // the most recently used: warm, its statements prepared
+  // The next one to serve here: the most recently used (warm, its statements prepared), or the
+  // longest idle under server_round_robin.
+  Server& server = idle_.front();
   if (!server.movable()) return false;
   SharedLimits::move_slots(limit_slots_, worker_.index(), to);
   if (!server.move_to(worker_.group().worker(to), /*answers_ask=*/true)) {

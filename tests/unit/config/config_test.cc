@@ -354,8 +354,8 @@ TEST(ConfigTest, UnknownKeyIsAnError) {
 TEST(ConfigTest, PgBouncerOnlyKeysAreWarnings) {
   auto c = load_ok(
       "[pgbouncer]\n"
-      "server_round_robin = 1\n"
-      "log_stats = 1\n"
+      "pkt_buf = 4096\n"
+      "sbuf_loopcnt = 5\n"
       "\n"
       "DNS_MAX_TTL = 15\n"
       "listen_port = 6543\n");
@@ -363,10 +363,10 @@ TEST(ConfigTest, PgBouncerOnlyKeysAreWarnings) {
   EXPECT_EQ(c->settings.listen_port, 6543);
   ASSERT_EQ(c->warnings.size(), 3u);
   EXPECT_TRUE(contains(c->warnings[0], "test.ini:2:")) << c->warnings[0];
-  EXPECT_TRUE(contains(c->warnings[0], "server_round_robin")) << c->warnings[0];
+  EXPECT_TRUE(contains(c->warnings[0], "pkt_buf")) << c->warnings[0];
   EXPECT_TRUE(contains(c->warnings[0], "does not implement yet")) << c->warnings[0];
   EXPECT_TRUE(contains(c->warnings[1], "test.ini:3:")) << c->warnings[1];
-  EXPECT_TRUE(contains(c->warnings[1], "log_stats"));
+  EXPECT_TRUE(contains(c->warnings[1], "sbuf_loopcnt"));
   EXPECT_TRUE(contains(c->warnings[2], "test.ini:5:")) << c->warnings[2];
   EXPECT_TRUE(contains(c->warnings[2], "dns_max_ttl"));
 }
