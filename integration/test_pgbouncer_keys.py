@@ -1,12 +1,12 @@
 """PgBouncer 1.25 settings that pgsluice once accepted with a warning and now implements as
 PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec,
-query_wait_notify, server_round_robin."""
+query_wait_notify, server_round_robin, log_stats."""
 
 from __future__ import annotations
 
 import base64
-import re
 import os
+import re
 import signal
 import socket
 import struct
@@ -213,3 +213,30 @@ def test_server_round_robin(make_pooler):
     admin(p, "SET server_round_robin = 1")  # online, as in PgBouncer
     pids = backends_in_use(p, 3, 6)
     assert len(set(pids)) == 3 and pids[:3] == pids[3:], pids  # each in turn
+
+
+# --- log_stats -------------------------------------------------------------------------------
+
+STATS_LINE = (r"stats: (\d+) xacts/s, (\d+) queries/s, \d+ client parses/s, \d+ server parses/s, "
+              r"\d+ binds/s, in \d+ B/s, out \d+ B/s, xact \d+ us, query \d+ us, wait \d+ us$")
+
+
+def test_log_stats(make_pooler):
+    # On by default, as in PgBouncer: a line every stats_period.
+    p = make_pooler(stats_period="1", admin_users="app")
+    with p.raw() as c:
+        for _ in range(50):
+            c.query("SELECT 1")
+    busy = harness.wait_until(
+        lambda: [m for m in re.findall(STATS_LINE, p.log(), re.M) if int(m[1]) > 0], 5)
+    assert busy, p.log()
+    admin(p, "SET log_stats = 0")  # online
+    time.sleep(0.5)  # a tick that was running as SET came
+    lines = len(re.findall(STATS_LINE, p.log(), re.M))
+    time.sleep(2.5)
+    assert len(re.findall(STATS_LINE, p.log(), re.M)) == lines, p.log()
+
+    q = make_pooler(stats_period="1", log_stats="0")
+    assert no_warning_for(q, "log_stats"), q.log()
+    time.sleep(2.5)
+    assert not re.search(STATS_LINE, q.log(), re.M), q.log()

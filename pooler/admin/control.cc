@@ -231,7 +231,16 @@ void AdminControl::tick() {
   if (period_us > 0 && now >= stats_new_stamp_us_ + period_us) {
     stats_old_stamp_us_ = stats_new_stamp_us_;
     stats_new_stamp_us_ = now;
-    worker_.for_each_pool([](Pool& p) { p.stats().roll(); });
+    PoolCounters total, older;
+    worker_.for_each_pool([&](Pool& p) {
+      p.stats().roll();
+      total += p.stats().totals;
+      older += p.stats().older;
+    });
+    // log_stats: PgBouncer's line over the period that just ended, every database together.
+    if (worker_.settings().log_stats) {
+      spdlog::info("{}", stats_log_line(compute_averages(total, older, now - stats_old_stamp_us_)));
+    }
   }
 }
 

@@ -240,9 +240,10 @@ struct Settings {
   int max_prepared_statements = 200;
   std::string verbose_level = "info";                // trace, debug, info, warn, error
   Duration stats_period = std::chrono::seconds(60);  // SHOW STATS averages (PgBouncer's)
-  std::string metrics_addr = "127.0.0.1";            // the Prometheus endpoint
-  int metrics_port = 0;                              // 0: no /metrics endpoint
-  TlsSettings client_tls;                            // client_tls_*: default disable
+  bool log_stats = true;  // the averages logged every stats_period (PgBouncer's line)
+  std::string metrics_addr = "127.0.0.1";  // the Prometheus endpoint
+  int metrics_port = 0;                    // 0: no /metrics endpoint
+  TlsSettings client_tls;                  // client_tls_*: default disable
   TlsSettings server_tls{.sslmode = SslMode::prefer,
                          .key_file = {},
                          .cert_file = {},

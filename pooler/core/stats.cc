@@ -1,6 +1,7 @@
 // Counters, averages and histograms; see stats.h.
 #include "pooler/core/stats.h"
 
+#include <fmt/format.h>
 #include <uv.h>
 
 #include <algorithm>
@@ -52,6 +53,14 @@ PoolAverages compute_averages(const PoolCounters& cur, const PoolCounters& old,
   avg.server_parse_count = rate(cur.server_parse_count, old.server_parse_count);
   avg.bind_count = rate(cur.bind_count, old.bind_count);
   return avg;
+}
+
+std::string stats_log_line(const PoolAverages& a) {
+  return fmt::format(
+      "stats: {} xacts/s, {} queries/s, {} client parses/s, {} server parses/s, {} binds/s, in {} "
+      "B/s, out {} B/s, xact {} us, query {} us, wait {} us",
+      a.transactions, a.queries, a.client_parse_count, a.server_parse_count, a.bind_count,
+      a.bytes_received, a.bytes_sent, a.xact_time_us, a.query_time_us, a.wait_time_us);
 }
 
 void Histogram::observe(uint64_t us) {

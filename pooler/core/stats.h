@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace pgsluice {
 
@@ -50,6 +51,9 @@ struct PoolAverages {
 
 PoolAverages compute_averages(const PoolCounters& current, const PoolCounters& old,
                               uint64_t duration_us);
+// log_stats: the line logged at every stats_period tick, with PgBouncer's words, so that what
+// reads PgBouncer's log reads it too: "stats: 10 xacts/s, 20 queries/s, …, wait 1000 us".
+std::string stats_log_line(const PoolAverages& averages);
 
 // A latency histogram with fixed bucket bounds (Prometheus `le`, in microseconds): from 100 µs
 // to 10 s, roughly 1-2.5-5 per decade, enough to tell a pooled 200 µs query from a 50 ms one.
