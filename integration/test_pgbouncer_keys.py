@@ -1,6 +1,7 @@
 """PgBouncer 1.25 settings that pgsluice once accepted with a warning and now implements as
 PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec,
-query_wait_notify, server_round_robin, log_stats."""
+query_wait_notify, server_round_robin, log_stats,
+track_extra_parameters."""
 
 from __future__ import annotations
 
@@ -240,3 +241,23 @@ def test_log_stats(make_pooler):
     assert no_warning_for(q, "log_stats"), q.log()
     time.sleep(2.5)
     assert not re.search(STATS_LINE, q.log(), re.M), q.log()
+
+
+# --- track_extra_parameters ------------------------------------------------------------------
+
+
+def test_track_extra_parameters_is_what_pgsluice_does_anyway(make_pooler):
+    # PgBouncer keeps IntervalStyle for each client only because it is listed there (its
+    # default); pgsluice keeps it, and any other, listed or not.
+    p = make_pooler(default_pool_size="1", track_extra_parameters="")
+    assert no_warning_for(p, "track_extra_parameters"), p.log()
+    iso = p.raw(params={"IntervalStyle": "iso_8601"})
+    plain = p.raw()
+    for _ in range(3):  # one server, taken in turn
+        assert iso.scalar("SHOW IntervalStyle") == "iso_8601"
+        assert plain.scalar("SHOW IntervalStyle") == "postgres"
+    iso.query("SET IntervalStyle = sql_standard")
+    assert plain.scalar("SHOW IntervalStyle") == "postgres"
+    assert iso.scalar("SHOW IntervalStyle") == "sql_standard"
+    iso.close()
+    plain.close()

@@ -215,6 +215,11 @@ struct Settings {
   // a cancel request with another peer's id goes to that [peers] entry (core/cancel_key.h).
   int peer_id = 0;
   std::vector<std::string> ignore_startup_parameters;
+  // PgBouncer's list of parameters it keeps for each client besides its five. pgsluice keeps
+  // every startup parameter and every parameter the server reports for each client already
+  // (session_state/params.h): the list changes nothing, it is taken so that a PgBouncer file
+  // starts without a warning, and shown by SHOW CONFIG.
+  std::vector<std::string> track_extra_parameters = {"IntervalStyle"};
   bool application_name_add_host = false;
   uint32_t max_packet_size = 2147483647;
   // The largest SCRAM iteration count used (a server's, a verifier's): protocol/scram.h.

@@ -269,6 +269,8 @@ std::vector<SettingDef> make_table() {
       row("so_reuseport", bool_value(&S::so_reuseport), kRestart),
       row("stats_period", duration_value(&S::stats_period)),
       row("stats_users", list_value(&S::stats_users)),
+      // Applies at startup in PgBouncer; pgsluice needs nothing of it (config.h).
+      row("track_extra_parameters", list_value(&S::track_extra_parameters), kRestart),
       row("transaction_timeout", duration_value(&S::transaction_timeout)),
       row("unix_socket_dir", string_value(&S::unix_socket_dir), kRestart),
       // PgBouncer's `verbose` (a count of -v) is another setting, accepted with a warning.
@@ -307,7 +309,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "syslog",
     "syslog_facility",
     "syslog_ident",
-    "track_extra_parameters",
     "user",
     "verbose",
 };

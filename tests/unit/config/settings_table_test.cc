@@ -64,10 +64,13 @@ TEST(SettingsTable, OnlineKeysAreTheChangeableOnes) {
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(is_changeable_setting(d.key), d.apply == SettingApply::online) << d.key;
   }
-  const std::set<std::string_view> restart = {
-      "disable_pqexec",    "listen_addr",      "listen_backlog", "listen_port",  "logfile",
-      "metrics_addr",      "metrics_port",     "pidfile",        "so_reuseport", "unix_socket_dir",
-      "unix_socket_group", "unix_socket_mode", "workers"};
+  const std::set<std::string_view> restart = {"disable_pqexec",   "listen_addr",
+                                              "listen_backlog",   "listen_port",
+                                              "logfile",          "metrics_addr",
+                                              "metrics_port",     "pidfile",
+                                              "so_reuseport",     "track_extra_parameters",
+                                              "unix_socket_dir",  "unix_socket_group",
+                                              "unix_socket_mode", "workers"};
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(restart.contains(d.key), d.apply == SettingApply::restart) << d.key;
   }
@@ -101,8 +104,8 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // session_state_pin_reserve, server_max_protocol_version, server_tls_sslnegotiation,
   // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
   // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
-  // disable_pqexec, query_wait_notify, server_round_robin, log_stats.
-  EXPECT_EQ(rows.size(), 79u);
+  // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters.
+  EXPECT_EQ(rows.size(), 80u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
