@@ -1,7 +1,7 @@
 """PgBouncer 1.25 settings that pgsluice once accepted with a warning and now implements as
 PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec,
 query_wait_notify, server_round_robin, log_stats,
-track_extra_parameters."""
+track_extra_parameters, verbose."""
 
 from __future__ import annotations
 
@@ -261,3 +261,41 @@ def test_track_extra_parameters_is_what_pgsluice_does_anyway(make_pooler):
     assert iso.scalar("SHOW IntervalStyle") == "sql_standard"
     iso.close()
     plain.close()
+
+
+# --- verbose ---------------------------------------------------------------------------------
+
+
+def log_lines_at(pooler, level: str, after: int = 0) -> list[str]:
+    """The log's lines at `level` (debug, trace) from character `after` on."""
+    return re.findall(rf"^\S+ \S+ \d+ {level} .*$", pooler.log()[after:], re.M)
+
+
+def test_verbose(make_pooler):
+    # Each count is a level more, as PgBouncer's -v: 1 debug (state changes), 2 trace (messages).
+    p = make_pooler(verbose="1", admin_users="app")
+    assert no_warning_for(p, "verbose"), p.log()
+    with p.raw() as c:
+        c.query("SELECT 1")
+    assert log_lines_at(p, "debug"), p.log()
+    assert not log_lines_at(p, "trace"), p.log()
+    admin(p, "SET verbose = 2")  # online
+    mark = len(p.log())
+    with p.raw() as c:
+        c.query("SELECT 1")
+    assert log_lines_at(p, "trace", mark), p.log()[mark:]
+    admin(p, "SET verbose = 0")
+    mark = len(p.log())
+    with p.raw() as c:
+        c.query("SELECT 1")
+    assert not log_lines_at(p, "debug", mark) and not log_lines_at(p, "trace", mark), p.log()
+
+    # Set in the file, it replaces the command line's count (PgBouncer's order too).
+    q = make_pooler(verbose="0", args=["-v"])
+    with q.raw() as c:
+        c.query("SELECT 1")
+    assert not log_lines_at(q, "debug"), q.log()
+    r = make_pooler(args=["-v"])  # unset: -v counts
+    with r.raw() as c:
+        c.query("SELECT 1")
+    assert log_lines_at(r, "debug"), r.log()

@@ -243,7 +243,10 @@ struct Settings {
   // Protocol-level prepared statements kept per server in transaction mode; 0 turns the
   // rewriting off (and lets "prepared statement does not exist" through, as PgBouncer < 1.21).
   int max_prepared_statements = 200;
-  std::string verbose_level = "info";                // trace, debug, info, warn, error
+  std::string verbose_level = "info";  // trace, debug, info, warn, error
+  // PgBouncer's verbose, a count of -v: each one a level more than verbose_level (1: debug, 2:
+  // trace). Unset: the command line's -v count; set (the file, SET), it replaces that count.
+  std::optional<int> verbose;
   Duration stats_period = std::chrono::seconds(60);  // SHOW STATS averages (PgBouncer's)
   bool log_stats = true;  // the averages logged every stats_period (PgBouncer's line)
   std::string metrics_addr = "127.0.0.1";  // the Prometheus endpoint

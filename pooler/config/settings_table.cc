@@ -273,7 +273,8 @@ std::vector<SettingDef> make_table() {
       row("track_extra_parameters", list_value(&S::track_extra_parameters), kRestart),
       row("transaction_timeout", duration_value(&S::transaction_timeout)),
       row("unix_socket_dir", string_value(&S::unix_socket_dir), kRestart),
-      // PgBouncer's `verbose` (a count of -v) is another setting, accepted with a warning.
+      // Unset until the file or SET gives it: printed as PgBouncer's default, 0.
+      row("verbose", typed(&S::verbose, parse_verbose_count, print_verbose_count)),
       row("verbose_level", typed(&S::verbose_level, parse_verbose_level, print_text), kOnline,
           kOwn),
       row("workers", typed(&S::workers, parse_workers, print_int<int>), kRestart, kOwn),
@@ -310,7 +311,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "syslog_facility",
     "syslog_ident",
     "user",
-    "verbose",
 };
 
 }  // namespace

@@ -290,6 +290,17 @@ std::string parse_verbose_level(std::string_view value, std::string& out) {
   return {};
 }
 
+std::string parse_verbose_count(std::string_view value, std::optional<int>& out) {
+  int n = 0;
+  std::string err = parse_int(value, 0, 1000, n);
+  if (err.empty()) out = n;
+  return err;
+}
+
+std::string print_verbose_count(const std::optional<int>& count) {
+  return std::to_string(count.value_or(0));
+}
+
 std::string parse_session_verify(std::string_view value, SessionVerifyMode& out) {
   auto mode = parse_session_verify_mode(value);
   if (!mode) return "expected off, sample or always";

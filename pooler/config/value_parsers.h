@@ -55,6 +55,9 @@ std::string print_protocol_version(int minor);
 // "postgres" (false) or "direct" (true): libpq's sslnegotiation values.
 std::string parse_ssl_negotiation(std::string_view value, bool& direct);
 std::string parse_verbose_level(std::string_view value, std::string& out);
+// PgBouncer's verbose: a count, 0 and up; printed as 0 when unset (its default).
+std::string parse_verbose_count(std::string_view value, std::optional<int>& out);
+std::string print_verbose_count(const std::optional<int>& count);
 std::string parse_session_verify(std::string_view value, SessionVerifyMode& out);
 // A file mode as PgBouncer reads unix_socket_mode (C's strtol base 0: "0777" octal, "511"
 // decimal, "0x1ff"), 0 to 07777; printed back in octal with a leading 0.

@@ -18,8 +18,9 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
   previous_config_ = std::move(config_);
   config_ = std::move(config);
   const Config& c = *config_;
-  if (c.settings.verbose_level != previous_config_->settings.verbose_level) {
-    set_log_level(spdlog::level::from_str(c.settings.verbose_level));
+  if (c.settings.verbose_level != previous_config_->settings.verbose_level ||
+      c.settings.verbose != previous_config_->settings.verbose) {
+    set_log_level(configured_log_level(c.settings.verbose_level, c.settings.verbose));
   }
   if (c.settings.tcp_defer_accept != previous_config_->settings.tcp_defer_accept) {
     set_listeners_defer_accept();  // only the primary has listeners

@@ -5,7 +5,6 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -29,12 +28,11 @@ bool init_logging(const Settings& settings, const LogTargets& targets, std::stri
     sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
   }
   auto logger = std::make_shared<spdlog::logger>("pgsluice", sinks.begin(), sinks.end());
-  int level = spdlog::level::from_str(settings.verbose_level);
-  level = std::clamp(level - targets.verbosity, 0, static_cast<int>(spdlog::level::off));
+  g_command_line_verbosity.store(targets.verbosity, std::memory_order_relaxed);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %P %l %v");
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
-  set_log_level(static_cast<spdlog::level::level_enum>(level));
+  set_log_level(configured_log_level(settings.verbose_level, settings.verbose));
   return true;
 }
 

@@ -8,8 +8,9 @@
 namespace pgsluice {
 
 // Where the log goes, as PgBouncer's: the logfile when set, and stderr too unless `quiet`
-// (-q, "do not log to stderr") or `daemon` (stderr is /dev/null then). `verbosity` adds to the
-// configured level: +1 debug, +2 trace.
+// (-q, "do not log to stderr") or `daemon` (stderr is /dev/null then). `verbosity`, the -v count,
+// adds to the configured level (+1 debug, +2 trace) unless the file sets PgBouncer's `verbose`,
+// which replaces it (base/log_level.h).
 struct LogTargets {
   int verbosity = 0;
   bool quiet = false;

@@ -104,8 +104,9 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // session_state_pin_reserve, server_max_protocol_version, server_tls_sslnegotiation,
   // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
   // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
-  // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters.
-  EXPECT_EQ(rows.size(), 80u);
+  // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters,
+  // verbose.
+  EXPECT_EQ(rows.size(), 81u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the

@@ -132,6 +132,14 @@ TEST(ValueParsers, WorkersAndVerboseLevel) {
   EXPECT_EQ(parse_verbose_level("loud", level),
             "invalid value 'loud': expected trace, debug, info, warn or error");
   EXPECT_EQ(level, "debug");
+
+  std::optional<int> count;
+  EXPECT_EQ(print_verbose_count(count), "0");
+  EXPECT_EQ(parse_verbose_count("2", count), "");
+  EXPECT_EQ(count, 2);
+  EXPECT_EQ(print_verbose_count(count), "2");
+  EXPECT_NE(parse_verbose_count("-1", count), "");
+  EXPECT_EQ(count, 2);
 }
 
 TEST(ValueParsers, ProtocolVersionAndSslNegotiation) {
