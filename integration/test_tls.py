@@ -417,3 +417,62 @@ def test_sighup_reloads_certificate_files(pg, make_pooler, tmp_path):
     rc, out, err = psql_conninfo(p, "sslmode=require", "SELECT 1")
     assert rc == 0, err
     keeper.close()
+
+
+# --- cipher suites and key exchange (PgBouncer's *_tls13_ciphers, client_tls_ecdhcurve,
+# client_tls_dheparams) -------------------------------------------------------------------------
+
+
+def negotiated(port: int, configure=None) -> tuple[str, str]:
+    """(protocol, cipher) of a handshake after an SSLRequest, the client context set up by
+    `configure`; ssl.SSLError when there is no common ground."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if configure is not None:
+        configure(ctx)
+    with socket.create_connection((harness.HOST, port), timeout=10) as s:
+        s.sendall(SSL_REQUEST)
+        assert s.recv(1) == b"S"
+        with ctx.wrap_socket(s) as tls:
+            return tls.version(), tls.cipher()[0]
+
+
+def start_fails(make_pooler, **settings) -> str:
+    """Starts pgsluice with `settings` expecting it to refuse them: its stderr."""
+    p = make_pooler(start=False, **settings)
+    rc, out, err = harness.run([p.binary, p.config_path], timeout=30)
+    assert rc == 1, (rc, out, err)
+    return out + err
+
+
+def test_client_tls13_ciphers(pg, make_pooler):
+    import ssl
+    p = make_pooler(**client_tls(pg))  # empty: OpenSSL's suites, the server's order
+    assert negotiated(p.port) == ("TLSv1.3", "TLS_AES_256_GCM_SHA384")
+    p = make_pooler(**client_tls(pg, client_tls13_ciphers="TLS_CHACHA20_POLY1305_SHA256"))
+    assert "is a PgBouncer setting" not in p.log(), p.log()
+    assert negotiated(p.port) == ("TLSv1.3", "TLS_CHACHA20_POLY1305_SHA256")
+    rc, out, err = psql_conninfo(p, "sslmode=require", "SELECT 1")
+    assert rc == 0 and out.strip() == "1", err
+    # A suite the client does not offer (Python's default offers no CCM): no handshake.
+    p = make_pooler(**client_tls(pg, client_tls13_ciphers="TLS_AES_128_CCM_SHA256"))
+    with pytest.raises(ssl.SSLError):
+        negotiated(p.port)
+    # TLS 1.2 is not concerned: client_tls_ciphers still rules it.
+    assert negotiated(p.port, lambda c: setattr(c, "maximum_version", ssl.TLSVersion.TLSv1_2))[0] \
+        == "TLSv1.2"
+    err = start_fails(make_pooler, **client_tls(pg, client_tls13_ciphers="TLS_BOGUS"))
+    assert 'client_tls13_ciphers: invalid TLS 1.3 cipher suites "TLS_BOGUS"' in err, err
+
+
+def test_server_tls13_ciphers(pg, make_pooler):
+    cipher = "SELECT cipher FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+    p = make_pooler(server_tls_sslmode="require")
+    rc, out, err = p.psql(cipher)
+    assert rc == 0 and out.strip() == "TLS_AES_256_GCM_SHA384", (out, err)
+    p = make_pooler(server_tls_sslmode="require",
+                    server_tls13_ciphers="TLS_CHACHA20_POLY1305_SHA256")
+    rc, out, err = p.psql(cipher)
+    assert rc == 0 and out.strip() == "TLS_CHACHA20_POLY1305_SHA256", (out, err)

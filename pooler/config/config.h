@@ -123,6 +123,9 @@ struct TlsSettings {
   std::string ca_file;
   std::string protocols = "secure";  // PgBouncer's: secure, all, legacy, or tlsv1.2,tlsv1.3
   std::string ciphers = "fast";      // PgBouncer's names, or an OpenSSL cipher list
+  // *_tls13_ciphers: the TLS 1.3 suites, an OpenSSL list (TLS_AES_256_GCM_SHA384:…); empty:
+  // OpenSSL's default ones (PgBouncer's code does that, whatever its docs say of *_tls_ciphers).
+  std::string tls13_ciphers;
 };
 
 struct Settings {
@@ -257,7 +260,8 @@ struct Settings {
                          .cert_file = {},
                          .ca_file = {},
                          .protocols = "secure",
-                         .ciphers = "fast"};  // server_tls_*: PgBouncer's default
+                         .ciphers = "fast",
+                         .tls13_ciphers = {}};  // server_tls_*: PgBouncer's default
   // Unset: SessionPolicy::transaction_default() in transaction mode, off in session mode (where
   // nothing leaks between clients).
   std::optional<SessionPolicy> session_state_action;

@@ -143,6 +143,12 @@ void add_tls_rows(std::vector<SettingDef>& rows, Field<TlsSettings> side,
 
 void add_both_sides_tls_rows(std::vector<SettingDef>& rows) {
   using S = Settings;
+  rows.push_back(row("client_tls13_ciphers",
+                     tls_string(&S::client_tls, &TlsSettings::tls13_ciphers), kReload, kPgBouncer,
+                     kHidden));
+  rows.push_back(row("server_tls13_ciphers",
+                     tls_string(&S::server_tls, &TlsSettings::tls13_ciphers), kReload, kPgBouncer,
+                     kHidden));
   add_tls_rows(rows, &S::client_tls,
                {"client_tls_ca_file", "client_tls_cert_file", "client_tls_ciphers",
                 "client_tls_key_file", "client_tls_protocols", "client_tls_sslmode"});
@@ -293,7 +299,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "auth_ident_file",
     "auth_ldap_options",
     "autodb_idle_timeout",
-    "client_tls13_ciphers",
     "client_tls_dheparams",
     "client_tls_ecdhcurve",
     "conffile",
@@ -304,7 +309,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "pkt_buf",
     "resolv_conf",
     "sbuf_loopcnt",
-    "server_tls13_ciphers",
     "service_name",
     "suspend_timeout",
     "syslog",

@@ -101,7 +101,7 @@ bool parse_protocols(std::string_view text, int& min_version, int& max_version,
   return true;
 }
 
-// PgBouncer's cipher names (for TLS 1.2 and older; TLS 1.3 suites stay OpenSSL's defaults), or an
+// PgBouncer's cipher names (for TLS 1.2 and older; TLS 1.3 suites are *_tls13_ciphers), or an
 // OpenSSL cipher list as is.
 std::string cipher_list(std::string_view text) {
   std::string v = lower(text);
@@ -143,6 +143,12 @@ SSL_CTX* build_ssl_ctx(TlsContext::Role role, const TlsSettings& settings, std::
   SSL_CTX_set_max_proto_version(ctx, max_version);
   if (SSL_CTX_set_cipher_list(ctx, cipher_list(settings.ciphers).c_str()) != 1) {
     return fail(prefix + "ciphers: invalid cipher list \"" + settings.ciphers + "\"");
+  }
+  if (!settings.tls13_ciphers.empty() &&
+      SSL_CTX_set_ciphersuites(ctx, settings.tls13_ciphers.c_str()) != 1) {
+    return fail((role == Role::accept ? "client" : "server") +
+                std::string("_tls13_ciphers: invalid TLS 1.3 cipher suites \"") +
+                settings.tls13_ciphers + "\"");
   }
   // No compression (CRIME), no renegotiation (a memory-BIO write must never wait for a read).
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
@@ -213,11 +219,11 @@ SSL_CTX* build_ssl_ctx(TlsContext::Role role, const TlsSettings& settings, std::
 // be wrong, so the context waits for the first server that accepts TLS. Building one fetches
 // OpenSSL's algorithms, which maps about 2 MB of libcrypto into the process (measured with
 // smaps: 7.7 MB Pss at startup with it, 5.2 MB without), and a PostgreSQL without TLS never
-// needs it. Files, or a cipher list of the user's own, are checked at startup and reload.
+// needs it. Files, or cipher lists of the user's own, are checked at startup and reload.
 bool can_wait(TlsContext::Role role, const TlsSettings& settings) {
   return role == TlsContext::Role::connect && settings.cert_file.empty() &&
          settings.key_file.empty() && settings.ca_file.empty() &&
-         settings.ciphers == TlsSettings{}.ciphers;
+         settings.ciphers == TlsSettings{}.ciphers && settings.tls13_ciphers.empty();
 }
 
 }  // namespace
