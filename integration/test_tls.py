@@ -476,3 +476,20 @@ def test_server_tls13_ciphers(pg, make_pooler):
                     server_tls13_ciphers="TLS_CHACHA20_POLY1305_SHA256")
     rc, out, err = p.psql(cipher)
     assert rc == 0 and out.strip() == "TLS_CHACHA20_POLY1305_SHA256", (out, err)
+
+
+def test_client_tls_ecdhcurve(pg, make_pooler):
+    import ssl
+    p256 = lambda c: c.set_ecdh_curve("prime256v1")  # noqa: E731 - the client offers P-256 only
+    p384 = lambda c: c.set_ecdh_curve("secp384r1")  # noqa: E731
+    p = make_pooler(**client_tls(pg))  # auto: OpenSSL's groups, P-256 among them
+    assert negotiated(p.port, p256)[0] == "TLSv1.3"
+    p = make_pooler(**client_tls(pg, client_tls_ecdhcurve="secp384r1"))
+    assert "is a PgBouncer setting" not in p.log(), p.log()
+    assert negotiated(p.port, p384)[0] == "TLSv1.3"
+    with pytest.raises(ssl.SSLError):  # the only curve allowed is not offered
+        negotiated(p.port, p256)
+    rc, out, err = psql_conninfo(p, "sslmode=require", "SELECT 1")
+    assert rc == 0 and out.strip() == "1", err
+    err = start_fails(make_pooler, **client_tls(pg, client_tls_ecdhcurve="nosuchcurve"))
+    assert 'client_tls_ecdhcurve: unknown curve "nosuchcurve"' in err, err

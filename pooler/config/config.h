@@ -126,6 +126,10 @@ struct TlsSettings {
   // *_tls13_ciphers: the TLS 1.3 suites, an OpenSSL list (TLS_AES_256_GCM_SHA384:…); empty:
   // OpenSSL's default ones (PgBouncer's code does that, whatever its docs say of *_tls_ciphers).
   std::string tls13_ciphers;
+  // client_tls_ecdhcurve (the accept side only): the groups of the key exchange, an OpenSSL list
+  // (prime256v1, secp384r1, X25519, P-256:X25519, …); auto or none: OpenSSL's default ones, as
+  // PgBouncer's auto and none come to with OpenSSL 3.
+  std::string ecdhcurve = "auto";
 };
 
 struct Settings {
@@ -261,7 +265,8 @@ struct Settings {
                          .ca_file = {},
                          .protocols = "secure",
                          .ciphers = "fast",
-                         .tls13_ciphers = {}};  // server_tls_*: PgBouncer's default
+                         .tls13_ciphers = {},
+                         .ecdhcurve = "auto"};  // server_tls_*: PgBouncer's default
   // Unset: SessionPolicy::transaction_default() in transaction mode, off in session mode (where
   // nothing leaks between clients).
   std::optional<SessionPolicy> session_state_action;

@@ -146,6 +146,8 @@ void add_both_sides_tls_rows(std::vector<SettingDef>& rows) {
   rows.push_back(row("client_tls13_ciphers",
                      tls_string(&S::client_tls, &TlsSettings::tls13_ciphers), kReload, kPgBouncer,
                      kHidden));
+  rows.push_back(row("client_tls_ecdhcurve", tls_string(&S::client_tls, &TlsSettings::ecdhcurve),
+                     kReload, kPgBouncer, kHidden));
   rows.push_back(row("server_tls13_ciphers",
                      tls_string(&S::server_tls, &TlsSettings::tls13_ciphers), kReload, kPgBouncer,
                      kHidden));
@@ -300,7 +302,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "auth_ldap_options",
     "autodb_idle_timeout",
     "client_tls_dheparams",
-    "client_tls_ecdhcurve",
     "conffile",
     "dns_max_ttl",
     "dns_nxdomain_ttl",

@@ -117,6 +117,17 @@ bool is_ip_literal(const std::string& host) {
   return uv_ip4_addr(host.c_str(), 0, &in4) == 0 || uv_ip6_addr(host.c_str(), 0, &in6) == 0;
 }
 
+// client_tls_ecdhcurve: a curve or a list of them restricts the key exchange's groups; auto and
+// none keep OpenSSL's (PgBouncer's none sets nothing, and its auto is a no-op in OpenSSL 3).
+std::string set_ecdh_groups(SSL_CTX* ctx, const TlsSettings& settings) {
+  const std::string curve = lower(settings.ecdhcurve);
+  if (curve == "auto" || curve == "none" ||
+      SSL_CTX_set1_groups_list(ctx, settings.ecdhcurve.c_str()) == 1) {
+    return {};
+  }
+  return "client_tls_ecdhcurve: unknown curve \"" + settings.ecdhcurve + "\"";
+}
+
 SSL_CTX* build_ssl_ctx(TlsContext::Role role, const TlsSettings& settings, std::string& error) {
   using Role = TlsContext::Role;
   const std::string prefix = role == Role::accept ? "client_tls_" : "server_tls_";
@@ -194,6 +205,7 @@ SSL_CTX* build_ssl_ctx(TlsContext::Role role, const TlsSettings& settings, std::
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_dh_auto(ctx, 1);
+    if (std::string err = set_ecdh_groups(ctx, settings); !err.empty()) return fail(err);
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     if (!settings.ca_file.empty()) {
       // With a CA file, a client certificate is asked for: required under verify-*, optional
