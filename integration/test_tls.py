@@ -493,3 +493,21 @@ def test_client_tls_ecdhcurve(pg, make_pooler):
     assert rc == 0 and out.strip() == "1", err
     err = start_fails(make_pooler, **client_tls(pg, client_tls_ecdhcurve="nosuchcurve"))
     assert 'client_tls_ecdhcurve: unknown curve "nosuchcurve"' in err, err
+
+
+def test_client_tls_dheparams(pg, make_pooler):
+    import ssl
+
+    def dhe_only(c):  # a TLS 1.2 client that knows no other key exchange than DHE
+        c.maximum_version = ssl.TLSVersion.TLSv1_2
+        c.set_ciphers("DHE-RSA-AES256-GCM-SHA384")
+
+    p = make_pooler(**client_tls(pg))  # auto, PgBouncer's default
+    assert negotiated(p.port, dhe_only) == ("TLSv1.2", "DHE-RSA-AES256-GCM-SHA384")
+    p = make_pooler(**client_tls(pg, client_tls_dheparams="none"))
+    assert "is a PgBouncer setting" not in p.log(), p.log()
+    with pytest.raises(ssl.SSLError):
+        negotiated(p.port, dhe_only)
+    assert negotiated(p.port)[0] == "TLSv1.3"  # ECDHE is not concerned
+    err = start_fails(make_pooler, **client_tls(pg, client_tls_dheparams="legacy"))
+    assert "client_tls_dheparams: legacy (1024-bit DH) is refused" in err, err

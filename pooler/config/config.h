@@ -130,6 +130,9 @@ struct TlsSettings {
   // (prime256v1, secp384r1, X25519, P-256:X25519, …); auto or none: OpenSSL's default ones, as
   // PgBouncer's auto and none come to with OpenSSL 3.
   std::string ecdhcurve = "auto";
+  // client_tls_dheparams (the accept side only): auto offers the DHE key exchange of TLS 1.2
+  // with OpenSSL's parameters (2048 bits and up), none does not.
+  std::string dheparams = "auto";
 };
 
 struct Settings {
@@ -266,7 +269,8 @@ struct Settings {
                          .protocols = "secure",
                          .ciphers = "fast",
                          .tls13_ciphers = {},
-                         .ecdhcurve = "auto"};  // server_tls_*: PgBouncer's default
+                         .ecdhcurve = "auto",
+                         .dheparams = "auto"};  // server_tls_*: PgBouncer's default
   // Unset: SessionPolicy::transaction_default() in transaction mode, off in session mode (where
   // nothing leaks between clients).
   std::optional<SessionPolicy> session_state_action;

@@ -146,6 +146,11 @@ void add_both_sides_tls_rows(std::vector<SettingDef>& rows) {
   rows.push_back(row("client_tls13_ciphers",
                      tls_string(&S::client_tls, &TlsSettings::tls13_ciphers), kReload, kPgBouncer,
                      kHidden));
+  rows.push_back(row(
+      "client_tls_dheparams",
+      {[](std::string_view v, Settings& s) { return parse_dheparams(v, s.client_tls.dheparams); },
+       [](const Settings& s) { return s.client_tls.dheparams; }},
+      kReload, kPgBouncer, kHidden));
   rows.push_back(row("client_tls_ecdhcurve", tls_string(&S::client_tls, &TlsSettings::ecdhcurve),
                      kReload, kPgBouncer, kHidden));
   rows.push_back(row("server_tls13_ciphers",
@@ -301,7 +306,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "auth_ident_file",
     "auth_ldap_options",
     "autodb_idle_timeout",
-    "client_tls_dheparams",
     "conffile",
     "dns_max_ttl",
     "dns_nxdomain_ttl",

@@ -281,6 +281,18 @@ std::string parse_ssl_negotiation(std::string_view value, bool& direct) {
   return {};
 }
 
+std::string parse_dheparams(std::string_view value, std::string& out) {
+  const std::string v = ascii_lower(trim(value));
+  if (v == "legacy") {
+    return "legacy (1024-bit DH) is refused, as PgBouncer 1.25 refuses it: use auto or none";
+  }
+  if (v != "auto" && v != "none") {
+    return "invalid value " + quoted(value) + ": expected auto or none";
+  }
+  out = v;
+  return {};
+}
+
 std::string parse_verbose_level(std::string_view value, std::string& out) {
   const std::string v = ascii_lower(trim(value));
   if (v != "trace" && v != "debug" && v != "info" && v != "warn" && v != "error") {

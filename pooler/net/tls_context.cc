@@ -204,7 +204,9 @@ SSL_CTX* build_ssl_ctx(TlsContext::Role role, const TlsSettings& settings, std::
     SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_TICKET);
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_dh_auto(ctx, 1);
+    // client_tls_dheparams: OpenSSL's DH parameters for TLS 1.2's DHE suites, sized to the
+    // certificate's key (2048 bits and up); none leaves DHE out.
+    if (settings.dheparams != "none") SSL_CTX_set_dh_auto(ctx, 1);
     if (std::string err = set_ecdh_groups(ctx, settings); !err.empty()) return fail(err);
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     if (!settings.ca_file.empty()) {

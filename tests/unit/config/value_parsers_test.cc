@@ -154,6 +154,16 @@ TEST(ValueParsers, ProtocolVersionAndSslNegotiation) {
             "invalid value '3.1': expected 3.0, 3.2 or latest");
   EXPECT_EQ(minor, 2);
 
+  std::string dh;
+  EXPECT_EQ(parse_dheparams(" None ", dh), "");
+  EXPECT_EQ(dh, "none");
+  EXPECT_EQ(parse_dheparams("auto", dh), "");
+  EXPECT_EQ(dh, "auto");
+  EXPECT_EQ(parse_dheparams("legacy", dh),
+            "legacy (1024-bit DH) is refused, as PgBouncer 1.25 refuses it: use auto or none");
+  EXPECT_EQ(parse_dheparams("2048", dh), "invalid value '2048': expected auto or none");
+  EXPECT_EQ(dh, "auto");
+
   bool direct = false;
   EXPECT_EQ(parse_ssl_negotiation("Direct", direct), "");
   EXPECT_TRUE(direct);
