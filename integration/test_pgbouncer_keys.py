@@ -1,7 +1,8 @@
 """PgBouncer 1.25 settings that pgsluice once accepted with a warning and now implements as
 PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec,
 query_wait_notify, server_round_robin, log_stats,
-track_extra_parameters, verbose."""
+track_extra_parameters, verbose, syslog (with
+syslog_ident and syslog_facility)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import signal
 import socket
 import struct
 import time
+
+import pytest
 
 import harness
 
@@ -299,3 +302,102 @@ def test_verbose(make_pooler):
     with r.raw() as c:
         c.query("SELECT 1")
     assert log_lines_at(r, "debug"), r.log()
+
+
+# --- syslog, syslog_ident, syslog_facility ---------------------------------------------------
+
+# pgsluice in a mount namespace of its own whose /dev is a tmpfs with the few devices a process
+# needs and a `log` that is the test's datagram socket: syslog(3) writes to /dev/log, and the
+# machine's /dev (where no syslog daemon listens) is left alone.
+PRIVATE_DEV_WRAPPER = """#!/bin/sh
+exec unshare --mount --propagation private /bin/sh -e -c '
+  d="$1"; shift
+  mount -t tmpfs tmpfs "$d/dev"
+  cp -a /dev/null /dev/zero /dev/random /dev/urandom "$d/dev/"
+  touch "$d/dev/log"
+  mount --bind "$d/dev" /dev
+  mount --bind "$d/log" /dev/log
+  exec "$@"
+' sh {dir} {binary} "$@"
+"""
+
+SYSLOG_LINE = re.compile(rb"^<(\d+)>\w{3} [ \d]\d \d\d:\d\d:\d\d (\S+)\[(\d+)\]: (.*)$", re.S)
+
+
+def syslog_receiver(tmp_path):
+    """A /dev/log for PRIVATE_DEV_WRAPPER: (wrapper path, socket); skips unless root."""
+    if not harness.is_root():
+        pytest.skip("needs root: a mount namespace with its own /dev/log")
+    rc, _, err = harness.run(["unshare", "--mount", "--propagation", "private", "true"])
+    if rc != 0:
+        pytest.skip(f"cannot make a mount namespace here: {err}")
+    os.mkdir(tmp_path / "dev")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "log"))
+    sock.settimeout(0.2)
+    wrapper = tmp_path / "pgsluice-private-dev"
+    wrapper.write_text(PRIVATE_DEV_WRAPPER.format(dir=tmp_path, binary=harness.pgsluice_bin()))
+    wrapper.chmod(0o755)
+    return str(wrapper), sock
+
+
+def syslog_lines(sock, seconds: float) -> list[tuple[int, str, int, str]]:
+    """What arrives within `seconds`: (priority, ident, pid, message) each."""
+    lines = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            continue
+        m = SYSLOG_LINE.match(data)
+        assert m, data
+        lines.append((int(m[1]), m[2].decode(), int(m[3]), m[4].decode()))
+    return lines
+
+
+def test_syslog(make_pooler, tmp_path):
+    wrapper, sock = syslog_receiver(tmp_path)
+    # local3 (19 << 3): info 158, warning 156, debug 159.
+    p = make_pooler(binary=wrapper, syslog="1", syslog_ident="pgsluice-test",
+                    syslog_facility="local3", verbose="1", admin_users="app")
+    assert no_warning_for(p, "syslog"), p.log()
+    with p.raw() as c:
+        c.query("SELECT 1")
+    lines = syslog_lines(sock, 1.5)
+    pid = p.proc.pid
+    assert (158, "pgsluice-test", pid) in {(pr, i, n) for pr, i, n, _ in lines}, lines
+    assert any(m.startswith("pgsluice ") and " started (" in m for _, _, _, m in lines), lines
+    assert any(m.endswith("login ok") for _, _, _, m in lines), lines
+    # The debug lines verbose = 1 adds go to the log, not to syslog (PgBouncer's too).
+    assert " debug " in p.log()
+    assert all(pr != 159 for pr, _, _, _ in lines), lines
+
+    # RELOAD changes ident and facility (user: 1 << 3, info 14).
+    reload_with(p, syslog_ident="renamed", syslog_facility="user")
+    with p.raw() as c:
+        c.query("SELECT 1")
+    lines = syslog_lines(sock, 1.5)
+    assert any(pr == 14 and i == "renamed" and m.endswith("login ok") for pr, i, _, m in lines), \
+        lines
+    # SET turns it off.
+    admin(p, "SET syslog = 0")
+    syslog_lines(sock, 0.5)
+    with p.raw() as c:
+        c.query("SELECT 1")
+    assert syslog_lines(sock, 1.5) == []
+    assert p.log().count("login ok") >= 4
+    sock.close()
+
+
+def test_syslog_settings_without_a_syslog(make_pooler):
+    # No syslog daemon (this machine's case): lines are dropped, pgsluice runs on.
+    p = make_pooler(syslog="1", syslog_facility="LOCAL0")
+    rc, out, err = p.psql("SELECT 1")
+    assert rc == 0 and out.strip() == "1", err
+    # A facility PgBouncer does not know (it would take daemon instead) is an error.
+    q = make_pooler(start=False, syslog_facility="local8")
+    rc, out, err = harness.run([q.binary, q.config_path], timeout=30)
+    assert rc == 1, (rc, out, err)
+    assert ("syslog_facility: invalid value 'local8': expected auth, authpriv, daemon, user or "
+            "local0 to local7") in err, err

@@ -245,6 +245,12 @@ struct Settings {
   bool log_disconnections = true;
   bool log_pooler_errors = true;
   std::string logfile;  // empty: stderr
+  // The log to syslog too (PgBouncer's keys and defaults, but the ident is this program's name):
+  // lines of level info and above, under the ident and facility (auth, authpriv, daemon, user,
+  // local0 to local7).
+  bool syslog = false;
+  std::string syslog_ident = "pgsluice";
+  std::string syslog_facility = "daemon";
   std::string pidfile;
   std::vector<std::string> admin_users;
   std::vector<std::string> stats_users;

@@ -184,6 +184,21 @@ void add_socket_rows(std::vector<SettingDef>& rows) {
                      typed(&S::unix_socket_mode, parse_file_mode, print_file_mode), kRestart));
 }
 
+// What is logged and where (PgBouncer's keys; verbose and verbose_level are with the rest).
+void add_logging_rows(std::vector<SettingDef>& rows) {
+  using S = Settings;
+  rows.insert(rows.end(), {row("log_connections", bool_value(&S::log_connections)),
+                           row("log_disconnections", bool_value(&S::log_disconnections)),
+                           row("log_pooler_errors", bool_value(&S::log_pooler_errors)),
+                           row("log_stats", bool_value(&S::log_stats)),
+                           row("logfile", string_value(&S::logfile), kRestart),
+                           // Online: the syslog sink changes in place (base/syslog_sink.h).
+                           row("syslog", bool_value(&S::syslog)),
+                           row("syslog_facility",
+                               typed(&S::syslog_facility, parse_syslog_facility, print_text)),
+                           row("syslog_ident", string_value(&S::syslog_ident))});
+}
+
 // pgsluice's session-state checks (session_policy.h), all its own.
 void add_session_state_rows(std::vector<SettingDef>& rows) {
   using S = Settings;
@@ -226,11 +241,6 @@ std::vector<SettingDef> make_table() {
       row("leak_report_file", string_value(&S::leak_report_file), kReload, kOwn),
       row("listen_addr", string_value(&S::listen_addr), kRestart),
       row("listen_port", int_value(&S::listen_port, 1, 65535), kRestart),
-      row("log_connections", bool_value(&S::log_connections)),
-      row("log_disconnections", bool_value(&S::log_disconnections)),
-      row("log_pooler_errors", bool_value(&S::log_pooler_errors)),
-      row("log_stats", bool_value(&S::log_stats)),
-      row("logfile", string_value(&S::logfile), kRestart),
       row("max_client_conn", int_value(&S::max_client_conn, 1, kTenMillion)),
       row("max_db_client_connections", int_value(&S::max_db_client_connections, 0, kTenMillion)),
       row("max_db_connections", int_value(&S::max_db_connections, 0, kMillion)),
@@ -293,6 +303,7 @@ std::vector<SettingDef> make_table() {
       row("workers", typed(&S::workers, parse_workers, print_int<int>), kRestart, kOwn),
   };
   add_socket_rows(rows);
+  add_logging_rows(rows);
   add_both_sides_tls_rows(rows);
   add_session_state_rows(rows);
   // find_setting searches the keys in order.
@@ -316,9 +327,6 @@ constexpr std::string_view kPgBouncerOnlyKeys[] = {
     "sbuf_loopcnt",
     "service_name",
     "suspend_timeout",
-    "syslog",
-    "syslog_facility",
-    "syslog_ident",
     "user",
 };
 

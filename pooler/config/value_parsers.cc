@@ -8,6 +8,8 @@
 #include <set>
 #include <thread>
 
+#include "pooler/base/syslog_facility.h"
+
 namespace pgsluice {
 
 std::string_view to_string(PoolMode mode) {
@@ -288,6 +290,16 @@ std::string parse_dheparams(std::string_view value, std::string& out) {
   }
   if (v != "auto" && v != "none") {
     return "invalid value " + quoted(value) + ": expected auto or none";
+  }
+  out = v;
+  return {};
+}
+
+std::string parse_syslog_facility(std::string_view value, std::string& out) {
+  const std::string v = ascii_lower(trim(value));
+  if (syslog_facility_code(v) < 0) {
+    return "invalid value " + quoted(value) +
+           ": expected auth, authpriv, daemon, user or local0 to local7";
   }
   out = v;
   return {};

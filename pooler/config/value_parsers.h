@@ -57,6 +57,9 @@ std::string parse_ssl_negotiation(std::string_view value, bool& direct);
 // client_tls_dheparams: none or auto. PgBouncer documents legacy (1024-bit DH) too but refuses it
 // at startup; so does this, saying why.
 std::string parse_dheparams(std::string_view value, std::string& out);
+// One of PgBouncer's syslog facility names. PgBouncer takes another name as daemon; here it is
+// an error, as every bad value.
+std::string parse_syslog_facility(std::string_view value, std::string& out);
 std::string parse_verbose_level(std::string_view value, std::string& out);
 // PgBouncer's verbose: a count, 0 and up; printed as 0 when unset (its default).
 std::string parse_verbose_count(std::string_view value, std::optional<int>& out);

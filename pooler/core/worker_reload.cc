@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pooler/base/log_level.h"
+#include "pooler/base/syslog_sink.h"
 #include "pooler/config/settings_table.h"
 #include "pooler/core/auth_query.h"
 #include "pooler/core/peer_forwarder.h"
@@ -21,6 +22,12 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
   if (c.settings.verbose_level != previous_config_->settings.verbose_level ||
       c.settings.verbose != previous_config_->settings.verbose) {
     set_log_level(configured_log_level(c.settings.verbose_level, c.settings.verbose));
+  }
+  const Settings& was = previous_config_->settings;
+  if (c.settings.syslog != was.syslog || c.settings.syslog_ident != was.syslog_ident ||
+      c.settings.syslog_facility != was.syslog_facility) {
+    process_syslog_sink()->configure(c.settings.syslog, c.settings.syslog_ident,
+                                     c.settings.syslog_facility);
   }
   if (c.settings.tcp_defer_accept != previous_config_->settings.tcp_defer_accept) {
     set_listeners_defer_accept();  // only the primary has listeners

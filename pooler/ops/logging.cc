@@ -1,4 +1,4 @@
-// spdlog set-up: one logger, one line per event, millisecond timestamps.
+// spdlog set-up: one logger, one line per event, millisecond timestamps; to syslog too when set.
 #include "pooler/ops/logging.h"
 
 #include <spdlog/sinks/basic_file_sink.h>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pooler/base/log_level.h"
+#include "pooler/base/syslog_sink.h"
 
 namespace pgsluice {
 
@@ -27,6 +28,10 @@ bool init_logging(const Settings& settings, const LogTargets& targets, std::stri
   if (!targets.quiet && !targets.daemon) {
     sinks.push_back(std::make_shared<spdlog::sinks::stderr_sink_mt>());
   }
+  // Always there, off unless `syslog` is set: RELOAD and SET may turn it on (syslog_sink.h).
+  process_syslog_sink()->configure(settings.syslog, settings.syslog_ident,
+                                   settings.syslog_facility);
+  sinks.push_back(process_syslog_sink());
   auto logger = std::make_shared<spdlog::logger>("pgsluice", sinks.begin(), sinks.end());
   g_command_line_verbosity.store(targets.verbosity, std::memory_order_relaxed);
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %P %l %v");

@@ -1,4 +1,4 @@
-// Process-wide logging: spdlog to stderr or to the configured logfile.
+// Process-wide logging: spdlog to stderr or to the configured logfile, and to syslog.
 #pragma once
 
 #include <string>
