@@ -2,12 +2,13 @@
 PgBouncer defines them (their TLS ones are in test_tls.py): scram_iterations, disable_pqexec,
 query_wait_notify, server_round_robin, log_stats,
 track_extra_parameters, verbose, syslog (with
-syslog_ident and syslog_facility)."""
+syslog_ident and syslog_facility), user."""
 
 from __future__ import annotations
 
 import base64
 import os
+import pwd
 import re
 import signal
 import socket
@@ -401,3 +402,36 @@ def test_syslog_settings_without_a_syslog(make_pooler):
     assert rc == 1, (rc, out, err)
     assert ("syslog_facility: invalid value 'local8': expected auth, authpriv, daemon, user or "
             "local0 to local7") in err, err
+
+
+# --- user ------------------------------------------------------------------------------------
+
+
+def ids(pid: int, field: str) -> list[int]:
+    """Uid: or Gid: of /proc/PID/status: real, effective, saved, filesystem."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return [int(x) for x in line.split()[1:]]
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_user(make_pooler):
+    if not harness.is_root():
+        pytest.skip("switching user needs pgsluice started as root")
+    postgres = pwd.getpwnam("postgres")
+    p = make_pooler(user="postgres")
+    assert no_warning_for(p, "user"), p.log()
+    assert ids(p.proc.pid, "Uid") == [postgres.pw_uid] * 4
+    assert ids(p.proc.pid, "Gid") == [postgres.pw_gid] * 4
+    rc, out, err = p.psql("SELECT 1")
+    assert rc == 0 and out.strip() == "1", err
+    # Its files stay readable by that user: RELOAD works.
+    reload_with(p, default_pool_size="7")
+    assert p.wait_for_log("RELOAD: configuration .* applied"), p.log()
+
+    # A user without an account: FATAL before anything is opened, status 1.
+    q = make_pooler(start=False, user="nosuchuser")
+    rc, out, err = harness.run([q.binary, q.config_path], timeout=30)
+    assert rc == 1, (rc, out, err)
+    assert "FATAL could not find user 'nosuchuser' to switch to" in err, err

@@ -19,6 +19,7 @@
 #include "pooler/ops/daemonize.h"
 #include "pooler/ops/logging.h"
 #include "pooler/ops/pidfile.h"
+#include "pooler/ops/switch_user.h"
 #include "pooler/session_state/leak_report.h"
 
 namespace {
@@ -102,6 +103,36 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+// The configuration file, loaded and checked against what the command line asks (-d); null once
+// what is wrong has been said on stderr.
+auto load_configuration(const Options& options) -> decltype(pgsluice::ConfigLoadResult::config) {
+  pgsluice::ConfigLoadResult loaded = pgsluice::load_config_file(options.config_path);
+  if (!loaded.errors.empty()) {
+    for (const auto& e : loaded.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "pgsluice: configuration has errors, not starting\n");
+    return nullptr;
+  }
+  // As PgBouncer: a daemon needs somewhere to log and a pidfile to be found by.
+  const pgsluice::Settings& s = loaded.config->settings;
+  if (options.daemon && (s.logfile.empty() || s.pidfile.empty())) {
+    std::fprintf(stderr, "pgsluice: -d needs logfile and pidfile set in %s\n",
+                 options.config_path.c_str());
+    return nullptr;
+  }
+  return std::move(loaded.config);
+}
+
+// PgBouncer's `user`: the account, looked up before anything is opened; false when there is
+// none (said on stderr, as PgBouncer's FATAL).
+bool find_account(const pgsluice::Settings& settings,
+                  std::optional<pgsluice::UserAccount>& account) {
+  if (settings.user.empty()) return true;
+  std::string error;
+  account = pgsluice::find_user_account(settings.user, error);
+  if (!account) std::fprintf(stderr, "pgsluice: FATAL %s\n", error.c_str());
+  return account.has_value();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,20 +140,11 @@ int main(int argc, char** argv) {
   if (options.exit_code) return *options.exit_code;
   const int verbosity = options.verbosity;
   const bool daemon = options.daemon;
-  const std::string& config_path = options.config_path;
-
-  pgsluice::ConfigLoadResult loaded = pgsluice::load_config_file(config_path);
-  if (!loaded.errors.empty()) {
-    for (const auto& e : loaded.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
-    std::fprintf(stderr, "pgsluice: configuration has errors, not starting\n");
-    return 1;
-  }
-  const pgsluice::Config& config = *loaded.config;
-  // As PgBouncer: a daemon needs somewhere to log and a pidfile to be found by.
-  if (daemon && (config.settings.logfile.empty() || config.settings.pidfile.empty())) {
-    std::fprintf(stderr, "pgsluice: -d needs logfile and pidfile set in %s\n", config_path.c_str());
-    return 1;
-  }
+  const auto loaded_config = load_configuration(options);
+  if (!loaded_config) return 1;
+  const pgsluice::Config& config = *loaded_config;
+  std::optional<pgsluice::UserAccount> account;
+  if (!find_account(config.settings, account)) return 1;
   std::string pid_error;
   if (!config.settings.pidfile.empty() &&
       !pgsluice::PidFile::check(config.settings.pidfile, pid_error)) {
@@ -184,11 +206,16 @@ int main(int argc, char** argv) {
   // The operations and the admin console, as the core calls them (core/extensions.h). Declared
   // before the workers so that it outlives them: closing clients still reach it.
   std::unique_ptr<pgsluice::Features> features;
-  pgsluice::WorkerGroup workers(loaded.config, secrets, config.settings.workers);
+  pgsluice::WorkerGroup workers(loaded_config, secrets, config.settings.workers);
   workers.set_tls(tls);
   features = std::make_unique<pgsluice::Features>(workers.primary());
   workers.set_extensions(*features);
   if (std::string error = workers.listen(); !error.empty()) {
+    fatal(error);
+    return 1;
+  }
+  // Listening (a port below 1024 too), the pidfile and the logfile open: root is no longer needed.
+  if (std::string error = account ? pgsluice::switch_to_user(*account) : ""; !error.empty()) {
     fatal(error);
     return 1;
   }

@@ -252,6 +252,8 @@ struct Settings {
   std::string syslog_ident = "pgsluice";
   std::string syslog_facility = "daemon";
   std::string pidfile;
+  // PgBouncer's: started as root, become this user once listening (ops/switch_user.h).
+  std::string user;
   std::vector<std::string> admin_users;
   std::vector<std::string> stats_users;
   // Worker threads (pgsluice's key): one per CPU unless set; `auto` or 0 mean the same.

@@ -296,6 +296,7 @@ std::vector<SettingDef> make_table() {
       row("track_extra_parameters", list_value(&S::track_extra_parameters), kRestart),
       row("transaction_timeout", duration_value(&S::transaction_timeout)),
       row("unix_socket_dir", string_value(&S::unix_socket_dir), kRestart),
+      row("user", string_value(&S::user), kRestart),
       // Unset until the file or SET gives it: printed as PgBouncer's default, 0.
       row("verbose", typed(&S::verbose, parse_verbose_count, print_verbose_count)),
       row("verbose_level", typed(&S::verbose_level, parse_verbose_level, print_text), kOnline,
@@ -314,20 +315,10 @@ std::vector<SettingDef> make_table() {
 
 // PgBouncer 1.25's main-section keys that pgsluice does not implement yet, sorted.
 constexpr std::string_view kPgBouncerOnlyKeys[] = {
-    "auth_ident_file",
-    "auth_ldap_options",
-    "autodb_idle_timeout",
-    "conffile",
-    "dns_max_ttl",
-    "dns_nxdomain_ttl",
-    "dns_zone_check_period",
-    "job_name",
-    "pkt_buf",
-    "resolv_conf",
-    "sbuf_loopcnt",
-    "service_name",
+    "auth_ident_file", "auth_ldap_options", "autodb_idle_timeout",   "conffile",
+    "dns_max_ttl",     "dns_nxdomain_ttl",  "dns_zone_check_period", "job_name",
+    "pkt_buf",         "resolv_conf",       "sbuf_loopcnt",          "service_name",
     "suspend_timeout",
-    "user",
 };
 
 }  // namespace

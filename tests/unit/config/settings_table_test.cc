@@ -70,7 +70,8 @@ TEST(SettingsTable, OnlineKeysAreTheChangeableOnes) {
                                               "metrics_port",     "pidfile",
                                               "so_reuseport",     "track_extra_parameters",
                                               "unix_socket_dir",  "unix_socket_group",
-                                              "unix_socket_mode", "workers"};
+                                              "unix_socket_mode", "user",
+                                              "workers"};
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(restart.contains(d.key), d.apply == SettingApply::restart) << d.key;
   }
@@ -105,8 +106,8 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
   // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
   // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters,
-  // verbose, syslog, syslog_facility, syslog_ident.
-  EXPECT_EQ(rows.size(), 84u);
+  // verbose, syslog, syslog_facility, syslog_ident, user.
+  EXPECT_EQ(rows.size(), 85u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
