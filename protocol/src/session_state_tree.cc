@@ -133,6 +133,8 @@ class TreeWalker {
       // libpg_query's statement starts right after the previous ';', spaces included.
       const StatementSpan trimmed = trim_span(text, StatementSpan{location, length});
       span_ = StatementSpan{scope_.base_offset + trimmed.offset, trimmed.length};
+      text_ = text;
+      local_span_ = trimmed;
       ++out_.statements;
     }
     if (const Value* stmt = raw.get("stmt")) statement(*stmt);
@@ -148,6 +150,22 @@ class TreeWalker {
     f.detail = std::string(detail);
     f.span = span_;
     out_.findings.push_back(std::move(f));
+  }
+
+  // A top-level PREPARE, EXECUTE, DEALLOCATE or DISCARD ALL of the client's own text: the pooler
+  // renames the statements it names (keep). Not inside a DO block or a PREPARE's query.
+  void note_name(PreparedNameUse::Op op, std::string_view name) {
+    if (scope_.fixed_span || scope_.deferred || out_.statements == 0) return;
+    PreparedNameUse use;
+    use.op = op;
+    use.statement = out_.statements - 1;
+    use.statement_span = span_;
+    use.name = std::string(name);
+    if (!name.empty()) {
+      const StatementSpan local = locate_prepared_name(text_, local_span_, name);
+      if (local.length > 0) use.name_span = {scope_.base_offset + local.offset, local.length};
+    }
+    out_.prepared_names.push_back(std::move(use));
   }
 
   void opaque(std::string name) {
@@ -181,6 +199,7 @@ class TreeWalker {
     } else if (type == "PrepareStmt") {
       add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::acquire,
           s.get_string("name"));
+      note_name(PreparedNameUse::Op::prepare, s.get_string("name"));
       // The prepared query runs at EXECUTE time: what it would do is only possible now.
       if (const Value* q = s.get("query")) {
         const bool was_deferred = scope_.deferred;
@@ -191,15 +210,10 @@ class TreeWalker {
     } else if (type == "ExecuteStmt") {
       add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::use,
           s.get_string("name"));
+      note_name(PreparedNameUse::Op::execute, s.get_string("name"));
       walk(s);
     } else if (type == "DeallocateStmt") {
-      if (s.get("name") == nullptr) {
-        out_.cleanup.deallocate_all = true;
-        add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::release, "all");
-      } else {
-        add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::release,
-            s.get_string("name"));
-      }
+      deallocate(s);
     } else if (type == "DeclareCursorStmt") {
       // Only WITH HOLD outlives the transaction; a plain cursor is closed at COMMIT.
       if ((s.get_int("options") & kCursorOptHold) != 0) {
@@ -252,6 +266,18 @@ class TreeWalker {
       // INSERT, UPDATE, DELETE, MERGE, CALL, COPY (query), CREATE INDEX (expressions), … : any
       // function call in them runs now.
       walk(s);
+    }
+  }
+
+  void deallocate(const Value& s) {
+    if (s.get("name") == nullptr) {
+      out_.cleanup.deallocate_all = true;
+      add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::release, "all");
+      note_name(PreparedNameUse::Op::deallocate_all, "");
+    } else {
+      add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::release,
+          s.get_string("name"));
+      note_name(PreparedNameUse::Op::deallocate, s.get_string("name"));
     }
   }
 
@@ -318,6 +344,7 @@ class TreeWalker {
   void discard(std::string_view target) {
     if (target == "DISCARD_ALL") {
       out_.cleanup.discard_all = true;
+      note_name(PreparedNameUse::Op::discard_all, "");
     } else if (target == "DISCARD_TEMP") {
       out_.cleanup.discard_temp = true;
     } else if (target == "DISCARD_PLANS") {
@@ -346,6 +373,7 @@ class TreeWalker {
     } else if (const Value* exec = q->get("ExecuteStmt")) {
       add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::use,
           exec->get_string("name"));
+      note_name(PreparedNameUse::Op::execute, exec->get_string("name"));
     }
   }
 
@@ -431,6 +459,8 @@ class TreeWalker {
   Classification& out_;
   Scope scope_;
   StatementSpan span_;
+  std::string_view text_;           // the text libpg_query parsed (a piece of the input)
+  StatementSpan local_span_;        // span_ in text_
   bool advanced_sequence_ = false;  // an earlier statement or call of the input did
 };
 

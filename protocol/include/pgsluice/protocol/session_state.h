@@ -91,6 +91,28 @@ struct SessionCleanup {
   bool clears(SessionStateKind kind) const;
 };
 
+// A top-level statement that names a SQL prepared statement, or ends them all: what the pooler
+// renames when it keeps SQL PREPARE for a client across servers (pooler/session_state/
+// sql_prepared.h). EXPLAIN EXECUTE and CREATE TABLE … AS EXECUTE are executes. Statements inside
+// a DO block or a function are not here: their text is not the client's to rename.
+struct PreparedNameUse {
+  enum class Op : uint8_t { prepare, execute, deallocate, deallocate_all, discard_all };
+  Op op = Op::execute;
+  size_t statement = 0;  // which top-level statement of the input, from 0
+  StatementSpan statement_span;
+  // The statement's name as PostgreSQL keys it (folded to lower case unless quoted, cut to 63
+  // bytes); empty for deallocate_all and discard_all.
+  std::string name;
+  // The name's token in the input (quotes included); length 0 when it was not found there (a
+  // U&"…" name): such a statement cannot be renamed.
+  StatementSpan name_span;
+};
+
+// Where `name` (as PostgreSQL keys it) is written in `statement` of `text`: the token after
+// PREPARE, EXECUTE or DEALLOCATE [PREPARE] whose value is that name. Length 0 when none is.
+StatementSpan locate_prepared_name(std::string_view text, StatementSpan statement,
+                                   std::string_view name);
+
 enum class VerdictSource {
   prefilter,       // the lexer found nothing to parse: no findings
   parser,          // libpg_query read every statement
@@ -106,6 +128,8 @@ struct Classification {
   // not counted): one tells that an error the server gives is about the statement that holds
   // every finding and call.
   size_t statements = 0;
+  // PREPARE, EXECUTE, DEALLOCATE and DISCARD ALL among the top-level statements, in order.
+  std::vector<PreparedNameUse> prepared_names;
 
   // Nothing found: no finding, no opaque call, no cleaning statement.
   bool empty() const { return findings.empty() && opaque_calls.empty() && !cleanup.any(); }
