@@ -1,5 +1,5 @@
 """Pin without starving, the default in transaction mode for what cannot move to another server
-(session advisory locks, temp tables, WITH HOLD cursors, SQL PREPARE; LISTEN is relayed by
+(session advisory locks, temp tables, WITH HOLD cursors; SQL PREPARE is kept, LISTEN is relayed by
 default, test_listen_relay.py, and pins under listen:pin): the owner keeps its
 server across transactions, a pool never pins its last session_state_pin_reserve servers (the
 statement that would is refused with 0A000 and a hint), and a client that releases everything is

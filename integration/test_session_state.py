@@ -346,7 +346,7 @@ def test_leak_report_json_on_demand_and_at_shutdown(make_pooler, tmp_path):
     assert doc["totals"]["by_kind"] == {"advisory_lock": 1, "set": 1}, doc
     assert doc["totals"]["by_action"] == {"keep": 1, "pin": 1}, doc
     assert doc["settings"]["session_state_action"] == \
-        "pin,set:keep,set_config:keep,role:keep,listen:relay"
+        "pin,set:keep,set_config:keep,role:keep,listen:relay,prepare:keep"
     f = [x for x in doc["findings"] if x["kind"] == "set"][0]
     assert f["detail"] == "search_path" and f["application_name"] == "reporter", f
     assert json.loads(report.read_text())["totals"]["events"] == 2

@@ -289,7 +289,7 @@ CASES = [
     ("advisory_lock", "A session advisory lock", "advisory_lock", "two_default", "pin",
      case_advisory_lock),
     ("listen", "LISTEN", "listen", "two_default", "relay", case_listen),
-    ("prepare", "SQL PREPARE", "prepare", "two_default", "pin", case_prepare),
+    ("prepare", "SQL PREPARE", "prepare", "two_default", "keep", case_prepare),
     ("temp_table", "A temp table", "temp_object", "two_default", "pin", case_temp_table),
     ("protocol_prepared", "Protocol-level prepared statements", None, "one",
      "max_prepared_statements = 200", case_protocol_prepared),

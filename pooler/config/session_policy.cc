@@ -18,7 +18,7 @@ constexpr pp::SessionStateKind kAllKinds[kSessionStateKindCount] = {
 
 bool keepable(pp::SessionStateKind kind) {
   return kind == pp::SessionStateKind::set || kind == pp::SessionStateKind::set_config ||
-         kind == pp::SessionStateKind::role;
+         kind == pp::SessionStateKind::role || kind == pp::SessionStateKind::prepare;
 }
 
 bool relayable(pp::SessionStateKind kind) {
@@ -136,7 +136,8 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
                "' (off, warn, reject, reset, pin, keep, relay)";
       }
       if (*action == SessionAction::keep && !keepable(*kind)) {
-        return "keep applies to set, set_config and role, not to '" + std::string(kind_text) + "'";
+        return "keep applies to set, set_config, role and prepare, not to '" +
+               std::string(kind_text) + "'";
       }
       if (*action == SessionAction::relay && !relayable(*kind)) {
         return "relay applies to listen, not to '" + std::string(kind_text) + "'";

@@ -20,8 +20,9 @@ enum class SessionAction {
   reject,  // refuse definite findings with 0A000 and a hint; warn on possible ones
   reset,   // forward, then clean exactly that before the server serves another client
   pin,     // keep the client on its server until it disconnects
-  // settings (set, set_config, role) only: the client's values follow it from server to server
-  // (kept_settings.h); on any other kind it acts as warn
+  // settings (set, set_config, role): the client's values follow it from server to server
+  // (kept_settings.h); prepare: its SQL prepared statements do, renamed per client
+  // (sql_prepared.h); on any other kind it acts as warn
   keep,
   // listen only: one listener connection per pool runs every client's LISTEN and relays the
   // notifications to the clients (pooler/core/listen_relay.h); on any other kind it acts as warn
@@ -61,9 +62,9 @@ struct SessionPolicy {
     }
     return a;
   }
-  // What transaction mode does when session_state_action is not set: settings are kept, LISTEN
-  // is relayed, what cannot move (advisory locks, SQL PREPARE, WITH HOLD cursors, temp tables,
-  // LOAD) pins its server (never the pool's last ones: session_state_pin_reserve).
+  // What transaction mode does when session_state_action is not set: settings and SQL PREPARE
+  // are kept, LISTEN is relayed, what cannot move (advisory locks, WITH HOLD cursors, temp
+  // tables, LOAD) pins its server (never the pool's last ones: session_state_pin_reserve).
   static SessionPolicy transaction_default();
   // Nothing to look for: the classifier is skipped altogether.
   [[nodiscard]] bool all_off() const;

@@ -543,9 +543,7 @@ void Client::forward_to_server() {
         continue;
       }
     }
-    if (server_->rewrites_statements() &&
-        (type == fe::kParse || type == fe::kBind || type == fe::kDescribe || type == fe::kClose ||
-         type == fe::kQuery)) {
+    if (server_->rewrites_statements() && routes_statement_message(type)) {
       flush_batch();
       switch (route_statement_message(frame.message, out.output())) {
         case Routed::as_is:

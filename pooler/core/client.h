@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "pgsluice/protocol/frame.h"
+#include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/startup.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/auth/client_auth.h"
@@ -23,6 +24,7 @@
 #include "pooler/net/channel.h"
 #include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
+#include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
 
@@ -113,6 +115,8 @@ class Client final : public ChannelOwner {
   // A stale plan (0A000) of `stmt` reached this client, or its batch was sent again with a
   // Describe of the portal: the client knows the statement's new row description.
   void note_stale_plan_seen(const PreparedStatement& stmt);
+  // Its SQL prepared statements, when SQL PREPARE is kept (client_sql_prepare.cc).
+  ClientSqlStatements& sql_statements() { return sql_statements_; }
 
   // --- the LISTEN relay (client_relay.cc, listen_relay.h) ---
   // Its LISTENs are relayed (transaction mode, the listen kind's action is `relay`).
@@ -223,7 +227,20 @@ class Client final : public ChannelOwner {
   bool bind_needs_checks(const PreparedStatement& stmt);
   Routed route_describe(const protocol::Message& message, std::string& out);
   Routed route_close(const protocol::Message& message);
-  Routed route_query(const protocol::Message& message);
+  Routed route_query(const protocol::Message& message, std::string& out);
+  // SQL PREPARE kept (client_sql_prepare.cc, sql_prepared.h): a Query, or an unnamed Parse,
+  // that names SQL prepared statements, renamed for the server and written to `out`; nullopt
+  // when SQL PREPARE is not kept or nothing is renamed.
+  [[nodiscard]] bool keeps_sql_prepare() const;
+  std::optional<SqlQueryPlan> plan_sql(std::string_view sql, SqlPlanMode mode);
+  std::optional<Routed> route_sql_query(std::string_view sql, std::string& out);
+  std::optional<Routed> route_sql_parse(const protocol::Parse& parse, std::string& out);
+  // The Execute after a renamed Parse carries its plan; a Sync before one drops it.
+  Routed route_execute_or_sync(const protocol::Message& message, std::string& out);
+  void drop_unexecuted_sql_parse();
+  // The messages route_statement_message looks at (an Execute or a Sync only after a renamed
+  // Parse: the others pass in the forwarding batch untouched).
+  [[nodiscard]] bool routes_statement_message(char type) const;
   void refuse_until_sync(std::string code, std::string message, std::string hint);
   // A refused Query or Parse, replaced by a statement the server itself refuses.
   void write_refusal(const protocol::Message& message, std::string_view text, std::string_view hint,
@@ -266,6 +283,9 @@ class Client final : public ChannelOwner {
   bool registered_for_cancel_ = false;
   bool direct_tls_ = false;  // TLS began without an SSLRequest: ALPN must say "postgresql"
   std::unordered_map<std::string, ClientStatement> statements_;
+  ClientSqlStatements sql_statements_;
+  // A renamed unnamed Parse whose Execute has not come yet (route_execute_or_sync).
+  std::shared_ptr<SqlQueryPlan> unexecuted_sql_parse_;
   bool discard_until_sync_ = false;
   std::vector<std::string> refused_statements_;  // see bind_refused_statement()
   SessionPolicy session_policy_;

@@ -82,12 +82,14 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
   auto parse = pp::parse_parse(message.body);
   if (!parse) return Routed::as_is;
   if (parse.value.statement.empty()) {
+    if (std::optional<Routed> routed = route_sql_parse(parse.value, out)) return *routed;
     // psycopg sends DEALLOCATE ALL through the extended protocol after a ROLLBACK: it drops
     // the pooler's statements on the server too.
     pp::DeallocateCommand command = pp::parse_deallocate_command(parse.value.query);
     if (command.kind == pp::DeallocateCommand::Kind::deallocate_all ||
         command.kind == pp::DeallocateCommand::Kind::discard_all) {
       statements_.clear();
+      sql_statements_.clear();
       server.statements_may_be_gone();
     }
     return Routed::as_is;
@@ -221,11 +223,19 @@ Client::Routed Client::route_close(const pp::Message& message) {
   return Routed::answered;
 }
 
-Client::Routed Client::route_query(const pp::Message& message) {
+Client::Routed Client::route_query(const pp::Message& message, std::string& out) {
   Server& server = *server_;
   auto query = pp::parse_query(message.body);
   if (!query) return Routed::as_is;
   pp::DeallocateCommand command = pp::parse_deallocate_command(query.value.sql);
+  // DEALLOCATE of a protocol-level statement's name is answered below; anything else that names
+  // SQL prepared statements is renamed when SQL PREPARE is kept.
+  const bool protocol_name = command.kind == pp::DeallocateCommand::Kind::deallocate_name &&
+                             statements_.contains(command.name) &&
+                             !sql_statements_.contains(command.name);
+  if (!protocol_name) {
+    if (std::optional<Routed> routed = route_sql_query(query.value.sql, out)) return *routed;
+  }
   switch (command.kind) {
     case pp::DeallocateCommand::Kind::none:
       return Routed::as_is;
@@ -242,14 +252,24 @@ Client::Routed Client::route_query(const pp::Message& message) {
       // Runs on the server (it has other effects), and ends the pooler's statements there
       // (unless an error inside a transaction block makes the server refuse it).
       statements_.clear();
+      sql_statements_.clear();
       server.statements_may_be_gone();
       return Routed::as_is;
   }
   return Routed::as_is;
 }
 
+bool Client::routes_statement_message(char type) const {
+  return type == fe::kParse || type == fe::kBind || type == fe::kDescribe || type == fe::kClose ||
+         type == fe::kQuery ||
+         ((type == fe::kExecute || type == fe::kSync) && unexecuted_sql_parse_ != nullptr);
+}
+
 Client::Routed Client::route_statement_message(const pp::Message& message, std::string& out) {
   switch (message.type) {
+    case fe::kExecute:
+    case fe::kSync:
+      return route_execute_or_sync(message, out);
     case fe::kParse:
       return route_parse(message, out);
     case fe::kBind:
@@ -259,7 +279,7 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
     case fe::kClose:
       return route_close(message);
     case fe::kQuery:
-      return route_query(message);
+      return route_query(message, out);
     default:
       return Routed::as_is;
   }

@@ -10,6 +10,7 @@
 
 #include "pooler/base/ring_queue.h"
 #include "pooler/core/prepared_statements.h"
+#include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
 
@@ -20,6 +21,8 @@ enum class PendingKind : uint8_t {
                     // server has: PostgreSQL's own 42P05 fails the transaction as it should; the
                     // error is passed on under the client's name
   close_hidden,     // the pooler's Close (an evicted statement): swallowed
+  bind_hidden,      // the pooler's Bind and Execute of its PREPARE of a SQL prepared statement
+  execute_hidden,   // the server lacks, before a client's Parse that uses it: swallowed
   bind,             // BindComplete
   bind_refused,     // a client's Bind of a statement whose result type changed since the client
                     // saw it, sent as a Bind the server refuses (the transaction fails as in
@@ -59,6 +62,12 @@ struct PendingReply {
   // The request as sent to the server, kept from a rewritten Bind on until the queue empties,
   // so that the batch can be sent again after the statement is prepared again (server_retry.cc).
   std::string wire{};
+  // query, parse, execute: a Query or a Parse whose SQL prepared statements were renamed (SQL
+  // PREPARE kept): an inserted PREPARE's CommandComplete is swallowed, an error undoes what did
+  // not run (the Query's, or the Execute's of the Parse) and names the client's statements.
+  std::shared_ptr<SqlQueryPlan> sql{};
+  // execute_hidden: the statement it prepares, forgotten again when it is skipped or fails.
+  SqlStatementRef sql_prepared{};
   bool replayable = false;  // `wire` holds the request
   bool retried = false;     // sent again once already: a second 0A000 goes to the client
 };

@@ -354,6 +354,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       replies_.on_client_reply(message);
       return Reply::forward;
     case be::kErrorResponse:
+      if (rename_sql_error(message)) return Reply::replace;
       return strip_refusal_context(message) ? Reply::replace : Reply::forward;
     case be::kCommandComplete:
       if (listen_.any()) listen_.on_client_command_complete(message.body);

@@ -36,6 +36,7 @@
 #include "pooler/session_state/kept_settings.h"
 #include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
+#include "pooler/session_state/sql_prepared.h"
 #include "pooler/session_state/verify.h"
 
 namespace pgsluice {
@@ -157,8 +158,14 @@ class Server final : public ChannelOwner {
                          std::string& out);
   // DEALLOCATE ALL or DISCARD ALL ran on this server: it has no statement left.
   void forget_statements();
-  // A client sent DEALLOCATE ALL or DISCARD ALL, which the server may skip after an error.
-  void statements_may_be_gone() { statements_->close_all_later(); }
+  // A client sent DEALLOCATE ALL or DISCARD ALL, which the server may skip after an error. Its
+  // SQL statements (kept ones) are then unknown: forgotten, and DEALLOCATE ALL at the release.
+  void statements_may_be_gone();
+  // The SQL prepared statements it has under the pooler's names (SQL PREPARE kept).
+  ServerSqlStatements& sql_statements() { return sql_statements_; }
+  // Writes a PREPARE of `stmt` as the unnamed statement, bound and executed, its replies hidden:
+  // before a client's Parse that uses the statement (client_sql_prepare.cc).
+  void prepare_sql_statement(const SqlStatementRef& stmt, std::string& out);
   // A client's Bind of a statement whose result type changed since the client last saw it
   // (server_retry.cc): refused with PostgreSQL's 0A000, as a Bind the server itself refuses so
   // that the transaction fails as it would have; not when the server's transaction state is
@@ -275,6 +282,8 @@ class Server final : public ChannelOwner {
   bool handle_internal_reply(const protocol::Message& message);
   // Walks the pending replies for one server reply.
   Match match_pending(const protocol::Message& message);
+  // A CommandComplete of a Query or a hidden Execute under SQL PREPARE kept.
+  Match match_sql_command_complete(PendingReply& front);
   // An ErrorResponse for the request at the front of the pending replies.
   Match match_error(const protocol::Message& message, PendingReply& front);
   // After an error in an extended-protocol batch, PostgreSQL skips to the Sync: so do the
@@ -328,6 +337,9 @@ class Server final : public ChannelOwner {
   // (rejection_statement): its CONTEXT names that statement, which is the pooler's, not the
   // client's; the error goes to the client without it. False for any other error.
   bool strip_refusal_context(const protocol::Message& error);
+  // An error of a Query whose SQL prepared statements were renamed: the client's names and
+  // positions in its text (SqlQueryPlan::client_error) go in `replacement_`. False: as is.
+  bool rename_sql_error(const protocol::Message& error);
   std::string replacement_;
   // Rolls back, resets (session end in session mode) and cleans what the client left, then
   // goes idle; closes instead when the state cannot be undone.
@@ -397,6 +409,9 @@ class Server final : public ChannelOwner {
   size_t passthrough_remaining_ = 0;
 
   std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
+  ServerSqlStatements sql_statements_;
+  // SQL statements no client holds any more (sql_prepared.h): their DEALLOCATE queries.
+  std::vector<std::string> dead_sql_statement_queries();
   // Stale plan retries (server_retry.cc).
   bool keep_wire_ = false;             // requests keep their bytes (a rewritten Bind was sent)
   bool batch_reached_client_ = false;  // a reply other than ParseComplete since ReadyForQuery

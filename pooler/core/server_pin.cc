@@ -22,7 +22,8 @@ namespace {
 constexpr std::string_view kPinCheckQuery =
     "SELECT (SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = "
     "pg_catalog.pg_backend_pid()) + (SELECT count(*) FROM pg_catalog.pg_listening_channels()) + "
-    "(SELECT count(*) FROM pg_catalog.pg_prepared_statements WHERE from_sql) + (SELECT count(*) "
+    "(SELECT count(*) FROM pg_catalog.pg_prepared_statements WHERE from_sql AND name !~ "
+    "'^pgsluice_s[0-9]+$') + (SELECT count(*) "
     "FROM pg_catalog.pg_cursors WHERE is_holdable) + (SELECT count(*) FROM pg_catalog.pg_class "
     "WHERE relnamespace = pg_catalog.pg_my_temp_schema())";
 

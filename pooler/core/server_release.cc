@@ -29,7 +29,9 @@ void Server::release_to_pool() {
   }
   const bool reset_always = settings.server_reset_query_always &&
                             !settings.server_reset_query.empty() && shares_servers(pool_->mode());
-  if (dirty_.any() || verifier_.awaiting() || reset_always) {
+  // SQL statements kept for clients that no longer hold them are deallocated here (lazily: a
+  // client's DEALLOCATE or its leaving does not visit every server that prepared it).
+  if (dirty_.any() || verifier_.awaiting() || reset_always || sql_statements_.may_have_dead()) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
     clean_and_release(/*session_ended=*/false);
@@ -99,6 +101,10 @@ void Server::clean_and_release(bool session_ended) {
   }
   std::vector<std::string> queries;
   if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
+  // Before any DISCARD ALL or DEALLOCATE ALL, after which they would not exist.
+  if (sql_statements_.may_have_dead()) {
+    for (std::string& q : dead_sql_statement_queries()) queries.push_back(std::move(q));
+  }
   const std::string& reset_query = worker_->settings().server_reset_query;
   // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).
   if (!reset_query.empty() && ((session_ended && pool_->mode() == PoolMode::session) ||

@@ -15,6 +15,19 @@ namespace pgsluice {
 namespace pp = pgsluice::protocol;
 namespace be = pgsluice::protocol::backend;
 using protocol::DescribeTarget;
+
+namespace {
+// An ErrorResponse message around `body`.
+std::string error_wire(std::string_view body) {
+  std::string wire(1, be::kErrorResponse);
+  const auto length = static_cast<uint32_t>(body.size() + 4);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    wire.push_back(static_cast<char>((length >> shift) & 0xff));
+  }
+  wire.append(body);
+  return wire;
+}
+}  // namespace
 // --- protocol-level prepared statements ---
 
 void Server::expect(PendingReply reply) {
@@ -58,8 +71,43 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
   ++stmt.stats->server_parses;
 }
 
+void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out) {
+  // The unnamed statement and portal: the client's Parse that follows replaces both.
+  size_t mark = out.size();
+  pp::write_parse(out, "", "PREPARE " + stmt->server_name() + stmt->definition(), {});
+  expect_sent(PendingReply{.kind = PendingKind::parse_hidden}, out, mark);
+  mark = out.size();
+  static constexpr char kNothing[6] = {0, 0, 0, 0, 0, 0};  // no formats, parameters, results
+  pp::write_bind_renamed(out, "", "", std::string_view(kNothing, sizeof(kNothing)));
+  expect_sent(PendingReply{.kind = PendingKind::bind_hidden}, out, mark);
+  mark = out.size();
+  pp::write_execute(out, "", 0);
+  expect_sent(PendingReply{.kind = PendingKind::execute_hidden, .sql_prepared = stmt}, out, mark);
+}
+
 void Server::forget_statements() {
   if (statements_ != nullptr) statements_->clear();
+  sql_statements_.clear();
+}
+
+void Server::statements_may_be_gone() {
+  statements_->close_all_later();
+  if (sql_statements_.size() == 0) return;
+  // Whether it ran is not followed here: a PREPARE of a name the server still has would fail,
+  // an EXECUTE of one it lost too. The release's DEALLOCATE ALL makes the belief true again.
+  sql_statements_.clear();
+  pp::SessionStateFinding all;
+  all.kind = pp::SessionStateKind::prepare;
+  all.detail = "all";
+  dirty_.add(all);
+}
+
+std::vector<std::string> Server::dead_sql_statement_queries() {
+  std::vector<std::string> queries;
+  for (const std::string& name : sql_statements_.take_dead()) {
+    queries.push_back("DEALLOCATE " + name);
+  }
+  return queries;
 }
 
 void Server::send_made_up_replies() {
@@ -86,6 +134,8 @@ void Server::send_made_up_replies() {
       case PendingKind::parse_hidden:
       case PendingKind::parse_duplicate:
       case PendingKind::close_hidden:
+      case PendingKind::bind_hidden:
+      case PendingKind::execute_hidden:
       case PendingKind::bind:
       case PendingKind::bind_refused:
       case PendingKind::describe:
@@ -108,6 +158,13 @@ void Server::skip_pending_to_sync() {
       statements_->mark_to_close(std::move(reply.server_name));
       continue;
     }
+    // SQL PREPARE kept: a PREPARE of the pooler's, or the client's Execute of a renamed
+    // statement, that did not run.
+    if (reply.sql_prepared != nullptr) sql_statements_.remove(reply.sql_prepared->id());
+    if (reply.kind == PendingKind::execute && reply.sql != nullptr) {
+      reply.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr,
+                          sql_statements_);
+    }
     if (reply.kind == PendingKind::parse || reply.kind == PendingKind::parse_hidden ||
         reply.kind == PendingKind::made_parse_complete) {
       // PostgreSQL skipped that Parse: the statement does not exist there, and a client Parse
@@ -123,6 +180,12 @@ void Server::skip_pending_to_sync() {
 
 Server::Match Server::match_error(const pp::Message& message, PendingReply& front) {
   if (front.kind != PendingKind::query) {
+    // A renamed Parse's or Execute's error names the client's statement (it is popped below).
+    if (front.sql != nullptr) {
+      if (std::optional<std::string> body = front.sql->client_error(message.body)) {
+        held_error_ = error_wire(*body);
+      }
+    }
     if (front.kind == PendingKind::parse_duplicate) {
       std::string client_name = front.client_name;
       hold_duplicate_error(message, client_name);
@@ -137,9 +200,30 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
     skip_pending_to_sync();
     replies_.skip_to_sync();
     if (!held_error_.empty()) return Match::held_error_instead;
+  } else if (front.sql != nullptr) {
+    front.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr, sql_statements_);
   }
   batch_reached_client_ = true;
   return Match::forward;
+}
+
+bool Server::rename_sql_error(const pp::Message& error) {
+  if (statements_ == nullptr || replies_.pending().empty()) return false;
+  const PendingReply& front = replies_.pending().front();
+  if (front.kind != PendingKind::query || front.sql == nullptr) return false;
+  std::optional<std::string> body = front.sql->client_error(error.body);
+  if (!body) return false;
+  replacement_ = error_wire(*body);
+  return true;
+}
+
+Server::Match Server::match_sql_command_complete(PendingReply& front) {
+  if (front.kind == PendingKind::execute_hidden) {
+    replies_.pending().pop_front();
+    return Match::swallow;  // the pooler's PREPARE before a client's Parse
+  }
+  // A Query's: the PREPAREs the pooler inserted are swallowed, the rest are the client's.
+  return front.sql->on_command_complete() ? Match::swallow : Match::forward;
 }
 
 Server::Match Server::match_pending(const pp::Message& message) {
@@ -177,6 +261,10 @@ Server::Match Server::match_pending(const pp::Message& message) {
       }
       return Match::out_of_step;
     case be::kBindComplete:
+      if (front.kind == PendingKind::bind_hidden) {
+        pop();
+        return Match::swallow;
+      }
       if (front.kind != PendingKind::bind) return Match::out_of_step;
       pop();
       return Match::forward;
@@ -203,6 +291,11 @@ Server::Match Server::match_pending(const pp::Message& message) {
       pop();
       return Match::forward;
     case be::kCommandComplete:
+      if (front.kind == PendingKind::execute_hidden ||
+          (front.kind == PendingKind::query && front.sql != nullptr)) {
+        return match_sql_command_complete(front);
+      }
+      [[fallthrough]];
     case be::kEmptyQueryResponse:
     case be::kPortalSuspended:
       if (front.kind == PendingKind::execute) {

@@ -19,6 +19,7 @@
 #include "pooler/core/stats.h"
 #include "pooler/core/worker.h"
 #include "pooler/session_state/params.h"
+#include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
 
@@ -183,11 +184,24 @@ std::string rejection_statement(std::string_view message, std::string_view hint)
 
 namespace {
 
+// A SQL PREPARE is kept by renaming it in the client's text (sql_prepared.h): one the pooler
+// cannot rename (a named Parse, a text libpg_query cannot read, no statement rewriting:
+// max_prepared_statements = 0) pins the client to the server it ran on instead.
+SessionAction keep_or_pin(SessionAction action, const pp::SessionStateFinding& f,
+                          const pp::Classification& verdict, bool renamable) {
+  if (action != SessionAction::keep || f.kind != pp::SessionStateKind::prepare ||
+      f.effect != pp::SessionStateEffect::acquire) {
+    return action;
+  }
+  return renamable && sql_prepare_renamable(verdict) ? action : SessionAction::pin;
+}
+
 // The checks of one statement text: `record` at its Query or Parse (the findings are counted
 // and logged once per message), not at the Binds that execute a prepared statement again.
 SessionCheckResult check_sql(Worker& worker, const Client& client, Server& server,
                              const SessionPolicy& policy, std::string_view sql, bool record,
-                             bool is_query, std::string& message_out, std::string& hint_out) {
+                             bool is_query, bool renamable, std::string& message_out,
+                             std::string& hint_out) {
   // The common case ends here, in a few dozen nanoseconds and without allocating.
   if (!pp::may_change_session_state(sql)) return SessionCheckResult::forward;
   const pp::Classification& verdict = worker.classifier().classify(sql);
@@ -218,6 +232,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
     // A setting is kept by reading it back, which needs its name: set_config(name, …) with a
     // computed name is cleaned after the transaction instead.
     if (action == SessionAction::keep && f.detail.empty()) action = SessionAction::reset;
+    action = keep_or_pin(action, f, verdict, renamable && server.rewrites_statements());
     // Pin without starving: a pin that would take one of the pool's reserved servers refuses
     // the statement instead, so that other clients are still served.
     if (action == SessionAction::pin && !server.pinned()) {
@@ -239,12 +254,10 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
         if (rejected == nullptr) rejected = &f;
         break;
       case SessionAction::pin:
-        server.mark_dirty(f);
-        break;
       case SessionAction::reset:
         server.mark_dirty(f);
         break;
-      case SessionAction::keep:
+      case SessionAction::keep:  // a prepare finding: none (renamed: client_sql_prepare.cc)
         server.keep_setting(f);
         break;
       case SessionAction::relay:
@@ -294,6 +307,7 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
                                        const SessionPolicy& policy, const pp::Message& message,
                                        std::string& message_out, std::string& hint_out) {
   std::string_view sql;
+  bool renamable = true;  // a Query, or an unnamed Parse (client_sql_prepare.cc)
   if (message.type == fe::kQuery) {
     auto q = pp::parse_query(message.body);
     if (!q) return SessionCheckResult::forward;
@@ -302,16 +316,17 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     auto p = pp::parse_parse(message.body);
     if (!p) return SessionCheckResult::forward;
     sql = p.value.query;
+    renamable = p.value.statement.empty();
   }
   return check_sql(worker, client, server, policy, sql, /*record=*/true,
-                   /*is_query=*/message.type == fe::kQuery, message_out, hint_out);
+                   /*is_query=*/message.type == fe::kQuery, renamable, message_out, hint_out);
 }
 
 SessionCheckResult check_bound_statement(Worker& worker, const Client& client, Server& server,
                                          const SessionPolicy& policy, std::string_view sql,
                                          std::string& message_out, std::string& hint_out) {
   return check_sql(worker, client, server, policy, sql, /*record=*/false, /*is_query=*/false,
-                   message_out, hint_out);
+                   /*renamable=*/false, message_out, hint_out);
 }
 
 void settle_deferred_calls(Worker& worker, std::vector<OwnedFindingEvent>& calls,

@@ -61,12 +61,14 @@ bool SessionTrack::saw_setting(std::string_view name) const {
 std::string verify_query(std::string_view login_user) {
   // Why count(*) per catalog rather than the rows: one short DataRow, whatever a session holds.
   // Prepared statements: only SQL PREPARE (from_sql); protocol-level ones, the pooler's
-  // PGSLUICE_n included, are the protocol's business, not session state a statement left.
+  // PGSLUICE_n included, are the protocol's business, not session state a statement left; nor
+  // are the SQL ones the pooler keeps for clients (pgsluice_s<n>, sql_prepared.h).
   return fmt::format(
       "SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels()), "
       "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' "
       "AND pid = pg_catalog.pg_backend_pid()), "
-      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements WHERE from_sql), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements WHERE from_sql "
+      "AND name OPERATOR(pg_catalog.!~) '^pgsluice_s[0-9]+$'), "
       "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors WHERE is_holdable), "
       "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_class "
       "WHERE relnamespace = pg_catalog.pg_my_temp_schema()), "

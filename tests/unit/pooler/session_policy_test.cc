@@ -35,13 +35,14 @@ TEST(SessionPolicy, KeepIsForSettingsAndWarnsOnTheRest) {
   EXPECT_EQ(p.action_for(pp::SessionStateKind::set), SessionAction::keep);
   EXPECT_EQ(p.action_for(pp::SessionStateKind::set_config), SessionAction::keep);
   EXPECT_EQ(p.action_for(pp::SessionStateKind::role), SessionAction::keep);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::prepare), SessionAction::keep);
   EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::warn);
   EXPECT_EQ(p.action_for(pp::SessionStateKind::temp_object), SessionAction::warn);
   ASSERT_EQ(parse_session_policy("reset,role:keep", p), "");
   EXPECT_EQ(p.action_for(pp::SessionStateKind::role), SessionAction::keep);
   EXPECT_EQ(p.action_for(pp::SessionStateKind::set), SessionAction::reset);
   EXPECT_EQ(parse_session_policy("warn,listen:keep", p),
-            "keep applies to set, set_config and role, not to 'listen'");
+            "keep applies to set, set_config, role and prepare, not to 'listen'");
 }
 
 TEST(SessionPolicy, RelayIsForListenOnly) {
@@ -73,8 +74,10 @@ TEST(SessionPolicy, CurrvalIsWarnedOrRefusedNeverPinnedOrReset) {
 
 TEST(SessionPolicy, TransactionModeKeepsSettingsByDefault) {
   const SessionPolicy p = SessionPolicy::transaction_default();
-  EXPECT_EQ(format_session_policy(p), "pin,set:keep,set_config:keep,role:keep,listen:relay");
+  EXPECT_EQ(format_session_policy(p),
+            "pin,set:keep,set_config:keep,role:keep,listen:relay,prepare:keep");
   EXPECT_EQ(p.action_for(pp::SessionStateKind::advisory_lock), SessionAction::pin);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::prepare), SessionAction::keep);
   EXPECT_EQ(p.action_for(pp::SessionStateKind::listen), SessionAction::relay);
   // currval/lastval leave nothing to pin: they are counted and logged.
   EXPECT_EQ(p.action_for(pp::SessionStateKind::currval), SessionAction::warn);
