@@ -322,6 +322,38 @@ def test_asyncpg_two_clients_same_name(pooler):
     assert rows == [("x", rounds[0], 2), ("y", rounds[1], 2)], rows
 
 
+def test_asyncpg_fetch_of_execute_through_its_named_statements(pooler):
+    # asyncpg's fetch() prepares every text as a named protocol-level statement (cached, bound
+    # again later on whichever server): "EXECUTE q(…)" is renamed there too, and the SQL
+    # statement prepared before it on every server it is bound on.
+    import asyncpg
+
+    async def one(tag: str) -> set:
+        conn = await asyncpg.connect(host="127.0.0.1", port=pooler.port, user="app",
+                                     password="app", database="app")
+        pids = set()
+        try:
+            await conn.execute(f"PREPARE q (int) AS SELECT '{tag}' || $1, pg_backend_pid(), "
+                               "pg_sleep(0.002)")
+            for i in range(400):
+                n = i % 3  # texts cached by asyncpg, bound again on any server
+                value, pid, _ = await conn.fetchrow(f"EXECUTE q({n})")
+                assert value == f"{tag}{n}", value
+                pids.add(pid)
+                if i >= 20 and len(pids) == 2:
+                    break
+        finally:
+            await conn.close()
+        return pids
+
+    async def both():
+        return await asyncio.gather(one("x"), one("y"))
+
+    with noise(pooler):
+        seen = asyncio.run(both())
+    assert [len(p) for p in seen] == [2, 2], seen
+
+
 def test_node_postgres_two_clients_same_name(pooler):
     with noise(pooler):
         rc, out, err = harness.run_node("sql_prepare.js", str(pooler.port), "3", "400")

@@ -238,6 +238,10 @@ class Client final : public ChannelOwner {
   // The Execute after a renamed Parse carries its plan; a Sync before one drops it.
   Routed route_execute_or_sync(const protocol::Message& message, std::string& out);
   void drop_unexecuted_sql_parse();
+  // A named Parse whose text only EXECUTEs the client's SQL prepared statements: renamed, with
+  // those statements in `prepares` (the protocol-level statement's dependencies). Nullopt: as is
+  // (a PREPARE or DEALLOCATE in a named statement runs at every execution: not renamed).
+  std::optional<SqlQueryPlan> plan_named_sql(std::string_view query);
   // The messages route_statement_message looks at (an Execute or a Sync only after a renamed
   // Parse: the others pass in the forwarding batch untouched).
   [[nodiscard]] bool routes_statement_message(char type) const;

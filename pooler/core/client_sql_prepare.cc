@@ -94,6 +94,21 @@ Client::Routed Client::route_execute_or_sync(const pp::Message& message, std::st
   return Routed::written;
 }
 
+std::optional<SqlQueryPlan> Client::plan_named_sql(std::string_view query) {
+  if (!keeps_sql_prepare() || !pp::may_change_session_state(query)) return std::nullopt;
+  const pp::Classification& verdict = worker_.classifier().classify(query);
+  if (verdict.source != pp::VerdictSource::parser || verdict.prepared_names.empty()) {
+    return std::nullopt;
+  }
+  for (const pp::PreparedNameUse& use : verdict.prepared_names) {
+    if (use.op != pp::PreparedNameUse::Op::execute) return std::nullopt;
+  }
+  // Planned against an empty set: every statement it uses is listed in `prepares`, and no
+  // server's belief changes (ensure_sql_dependencies prepares them where needed).
+  ServerSqlStatements none;
+  return plan_sql_query(query, verdict.prepared_names, sql_statements_, none, SqlPlanMode::parse);
+}
+
 void Client::drop_unexecuted_sql_parse() {
   if (unexecuted_sql_parse_ == nullptr) return;
   if (server_ != nullptr) unexecuted_sql_parse_->undo(&sql_statements_, server_->sql_statements());

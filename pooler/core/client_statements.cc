@@ -68,8 +68,19 @@ void Client::refuse_until_sync(std::string code, std::string message, std::strin
   discard_until_sync_ = true;
 }
 
+// The SQL prepared statements `stmt` EXECUTEs (SQL PREPARE kept) go on the server first.
+static void ensure_sql_dependencies(Server& server, const PreparedStatement& stmt,
+                                    std::string& out) {
+  for (const SqlStatementRef& dependency : stmt.sql_dependencies) {
+    if (!server.sql_statements().has(dependency->id())) {
+      server.prepare_sql_statement(dependency, out);
+    }
+  }
+}
+
 // Makes sure the linked server has `stmt`, preparing it there (hidden from the client) if not.
 static void ensure_on_server(Server& server, const PreparedStatement& stmt, std::string& out) {
+  ensure_sql_dependencies(server, stmt, out);
   if (server.has_statement(stmt)) {
     server.touch_statement(stmt.id);
     return;
@@ -114,8 +125,13 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
     discard_until_sync_ = true;
     return Routed::written;
   }
-  PreparedStatementRef stmt =
-      worker_.prepared_registry().get_or_create(parse.value.query, parse.value.parameter_types);
+  // A text that EXECUTEs the client's SQL prepared statements names the pooler's (one client's).
+  std::optional<SqlQueryPlan> renamed = plan_named_sql(parse.value.query);
+  PreparedStatementRef stmt = worker_.prepared_registry().get_or_create(
+      renamed ? std::string_view(renamed->sent_sql) : parse.value.query,
+      parse.value.parameter_types,
+      renamed ? std::move(renamed->prepares) : std::vector<SqlStatementRef>{});
+  ensure_sql_dependencies(server, *stmt, out);
   statements_.emplace(name, ClientStatement(stmt));
   ++stmt->stats->client_parses;
   if (server.has_statement(*stmt)) {

@@ -19,8 +19,9 @@ std::string PreparedRegistry::key_of(std::string_view query, const std::vector<u
   return key;
 }
 
-PreparedStatementRef PreparedRegistry::get_or_create(std::string_view query,
-                                                     const std::vector<uint32_t>& types) {
+PreparedStatementRef PreparedRegistry::get_or_create(
+    std::string_view query, const std::vector<uint32_t>& types,
+    std::vector<SqlStatementRef> sql_dependencies) {
   std::string key = key_of(query, types);
   std::lock_guard lock(mutex_);
   auto it = index_.find(key);
@@ -32,6 +33,7 @@ PreparedStatementRef PreparedRegistry::get_or_create(std::string_view query,
   stmt->server_name = fmt::format("PGSLUICE_{}", stmt->id);
   stmt->query = std::string(query);
   stmt->parameter_types = types;
+  stmt->sql_dependencies = std::move(sql_dependencies);
   index_[std::move(key)] = stmt;
   return stmt;
 }

@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pooler/session_state/sql_prepared.h"
+
 namespace pgsluice {
 
 // Use counts of one statement, for SHOW PREPARED_STATEMENTS: plain increments where the code
@@ -38,6 +40,9 @@ struct PreparedStatement {
   std::string server_name;  // "PGSLUICE_<id>": the name on every server
   std::string query;
   std::vector<uint32_t> parameter_types;
+  // SQL PREPARE kept: the SQL prepared statements its query EXECUTEs (under the pooler's names,
+  // which make the text one client's): prepared on a server before it.
+  std::vector<SqlStatementRef> sql_dependencies;
   // Whether the session-state verdict on the query has findings or cleaning statements (a SET,
   // set_config, an advisory lock, …): each Bind then runs the session-state actions again,
   // since a later transaction that executes it may run on another server than the Parse's. A
@@ -114,8 +119,10 @@ class ClientStatement {
 // client's Parse only (a Bind uses the client's own map).
 class PreparedRegistry {
  public:
+  // `sql_dependencies` are set when the statement is made (sql_dependencies above).
   PreparedStatementRef get_or_create(std::string_view query,
-                                     const std::vector<uint32_t>& parameter_types);
+                                     const std::vector<uint32_t>& parameter_types,
+                                     std::vector<SqlStatementRef> sql_dependencies = {});
   [[nodiscard]] size_t size();  // live entries (drops dead index slots as it counts)
   // The live entries, oldest id first.
   [[nodiscard]] std::vector<PreparedStatementRef> entries();

@@ -72,6 +72,7 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
 }
 
 void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out) {
+  sql_statements_.add(stmt);  // believed from now on; forgotten if it fails or is skipped
   // The unnamed statement and portal: the client's Parse that follows replaces both.
   size_t mark = out.size();
   pp::write_parse(out, "", "PREPARE " + stmt->server_name() + stmt->definition(), {});
