@@ -236,6 +236,14 @@ def test_quoting_explain_and_create_table_as(pg, pooler):
             'DEALLOCATE "MyStmt"',
             "EXECUTE mystmt",
             'EXECUTE "MyStmt"',
+            'PREPARE "a""b" AS SELECT 1',
+            'EXECUTE "a""b"',
+            "PREPARE c AS SELECT 'c' -- a comment to the end of the text",
+            "SELECT 0; EXECUTE c",
+            'PREPARE "é" AS SELECT \'é\'',
+            'EXECUTE "é"; SELECT nosuch',  # the position counts "é" as one character
+            "DEALLOCATE ALL",
+            "EXECUTE c",
         ])
         for table, conn in (("ctas_direct", pg.connect(user="app", db="app")),
                             ("ctas_pooled", pooler.connect(autocommit=True))):
