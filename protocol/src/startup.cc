@@ -184,4 +184,42 @@ bool parse_startup_options(std::string_view options,
   return true;
 }
 
+namespace {
+// PostgreSQL's parse_bool_with_len: `value` is a prefix of `word` (case-insensitive), at least
+// `min_len` characters long.
+bool bool_prefix(std::string_view value, std::string_view word, size_t min_len = 1) {
+  if (value.size() < min_len || value.size() > word.size()) return false;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (ascii::lower(value[i]) != word[i]) return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::optional<ReplicationMode> parse_replication_parameter(std::string_view value) {
+  // "database" is compared exactly, before the boolean forms, as PostgreSQL does.
+  if (value == "database") return ReplicationMode::logical;
+  if (value == "1") return ReplicationMode::physical;
+  if (value == "0") return ReplicationMode::none;
+  if (bool_prefix(value, "true") || bool_prefix(value, "yes") || bool_prefix(value, "on", 2)) {
+    return ReplicationMode::physical;
+  }
+  if (bool_prefix(value, "false") || bool_prefix(value, "no") || bool_prefix(value, "off", 2)) {
+    return ReplicationMode::none;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(ReplicationMode mode) {
+  switch (mode) {
+    case ReplicationMode::none:
+      return "none";
+    case ReplicationMode::physical:
+      return "physical";
+    case ReplicationMode::logical:
+      return "logical";
+  }
+  return "?";
+}
+
 }  // namespace pgsluice::protocol

@@ -340,5 +340,26 @@ TEST(ServerNegotiation, AnOptionNeverSentIsRefused) {
   EXPECT_NE(a.error.find("_pq_.foo"), std::string::npos) << a.error;
 }
 
+// PostgreSQL's ProcessStartupPacket and parse_bool_with_len decide what a walsender is; the
+// pooler must read the parameter the same way, or a client refused by PostgreSQL would get a
+// plain session through pgsluice (or the other way round).
+TEST(ReplicationParameter, ReadAsPostgreSQLReadsIt) {
+  for (std::string_view v : {"true", "t", "TR", "True", "yes", "y", "YE", "on", "ON", "1"}) {
+    EXPECT_EQ(parse_replication_parameter(v), ReplicationMode::physical) << v;
+  }
+  for (std::string_view v : {"false", "f", "FALS", "no", "n", "off", "of", "OFF", "0"}) {
+    EXPECT_EQ(parse_replication_parameter(v), ReplicationMode::none) << v;
+  }
+  EXPECT_EQ(parse_replication_parameter("database"), ReplicationMode::logical);
+  // Not a prefix, too short to tell on from off, too long, another case of "database", blank.
+  for (std::string_view v :
+       {"o", "onn", "truex", "yess", "2", "10", "Database", "", " true", "replication"}) {
+    EXPECT_EQ(parse_replication_parameter(v), std::nullopt) << v;
+  }
+  EXPECT_EQ(to_string(ReplicationMode::none), "none");
+  EXPECT_EQ(to_string(ReplicationMode::physical), "physical");
+  EXPECT_EQ(to_string(ReplicationMode::logical), "logical");
+}
+
 }  // namespace
 }  // namespace pgsluice::protocol

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,5 +67,16 @@ ServerVersionAnswer accept_server_negotiation(int32_t requested,
 // separated by spaces, with backslash escaping a space. Returns false on anything else.
 bool parse_startup_options(std::string_view options,
                            std::vector<std::pair<std::string, std::string>>& settings);
+
+// A StartupMessage's `replication` parameter: a walsender connection, physical (a boolean that
+// is true) or logical ("database"), or none (a false boolean).
+enum class ReplicationMode { none, physical, logical };
+
+// As PostgreSQL reads it (parse_bool, then "database"): true, on, yes, 1 and their prefixes
+// (case-insensitive, "o" alone is neither on nor off), false, off, no, 0; nullopt for anything
+// else, which PostgreSQL refuses with 22023.
+std::optional<ReplicationMode> parse_replication_parameter(std::string_view value);
+// "none", "physical", "logical": PgBouncer's words in SHOW CLIENTS and SHOW SERVERS.
+std::string_view to_string(ReplicationMode mode);
 
 }  // namespace pgsluice::protocol
