@@ -230,8 +230,7 @@ class Parser {
               "\" is not supported (as in PgBouncer: pgsluice does not know role membership)");
         return false;
       } else if (is_database && t.text == "replication") {
-        // Matches replication connections only, and pgsluice refuses those: a line for them
-        // in a shared pg_hba.conf is accepted and never matches.
+        out.replication = true;
       } else if (!is_database && t.text.front() == '+') {
         error("\"" + t.text +
               "\": +group is not supported (as in PgBouncer: pgsluice does not know role "
@@ -519,7 +518,12 @@ const HbaRule* HbaRules::match(const HbaConnection& conn) const {
       if (rule.type == HbaConnType::hostnossl && conn.tls) continue;
       if (!address_matches(rule, conn.address)) continue;
     }
-    if (!names_match(rule.databases, conn.database, conn.user)) continue;
+    if (conn.physical_replication) {
+      // A physical walsender is attached to no database: PostgreSQL's check_db.
+      if (!rule.databases.replication) continue;
+    } else if (!names_match(rule.databases, conn.database, conn.user)) {
+      continue;
+    }
     if (!names_match(rule.users, conn.user, conn.database)) continue;
     return &rule;
   }

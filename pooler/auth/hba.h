@@ -3,8 +3,11 @@
 // ADDRESS METHOD [OPTIONS]`; the first line that matches a connection decides its method, and a
 // connection no line matches is refused.
 //
-//   DATABASE  all, sameuser, replication (matches nothing: pgsluice has no replication
-//             connections), names, @file; comma-separated. Not samerole/samegroup.
+//   DATABASE  all, sameuser, replication, names, @file; comma-separated. Not
+//             samerole/samegroup. As in PostgreSQL (and PgBouncer), a physical replication
+//             connection (replication=true) matches only `replication`, never `all` or a name;
+//             a logical one (replication=database) matches as a normal connection to its
+//             database, and `replication` matches no normal or logical connection.
 //   USER      all, names, @file; comma-separated. Not +group (PgBouncer has no roles either).
 //   ADDRESS   all, an IPv4 or IPv6 address with /bits, or an address and a mask in the next
 //             field. Not host names, samehost or samenet (as PgBouncer).
@@ -41,7 +44,8 @@ std::string_view to_string(HbaMethod method);
 
 struct HbaNames {
   bool all = false;
-  bool sameuser = false;  // database field only: the database named as the user
+  bool sameuser = false;     // database field only: the database named as the user
+  bool replication = false;  // database field only: physical replication connections
   std::set<std::string> names;
 };
 
@@ -66,6 +70,7 @@ struct HbaConnection {
   const sockaddr* address = nullptr;  // the peer (TCP), AF_INET or AF_INET6
   std::string_view database;
   std::string_view user;
+  bool physical_replication = false;  // replication=true: only the `replication` keyword
 };
 
 class HbaRules {

@@ -51,13 +51,14 @@ std::string parse_error(const std::string& text) {
 
 // The line of the matching rule, 0 for none.
 int match(const HbaRules& rules, const char* addr, const char* db, const char* user,
-          bool tls = false) {
+          bool tls = false, bool physical_replication = false) {
   sockaddr_storage s = ip(addr);
   HbaConnection c{.local = false,
                   .tls = tls,
                   .address = reinterpret_cast<const sockaddr*>(&s),
                   .database = db,
-                  .user = user};
+                  .user = user,
+                  .physical_replication = physical_replication};
   const HbaRule* r = rules.match(c);
   return r == nullptr ? 0 : r->line;
 }
@@ -109,8 +110,31 @@ TEST(AuthHba, ListsKeywordsAndQuotes) {
   EXPECT_EQ(match(*rules, "127.0.0.1", "carol", "carol"), 2);
   EXPECT_EQ(match(*rules, "127.0.0.1", "my db", "Mixed Case"), 3);
   EXPECT_EQ(match(*rules, "127.0.0.1", "my db", "mixed case"), 0);  // names are case-sensitive
-  EXPECT_EQ(match(*rules, "127.0.0.1", "replication", "x"), 0);     // matches no connection
+  EXPECT_EQ(match(*rules, "127.0.0.1", "replication", "x"), 0);     // only physical replication
   EXPECT_EQ(rules->rules()[2].method, HbaMethod::password);
+}
+
+// PostgreSQL's check_db, which PgBouncer's hba_eval follows: a physical walsender (no database)
+// matches only the `replication` keyword; a logical one (replication=database) is matched by its
+// database like any connection, and the keyword never matches it.
+TEST(AuthHba, ReplicationKeyword) {
+  auto rules = parse_ok(
+      "host all         bob  127.0.0.1/32 reject\n"
+      "host replication bob  127.0.0.1/32 trust\n"
+      "host replication,app carol 127.0.0.1/32 md5\n"
+      "host \"replication\" all 127.0.0.1/32 password\n");
+  ASSERT_NE(rules, nullptr);
+  const bool physical = true;
+  // `all` on line 1 does not catch bob's physical connection; line 2 does.
+  EXPECT_EQ(match(*rules, "127.0.0.1", "replication", "bob", false, physical), 2);
+  EXPECT_EQ(match(*rules, "127.0.0.1", "app", "bob", false, physical), 2);  // any dbname
+  EXPECT_EQ(match(*rules, "127.0.0.1", "app", "bob"), 1);                   // normal or logical
+  EXPECT_EQ(match(*rules, "127.0.0.1", "app", "carol", false, physical), 3);
+  EXPECT_EQ(match(*rules, "127.0.0.1", "app", "carol"), 3);  // by the name app
+  // The keyword is no database name; a quoted "replication" is, and never a physical match.
+  EXPECT_EQ(match(*rules, "127.0.0.1", "replication", "carol"), 4);
+  EXPECT_EQ(match(*rules, "127.0.0.1", "x", "dave", false, physical), 0);
+  EXPECT_EQ(match(*rules, "127.0.0.1", "x", "dave"), 0);
 }
 
 TEST(AuthHba, AddressForms) {
