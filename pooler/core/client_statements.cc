@@ -1,8 +1,11 @@
 // The client's side of protocol-level prepared statements in transaction mode: its statement
 // names map to pooler-wide statements (prepared_statements.h); Parse, Bind, Describe and Close
 // of named statements are rewritten or answered here, and the server queues which replies the
-// client gets (pending_replies.h). Unnamed statements and portals pass through untouched.
+// client gets (pending_replies.h). Unnamed statements and portals pass through untouched. Also
+// the statements the session-state checks refused (write_refusal, bind_refused_statement).
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "pgsluice/protocol/deallocate.h"
 #include "pgsluice/protocol/frontend.h"
@@ -299,6 +302,51 @@ Client::Routed Client::route_statement_message(const pp::Message& message, std::
     default:
       return Routed::as_is;
   }
+}
+
+// --- refusals of the session-state checks without statement rewriting ---
+
+void Client::write_refusal(const pp::Message& message, std::string_view text, std::string_view hint,
+                           std::string& out) {
+  std::string statement = rejection_statement(text, hint);
+  if (message.type == fe::kQuery) {
+    pp::write_query(out, statement);
+    return;
+  }
+  auto parse = pp::parse_parse(message.body);
+  std::string_view name = parse ? parse.value.statement : std::string_view();
+  pp::write_parse(out, name, statement, {});
+  if (!server_->rewrites_statements() &&
+      std::find(refused_statements_.begin(), refused_statements_.end(), name) ==
+          refused_statements_.end()) {
+    refused_statements_.emplace_back(name);
+  }
+}
+
+bool Client::bind_refused_statement(const pp::Message& message, std::string& out) {
+  auto forget = [this](std::string_view name) {
+    std::erase_if(refused_statements_, [&](const std::string& n) { return n == name; });
+  };
+  if (message.type == fe::kParse) {
+    // A statement that passed the checks takes the name again.
+    if (auto p = pp::parse_parse(message.body)) forget(p.value.statement);
+    return false;
+  }
+  if (message.type == fe::kClose) {
+    auto c = pp::parse_close(message.body);
+    if (c && c.value.target() == pp::DescribeTarget::statement) forget(c.value.name);
+    return false;
+  }
+  auto bind = pp::parse_bind(message.body);
+  if (!bind || std::find(refused_statements_.begin(), refused_statements_.end(),
+                         bind.value.statement) == refused_statements_.end()) {
+    return false;
+  }
+  // No parameter format, no parameter, no result format.
+  static constexpr char kNothing[6] = {0, 0, 0, 0, 0, 0};
+  pp::write_bind_renamed(out, bind.value.portal, bind.value.statement,
+                         std::string_view(kNothing, sizeof(kNothing)));
+  return true;
 }
 
 }  // namespace pgsluice
