@@ -286,12 +286,14 @@ class PostgresCluster:
     """A throwaway PostgreSQL cluster: data dir, Unix socket and log inside one temp dir."""
 
     def __init__(self, max_connections: int = 1200, ssl: bool = False,
-                 bin_dir: str | None = None, replication: bool = False):
+                 bin_dir: str | None = None, replication: bool = False, logical: bool = False):
         """With ssl, PostgreSQL also accepts TLS (ssl = on) with the certificates of
         self.tls (a TlsFiles): its server certificate, and its CA for client certificates.
         bin_dir: the server's initdb/pg_ctl/postgres (default PG_BIN). replication: a primary
-        that standbys can stream from (standby())."""
-        self.replication = replication
+        that standbys can stream from (standby()); logical: wal_level = logical as well (logical
+        decoding, pg_recvlogical)."""
+        self.replication = replication or logical
+        self.logical = logical
         self.bin = bin_dir_for_postgres(bin_dir or PG_BIN)
         self.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
         os.chmod(self.dir, 0o700)
@@ -337,7 +339,8 @@ logging_collector = off
 log_min_messages = warning
 """)
             if self.replication:
-                f.write("wal_level = replica\nmax_wal_senders = 10\nhot_standby = on\n")
+                level = "logical" if self.logical else "replica"
+                f.write(f"wal_level = {level}\nmax_wal_senders = 10\nhot_standby = on\n")
             if self.tls is not None:
                 f.write(f"""
 ssl = on
@@ -411,9 +414,11 @@ host  all all       {HOST}/32 scram-sha-256
 
     # -- replication --------------------------------------------------------------------------
 
-    def standby(self, name: str) -> "PostgresCluster":
+    def standby(self, name: str, conninfo: str | None = None) -> "PostgresCluster":
         """A streaming standby of this cluster (pg_basebackup -R over the Unix socket), started
-        on its own free port; `name` is its application_name (for synchronous_standby_names)."""
+        on its own free port; `name` is its application_name (for synchronous_standby_names).
+        conninfo: where pg_basebackup connects instead (and so the standby streams from), such
+        as a pooler in front of this cluster."""
         sb = PostgresCluster.__new__(PostgresCluster)
         sb.bin, sb.replication, sb.tls = self.bin, True, None
         sb.dir = tempfile.mkdtemp(prefix="pgsluice-pg-")
@@ -423,15 +428,17 @@ host  all all       {HOST}/32 scram-sha-256
         sb.logfile = os.path.join(sb.dir, "postgres.log")
         sb.port, sb.host, sb.socket_dir = free_port(), HOST, sb.dir
         sb._started, sb._pgbench_ready = False, False
-        sb.follow(self, name)
+        sb.logical = False
+        sb.follow(self, name, conninfo)
         return sb
 
-    def follow(self, primary: "PostgresCluster", name: str) -> None:
+    def follow(self, primary: "PostgresCluster", name: str, conninfo: str | None = None) -> None:
         """Makes this (stopped, or new) cluster a fresh standby of `primary` and starts it."""
         if os.path.exists(self.data):
             shutil.rmtree(self.data)
-        conninfo = (f"host={primary.socket_dir} port={primary.port} user=postgres "
-                    f"application_name={name}")
+        if conninfo is None:
+            conninfo = f"host={primary.socket_dir} port={primary.port} user=postgres"
+        conninfo += f" application_name={name}"
         basebackup = os.path.join(self.bin, "pg_basebackup")
         if not os.path.exists(basebackup):  # npm's servers ship none: Debian's, of 15
             basebackup = "/usr/lib/postgresql/15/bin/pg_basebackup"

@@ -9,6 +9,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "pgsluice/protocol/startup.h"
 #include "pooler/admin/control.h"
 #include "pooler/admin/show_own.h"
 #include "pooler/admin/show_peers.h"
@@ -264,7 +265,7 @@ AdminResult show_clients(Worker& worker) {
         .add("C")
         .add(c.user())
         .add(c.database())
-        .add("none")
+        .add(protocol::to_string(c.replication()))
         .add(state)
         .add(remote.addr)
         .add(remote.port)
@@ -301,6 +302,7 @@ const char* server_state(Server::State s) {
     case Server::State::resetting:
       return "used";
     case Server::State::listening:
+    case Server::State::replicating:  // PgBouncer keeps them on its active list
       return "active";
     case Server::State::closing:
     case Server::State::moving:
@@ -329,7 +331,7 @@ AdminResult show_servers(Worker& worker) {
           .add("S")
           .add(p.credentials().user)
           .add(p.database().name)
-          .add("none")
+          .add(protocol::to_string(s.replication()))
           .add(state)
           .add(remote.addr.empty() ? s.address().to_string() : remote.addr)
           .add(remote.port != 0 ? remote.port : s.address().port)

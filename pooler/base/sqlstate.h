@@ -14,6 +14,7 @@ inline constexpr const char* kTooManyConnections = "53300";
 inline constexpr const char* kQueryCanceled = "57014";
 inline constexpr const char* kAdminShutdown = "57P01";
 inline constexpr const char* kFeatureNotSupported = "0A000";
+inline constexpr const char* kInvalidParameterValue = "22023";
 inline constexpr const char* kProgramLimitExceeded = "54000";
 inline constexpr const char* kInternalError = "XX000";
 inline constexpr const char* kIdleInTransactionSessionTimeout = "25P03";

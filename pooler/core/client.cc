@@ -67,9 +67,6 @@ std::string_view state_name(Client::State s) {
   return "?";
 }
 
-bool is_false(std::string_view v) {
-  return v == "false" || v == "0" || v == "off" || v == "no";
-}
 }  // namespace
 
 Client::Client(Worker& worker, uint64_t id)
@@ -255,17 +252,22 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     return false;
   }
 
+  if (!read_replication_parameter(packet)) return false;
   for (const auto& [name, value] : packet.parameters) {
-    if (name == "user" || name == "database" || name.starts_with("_pq_.")) continue;
-    if (name == "replication") {
-      if (is_false(value)) continue;
-      fail(sqlstate::kFeatureNotSupported, "replication connections are not supported by pgsluice");
-      return false;
+    if (name == "user" || name == "database" || name == "replication" ||
+        name.starts_with("_pq_.")) {
+      continue;
     }
     bool ignored = std::any_of(settings.ignore_startup_parameters.begin(),
                                settings.ignore_startup_parameters.end(),
                                [&](const std::string& p) { return iequals(p, name); });
     if (ignored) continue;
+    if (replication_ != pp::ReplicationMode::none) {
+      keep_replication_parameter(name, value);
+      // Its options go to the walsender as written (PgBouncer's way: CREATE SUBSCRIPTION
+      // sends -c settings the pooler need not understand).
+      if (name == "options") continue;
+    }
     if (name == "options") {
       std::vector<std::pair<std::string, std::string>> settings_in_options;
       if (!pp::parse_startup_options(value, settings_in_options)) {
@@ -302,6 +304,11 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
   // The admin console is a virtual database (config/console_database.h), never looked up in
   // [databases].
   admin_console_ = is_admin_database(database_);
+  if (admin_console_ && replication_ != pp::ReplicationMode::none) {
+    fail(sqlstate::kFeatureNotSupported,
+         "replication connections to the admin console are not supported");
+    return false;
+  }
   if (!admin_console_) {
     if (auto entry = worker_.config().find_database(database_)) {
       db_entry_ = std::make_unique<DatabaseEntry>(std::move(*entry));
@@ -389,6 +396,13 @@ void Client::auth_succeeded() {
     cred.scram_server_key = auth_->proven_server_key();
   }
   auth_.reset();
+  if (replication_ != pp::ReplicationMode::none) {
+    // Session semantics whatever pool_mode says, and none of the statement-level features:
+    // a walsender speaks the replication command language and COPY both ways.
+    db_entry_.reset();
+    begin_replication();  // client_replication.cc
+    return;
+  }
   session_policy_ = worker_.config().session_policy_for(*db_entry_, user_, pool_->mode());
   db_entry_.reset();
   session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
@@ -432,6 +446,10 @@ void Client::set_cancel_key(int32_t pid, std::string key) {
 void Client::process_regular_input() {
   if (admin_ != nullptr) {
     admin_->on_input();
+    return;
+  }
+  if (replication_ != pp::ReplicationMode::none) {
+    if (state_ == State::active) relay_replication_input();
     return;
   }
   // Its ReadyForQuery waits for the LISTEN relay: what it sends meanwhile waits too.

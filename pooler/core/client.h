@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/frontend.h"
@@ -72,6 +74,25 @@ class Client final : public ChannelOwner {
   // A ParameterStatus the server reported while linked: the client sees it only when its own
   // view of the value changes.
   void on_server_parameter(std::string_view name, std::string_view value);
+
+  // --- replication connections (client_replication.cc) ---
+  // replication=true or =database: a walsender of its own, never shared (pool.h).
+  [[nodiscard]] protocol::ReplicationMode replication() const { return replication_; }
+  // The startup parameters that go, as the client sent them, into its walsender's
+  // StartupMessage (all but user, database, replication, _pq_.* and ignore_startup_parameters):
+  // a physical walsender takes no SET, so nothing can be applied after its login.
+  [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& replication_parameters()
+      const {
+    return replication_parameters_;
+  }
+  // The pool started this client's walsender connection; it is linked from now on (a client
+  // that leaves while it logs in closes it).
+  void on_replication_server(Server& server) { server_ = &server; }
+  // Its walsender logged in: the greeting is its ParameterStatus set, then bytes flow both ways.
+  void on_replication_ready(Server& server);
+  // Its walsender's login failed: the client gets PostgreSQL's own error (a missing REPLICATION
+  // attribute, no pg_hba.conf line for replication), not a generic one.
+  void on_replication_refused(std::string_view sqlstate, std::string_view message);
 
   // --- from AuthQuery: the secret of a user without an auth_file entry (client_login.cc) ---
   void on_auth_lookup(const AuthLookupResult& result);
@@ -189,6 +210,13 @@ class Client final : public ChannelOwner {
   static constexpr size_t kQueuedInputLimit = 16 * 1024;
   void stop_reading_when_queued_input_is_full();
   void process_regular_input();
+  // Replication (client_replication.cc): the startup parameter read, the parameters kept for
+  // the walsender; false when the client was refused.
+  bool read_replication_parameter(const protocol::StartupPacket& packet);
+  void keep_replication_parameter(std::string_view name, std::string_view value);
+  void begin_replication();
+  // A linked walsender: the client's bytes go to it as they come, unparsed (COPY both ways).
+  void relay_replication_input();
   // Forwards complete (or streamable) messages to the linked server.
   void forward_to_server();
   // A Query or Parse the session-state policy refuses (session_state/check.h): the refusal is
@@ -296,6 +324,8 @@ class Client final : public ChannelOwner {
   bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
   size_t passthrough_remaining_ = 0;
   bool admin_console_ = false;
+  protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
+  std::vector<std::pair<std::string, std::string>> replication_parameters_;
   // The LISTEN relay.
   bool relays_listen_ = false;
   // Closed for its queue: the error is sent and the connection stays until the client closes it

@@ -154,25 +154,34 @@ std::optional<AuthType> Client::decide_by_hba() {
                      .tls = channel_.tls() != nullptr,
                      .address = local ? nullptr : reinterpret_cast<const sockaddr*>(&addr),
                      .database = database_,
-                     .user = user_};
+                     .user = user_,
+                     .physical_replication = replication_ == pp::ReplicationMode::physical};
   const std::string host = local ? "[local]" : hba_host_name(conn.address);
   const char* encryption = conn.tls ? "SSL encryption" : "no encryption";
   const HbaRule* rule = rules != nullptr ? rules->match(conn) : nullptr;
   if (rule == nullptr) {
     if (rules == nullptr)
       spdlog::error("{} auth_type = hba but no auth_hba_file is loaded", log_id_);
+    // PostgreSQL's words; a physical walsender names no database.
     fail(sqlstate::kInvalidAuthorizationSpecification,
-         fmt::format("no pg_hba.conf entry for host \"{}\", user \"{}\", database \"{}\", {}", host,
-                     user_, database_, encryption));
+         conn.physical_replication
+             ? fmt::format("no pg_hba.conf entry for replication connection from host \"{}\", "
+                           "user \"{}\", {}",
+                           host, user_, encryption)
+             : fmt::format("no pg_hba.conf entry for host \"{}\", user \"{}\", database \"{}\", {}",
+                           host, user_, database_, encryption));
     return std::nullopt;
   }
   spdlog::debug("{} {}:{} matches: {}", log_id_, rule->file, rule->line, to_string(rule->method));
   if (rule->method == HbaMethod::reject) {
-    fail(
-        sqlstate::kInvalidAuthorizationSpecification,
-        fmt::format("pg_hba.conf rejects connection for host \"{}\", user \"{}\", database \"{}\", "
-                    "{}",
-                    host, user_, database_, encryption));
+    fail(sqlstate::kInvalidAuthorizationSpecification,
+         conn.physical_replication
+             ? fmt::format("pg_hba.conf rejects replication connection for host \"{}\", user "
+                           "\"{}\", {}",
+                           host, user_, encryption)
+             : fmt::format("pg_hba.conf rejects connection for host \"{}\", user \"{}\", "
+                           "database \"{}\", {}",
+                           host, user_, database_, encryption));
     return std::nullopt;
   }
   if (rule->clientcert != HbaClientCert::none && rule->method != HbaMethod::cert) {

@@ -32,7 +32,8 @@ Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, Pool
 Pool::~Pool() = default;
 
 size_t Pool::server_count() const {
-  return login_.size() + idle_.size() + active_.size() + resetting_.size();
+  // Replication servers count, as in PgBouncer (they hold a backend and a slot of pool_size).
+  return login_.size() + idle_.size() + active_.size() + resetting_.size() + replicating_.size();
 }
 
 bool Pool::login_retry_blocked(uint64_t now_ms) const {
@@ -143,6 +144,10 @@ void Pool::request_server(Client& client) {
 
 void Pool::forget_client(Client& client) {
   if (!client.pool_node.linked()) return;
+  if (client.replication() != protocol::ReplicationMode::none) {
+    replication_waiting_.remove(client);
+    return;
+  }
   if (client.state() == Client::State::welcome_wait) {
     welcome_waiting_.remove(client);
   } else {
@@ -275,6 +280,8 @@ Pool::ServerList* Pool::list_for(Server::State state) {
       return &resetting_;
     case Server::State::listening:
       return &listeners_;
+    case Server::State::replicating:
+      return &replicating_;
     case Server::State::closing:
     case Server::State::moving:
       return nullptr;
@@ -354,6 +361,12 @@ void Pool::on_server_idle(Server& server) {
     server.close("server_lifetime");
     return;
   }
+  if (!replication_waiting_.empty() && !launch_allowed(launch_verdict(launch_input()))) {
+    // A replication client waits for a slot that only a released server can free: it gets
+    // this one's (a walsender cannot take over a pooled session, so the server closes).
+    server.close("evicted: a replication connection waits for a slot of the pool");
+    return;
+  }
   if (yield_to_other_pool()) {
     server.close("max_db_connections/max_user_connections: handed to a pool waiting longer");
     return;
@@ -387,6 +400,11 @@ void Pool::check_timeouts(uint64_t now_ms) {
   if (timeout == 0) return;
   while (!waiting_.empty() && waiting_.front().wait_started_ms() + timeout <= now_ms) {
     Client* client = waiting_.pop_front();
+    client->fail(sqlstate::kQueryCanceled, "query_wait_timeout");
+  }
+  while (!replication_waiting_.empty() &&
+         replication_waiting_.front().wait_started_ms() + timeout <= now_ms) {
+    Client* client = replication_waiting_.pop_front();
     client->fail(sqlstate::kQueryCanceled, "query_wait_timeout");
   }
   publish_wait();
@@ -443,7 +461,8 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
 
 void Pool::mark_close_needed() {
   idle_.for_each([](Server& s) { s.close("reconnect requested"); });
-  for (ServerList* list : {&login_, &active_, &resetting_}) {
+  // Replication servers close at the janitor's next round (maintain): they may never end.
+  for (ServerList* list : {&login_, &active_, &resetting_, &replicating_}) {
     list->for_each([](Server& s) { s.timing.close_needed = true; });
   }
 }
@@ -463,14 +482,17 @@ void Pool::kill(std::string_view reason) {
     client->fail(sqlstate::kAdminShutdown, reason);
   }
   while (Client* client = waiting_.pop_front()) client->fail(sqlstate::kAdminShutdown, reason);
+  while (Client* client = replication_waiting_.pop_front()) {
+    client->fail(sqlstate::kAdminShutdown, reason);
+  }
   fail_pooler_waiters();
-  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &listeners_}) {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &listeners_, &replicating_}) {
     list->for_each([reason](Server& server) { server.close(reason); });
   }
 }
 
 void Pool::close_all_servers() {
-  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &listeners_}) {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &listeners_, &replicating_}) {
     list->for_each([](Server& server) { server.close("pgsluice is shutting down"); });
   }
 }

@@ -73,13 +73,14 @@ class Pool {
   [[nodiscard]] size_t close_needed_count();
   // When the longest-waiting client started waiting (now_us() clock); 0 when none waits.
   [[nodiscard]] uint64_t oldest_wait_start_us();
-  // Every server, by state list: login, idle, active, resetting.
+  // Every server, by state list: login, idle, active, resetting, replicating.
   template <class Fn>
   void for_each_server(Fn&& fn) {
     login_.for_each(fn);
     idle_.for_each(fn);
     active_.for_each(fn);
     resetting_.for_each(fn);
+    replicating_.for_each(fn);
   }
   // The pool's LISTEN relay connection, when it lives on this worker (listen_relay.h): not
   // among the servers above, since it serves no client and takes no slot of pool_size.
@@ -104,6 +105,14 @@ class Pool {
   void request_for_pooler(std::function<void(Server*)> ready);
   // A queued (or greeting-waiting) client left or timed out.
   void forget_client(Client& client);
+
+  // --- replication clients (pool_replication.cc) ---
+  // A client with replication=true/database passed authentication: a server of its own is
+  // started for it when the limits allow (an idle server of the pool is closed to make room,
+  // as PgBouncer evicts one), else it waits (query_wait_timeout) until a slot frees.
+  void request_replication(Client& client);
+  // Its walsender logged in: the client is greeted and the two are relayed to each other.
+  void on_replication_login_ok(Server& server);
 
   // --- servers ---
   void on_server_login_ok(Server& server);
@@ -180,6 +189,13 @@ class Pool {
   // A server that cannot move closes, its slot then following it to `to`.
   bool hand_to_starving_worker(Server& server, int to);
   LaunchInput launch_input();
+  // Replication clients waiting for a slot (pool_replication.cc): each gets a server started
+  // for it while the limits allow; with `evict`, an idle server is closed to free one.
+  void launch_replication_waiters(bool evict);
+  void launch_replication_server(Client& client);
+  // Closes an idle server (this pool's, else one of another pool of the database or user the
+  // verdict names) for a replication client; false when there is none or one is closing.
+  bool make_room_for_replication(LaunchVerdict verdict);
   // max_db_connections / max_user_connections: closes the oldest idle server of another pool
   // of the database (or user) the verdict names; false when there is none.
   bool evict_idle_server(LaunchVerdict verdict);
@@ -272,10 +288,14 @@ class Pool {
   ServerList active_;
   ServerList resetting_;
   ServerList listeners_;
+  // Replication clients' walsenders, logged in (while logging in they are on login_): linked to
+  // their client for good, never idle, counted against the pool's limits.
+  ServerList replicating_;
   // Clients by what they wait for: the greeting (a server's ParameterStatus set), a server.
   using ClientList = IntrusiveList<Client, &Client::pool_node>;
   ClientList welcome_waiting_;
   ClientList waiting_;
+  ClientList replication_waiting_;  // replication clients waiting for a slot
   std::deque<std::function<void(Server*)>> pooler_waiting_;  // request_for_pooler()
   void fail_pooler_waiters();
 };

@@ -92,6 +92,8 @@ bool Pool::try_launch(bool evict, bool ask_first) {
 
 void Pool::launch_for_waiters(bool evict) {
   if (paused_ || worker_.stopping()) return;
+  // Replication clients first: each needs a server of its own, which no release gives them.
+  if (!replication_waiting_.empty()) launch_replication_waiters(evict);
   // Another worker's login of this pool failed while clients waited here (its end woke this
   // share): they fail now, as that worker's own waiting clients did.
   if (login_retry_blocked(worker_.now_ms())) {
@@ -279,6 +281,13 @@ void Pool::maintain(uint64_t now_ms, int clients) {
     }
   });
   check_idle_roles(now_ms);
+  // As PgBouncer: a replication connection may last for ever, so RECONNECT or a changed
+  // database line cannot wait for its end.
+  replicating_.for_each([](Server& server) {
+    if (server.timing.close_needed) {
+      server.close("the server's settings changed (RECONNECT or RELOAD): replication connection");
+    }
+  });
   if (mode_ == PoolMode::session && s.server_fast_close) {
     // RECONNECT or a changed database line: in session mode the server would otherwise serve
     // its client until the session ends. Closed between transactions, with its client, so that

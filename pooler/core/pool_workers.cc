@@ -79,6 +79,10 @@ bool Pool::give_back_slot() {
 }
 
 bool Pool::launch_on_handed_slot() {
+  if (!paused_ && !worker_.stopping() && !replication_waiting_.empty()) {
+    launch_replication_server(*replication_waiting_.pop_front());
+    return true;
+  }
   if (!paused_ && !worker_.stopping() && wants_server()) {
     launch_server();
     return true;

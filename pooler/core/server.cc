@@ -50,6 +50,8 @@ std::string_view state_name(Server::State s) {
       return "moving";
     case Server::State::listening:
       return "listening";
+    case Server::State::replicating:
+      return "replicating";
   }
   return "?";
 }
@@ -119,6 +121,9 @@ void Server::on_channel_readable(Channel&) {
       return;
     case State::listening:
       process_listener_input();
+      return;
+    case State::replicating:
+      process_replication_input();
       return;
   }
 }
@@ -549,7 +554,7 @@ void Server::mark_dirty_unknown() {
 }
 
 void Server::cancel_running_query() {
-  if (state_ != State::active || backend_key_.empty()) return;
+  if ((state_ != State::active && state_ != State::replicating) || backend_key_.empty()) return;
   worker_->send_cancel(cancel_address_, backend_pid_, backend_key_);
 }
 

@@ -15,12 +15,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/session_state.h"
+#include "pgsluice/protocol/startup.h"
 #include "pooler/base/intrusive_list.h"
 #include "pooler/config/server_address.h"
 #include "pooler/core/pending_replies.h"
@@ -61,8 +64,19 @@ struct ServerCredentials {
 class Server final : public ChannelOwner {
  public:
   // `moving`: between two workers (server_move.cc), on no pool's list. `listening`: the pool's
-  // LISTEN relay connection (listen_relay.h), which serves no client.
-  enum class State { connecting, login, idle, active, resetting, closing, moving, listening };
+  // LISTEN relay connection (listen_relay.h), which serves no client. `replicating`: a
+  // replication client's own walsender connection, logged in (server_replication.cc).
+  enum class State {
+    connecting,
+    login,
+    idle,
+    active,
+    resetting,
+    closing,
+    moving,
+    listening,
+    replicating
+  };
 
   // `host` names which of the pool's hosts (pool_hosts.h) it logs in to, `address` that host.
   Server(Pool& pool, uint64_t id, size_t host, ServerAddress address);
@@ -178,6 +192,13 @@ class Server final : public ChannelOwner {
 
   // Sends the cancel request for whatever this server runs now.
   void cancel_running_query();
+
+  // --- replication connections (server_replication.cc) ---
+  // Before connect(): this server is `client`'s walsender. It logs in with the client's
+  // replication parameter and startup parameters, skips connect_query and the role check, is
+  // linked to that client alone from its creation on, and closes with it.
+  void serve_replication(Client& client);
+  [[nodiscard]] protocol::ReplicationMode replication() const { return replication_; }
 
   // --- changing workers (server_move.cc): one pool per process ---
   // Idle, clean and between messages: the server may go to another worker's share of its pool.
@@ -322,6 +343,13 @@ class Server final : public ChannelOwner {
   void flush_client_output();
   // The listener connection's input: every message goes to the relay.
   void process_listener_input();
+  // A replication server's StartupMessage additions, its login's end, its failure, and its
+  // bytes relayed to the client as they come (server_replication.cc).
+  void add_replication_parameters(std::vector<std::pair<std::string_view, std::string_view>>& ps);
+  void finish_replication_login();
+  void replication_login_failed(std::string_view code, std::string_view message);
+  void process_replication_input();
+  protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   // At a transaction boundary: the pooler's own queries that must run before the server may
   // be released (kept settings, the pin check); true when one was sent.
   bool run_boundary_checks();
@@ -349,7 +377,7 @@ class Server final : public ChannelOwner {
   // session_state_verify's answer came (the last internal reply while resetting): true when
   // the server goes on resetting (a DISCARD ALL for what was hidden), false to go idle.
   bool finish_verify();
-  void login_failed(std::string_view sqlstate, std::string_view message);
+  void login_failed(std::string_view code, std::string_view message);
   // TLS towards the server (tls_server.cc): the SSLRequest sent before the StartupMessage under
   // server_tls_sslmode != disable, its one-byte answer, and SCRAM channel binding.
   bool request_tls();

@@ -141,6 +141,8 @@ void Server::send_startup_message() {
   if (!db.datestyle.empty()) params.emplace_back("DateStyle", db.datestyle);
   if (!db.timezone.empty()) params.emplace_back("TimeZone", db.timezone);
   if (!db.application_name.empty()) params.emplace_back("application_name", db.application_name);
+  // After the entry's settings, so that the client's own win (PostgreSQL applies the last).
+  if (replication_ != pp::ReplicationMode::none) add_replication_parameters(params);
   protocol_version_ = (3 << 16) | worker_->settings().server_max_protocol_minor;
   login_answered_ = false;
   pp::write_startup_message(channel_.output(), protocol_version_, params);
@@ -158,11 +160,16 @@ void Server::on_connect_timeout(uv_timer_t* timer) {
 
 // --- login ---
 
-// The SQLSTATE each caller names is not sent anywhere yet: waiting clients get 08006 with the
-// message (as PgBouncer's "server login failed"), and the log line has the message.
-void Server::login_failed(std::string_view /*sqlstate*/, std::string_view message) {
+// The SQLSTATE each caller names goes only to a replication client (its own login failed);
+// waiting clients get 08006 with the message (as PgBouncer's "server login failed"), and the log
+// line has the message.
+void Server::login_failed(std::string_view code, std::string_view message) {
   if (state_ == State::closing) return;
   spdlog::warn("{} login failed: {}", log_id(), message);
+  if (replication_ != pp::ReplicationMode::none) {
+    replication_login_failed(code, message);
+    return;
+  }
   if (relay_ != nullptr) {
     close(fmt::format("login failed: {}", message));  // the relay tries again, later
     return;
@@ -257,6 +264,12 @@ bool Server::handle_login_message(const pp::Message& message) {
                    fmt::format("unexpected message '{}' from server during login", message.type));
       return false;
     case be::kReadyForQuery:
+      if (replication_ != pp::ReplicationMode::none) {
+        // No connect_query (a physical walsender runs no SQL) and no role check: the client
+        // asked for this server and decides what it does with it.
+        finish_replication_login();
+        return false;
+      }
       if (!connect_query_sent_ && !pool_->database().connect_query.empty()) {
         // The server is logged in; it is ready for others once its connect_query has run.
         connect_query_sent_ = true;

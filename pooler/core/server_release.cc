@@ -51,6 +51,11 @@ void Server::release_if_nothing_owed() {
 
 void Server::detach_client() {
   client_ = nullptr;
+  if (replication_ != protocol::ReplicationMode::none) {
+    // Never returned to the pool: a walsender serves the one client it was opened for.
+    close("replication client closed");
+    return;
+  }
   if (state_ != State::active) return;
   const bool client_request_open = replies_.copy() != ReplyQueue::Copy::none ||
                                    replies_.client_ready_owed() > 0 || replies_.extended_open();

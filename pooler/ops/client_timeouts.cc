@@ -114,6 +114,10 @@ void enforce_client_timeouts(Worker& worker, uint64_t now_ms) {
         break;
       case Client::State::active:
         if (c.server() == nullptr) return;
+        // A replication stream is one command that lasts as long as the client wants, and its
+        // bytes are relayed unparsed (no query or transaction clock): no client timeout
+        // applies to it once its walsender is linked.
+        if (c.replication() != protocol::ReplicationMode::none) return;
         in.linked = true;
         in.awaiting_reply = c.server()->awaiting_reply();
         in.tx_status = static_cast<char>(c.server()->transaction_status());
