@@ -38,6 +38,8 @@ constexpr const char* kUsage =
     "  -q, --quiet     do not log to stderr (the logfile, when set, gets every line)\n"
     "  -V, --version   print the version and exit\n"
     "  -h, --help      print this help and exit\n"
+    "  -R, --reboot    PgBouncer's online restart: not supported, exits with status 1; restart\n"
+    "                  with so_reuseport instead (docs/operations.md, \"Rolling restarts\")\n"
     "\n"
     "Signals: SIGINT stops when running transactions end (shutdown_timeout), SIGTERM when\n"
     "clients leave, SIGQUIT (or a second signal) at once; SIGHUP reloads the configuration;\n"
@@ -74,6 +76,18 @@ Options parse_options(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
       o.exit_code = 0;
+      return o;
+    }
+    if (arg == "-R" || arg == "--reboot") {
+      // PgBouncer's takeover of the running process's sockets over its Unix socket, which
+      // PgBouncer itself deprecated (1.20) for so_reuseport rolling restarts and refuses under
+      // a service manager. Starting normally instead would leave the old process running, or
+      // fail on its port: a clear refusal that names the replacement is what a script needs.
+      std::fprintf(stderr,
+                   "pgsluice: FATAL -R/--reboot (online restart) is not supported: start the new "
+                   "pgsluice beside the running one with so_reuseport = 1, then stop the old one "
+                   "with SIGTERM (docs/operations.md, \"Rolling restarts with so_reuseport\")\n");
+      o.exit_code = 1;
       return o;
     }
     if (arg == "-d" || arg == "--daemon") {
