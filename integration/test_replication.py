@@ -11,8 +11,9 @@ PostgreSQL 15 whatever PG_BIN says: npm's 17 and 18 ship no pg_basebackup):
 - pg_recvlogical (test_decoding) through pgsluice receives a change another client committed
   through the pool, and ends cleanly on SIGINT;
 - the accounting, side by side with the PgBouncer 1.25.2 anchor: with default_pool_size = 1 a
-  replication client closes the idle server to take the slot, and a normal client then waits
-  until query_wait_timeout; the slot comes back when the stream ends;
+  replication client closes the idle server to take the slot (SHOW CLIENTS and SHOW SERVERS say
+  `logical`, `active`), and a normal client then waits until query_wait_timeout; the slot comes
+  back when the stream ends;
 - auth_hba_file's `replication` keyword matches physical connections only, `all` never does;
 - PostgreSQL's own refusal of a replication login reaches the client, and does not make the
   pool's normal clients fail (no server_login_retry);
@@ -205,6 +206,12 @@ def test_a_replication_connection_takes_a_slot_of_the_pool_as_in_pgbouncer(
         # The replication client took the slot: the idle server was closed for it.
         assert harness.wait_until(lambda: slot_active(pg, slot), 15)
         assert harness.wait_until(lambda: repl_backends(pg) == 0, 10)
+        # The replication columns, as the anchor fills them.
+        clients = [(c["replication"], c["state"]) for c in show(p, "CLIENTS")
+                   if c["replication"] != "none"]
+        servers = [(s["replication"], s["state"]) for s in show(p, "SERVERS")]
+        assert clients == [("logical", "active")], clients
+        assert servers == [("logical", "active")], servers
         # A normal client now waits for the slot the stream holds, until query_wait_timeout.
         started = time.monotonic()
         rc, _, err = p.psql("SELECT 1", db="shared", timeout=30)
