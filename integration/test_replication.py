@@ -14,6 +14,7 @@ PostgreSQL 15 whatever PG_BIN says: npm's 17 and 18 ship no pg_basebackup):
   replication client closes the idle server to take the slot (SHOW CLIENTS and SHOW SERVERS say
   `logical`, `active`), and a normal client then waits until query_wait_timeout; the slot comes
   back when the stream ends;
+- RECONNECT closes a replication connection at once (it may never end by itself), as in PgBouncer;
 - auth_hba_file's `replication` keyword matches physical connections only, `all` never does;
 - PostgreSQL's own refusal of a replication login reaches the client, and does not make the
   pool's normal clients fail (no server_login_retry);
@@ -226,6 +227,34 @@ def test_a_replication_connection_takes_a_slot_of_the_pool_as_in_pgbouncer(
     rc, out, err = p.psql("SELECT 1", db="shared")
     assert (rc, out.strip()) == (0, "1"), err
     pg.psql(f"SELECT pg_drop_replication_slot('{slot}')", db="app")
+
+
+@pytest.mark.parametrize("binary", ["pgsluice", "pgbouncer-1.25.2"])
+def test_reconnect_closes_a_replication_connection_at_once(pg, make_pooler, binary):
+    # A stream may never end by itself: RECONNECT cannot wait for it, in PgBouncer either.
+    if binary != "pgsluice" and not os.access(ANCHOR, os.X_OK):
+        pytest.skip("no PgBouncer 1.25.2 anchor binary")
+    p = pooler(make_pooler, binary=None if binary == "pgsluice" else ANCHOR)
+    c = harness.RawClient(HOST, p.port, "repl", "replication", "repl",
+                          params={"replication": "true"}, timeout=10)
+    try:
+        assert len(c.query("IDENTIFY_SYSTEM")[0]) == 4
+        assert walsenders(pg) == 1
+        rc, _, err = p.psql("RECONNECT", db="pgbouncer")
+        assert rc == 0, err
+        started = time.monotonic()
+        ended = None
+        try:
+            c.query("IDENTIFY_SYSTEM")  # served until the close, or refused by it
+            while time.monotonic() - started < 5:
+                c.query("IDENTIFY_SYSTEM")
+                time.sleep(0.1)
+        except (harness.PgError, ConnectionError, OSError) as e:
+            ended = e
+        assert ended is not None, "the replication connection outlived RECONNECT by 5 s"
+        assert harness.wait_until(lambda: walsenders(pg) == 0, 10)
+    finally:
+        c.close(abort=True)
 
 
 def test_hba_replication_keyword_matches_physical_connections_only(pg, make_pooler, tmp_path):
