@@ -201,6 +201,33 @@ def test_roles_and_errors(make_pooler):
     assert pooler.alive()
 
 
+def test_pgbouncer_from_the_pooler_own_os_user_over_the_unix_socket(make_pooler):
+    """PgBouncer admits `pgbouncer` to the console with no password and no admin_users line when
+    the connecting process runs as the pooler's own OS user, over the Unix socket (the kernel
+    names the uid); its tools and its own test suite log in so. Over TCP, under another user
+    name or from another OS user it is an ordinary login, and fails without a password."""
+    pooler = make_pooler(unix_socket_dir="{dir}", **ADMIN)
+
+    def psql(host, user, sql, as_postgres=False):
+        cmd = ["psql", "-X", "-w", "-At", "-h", host, "-p", str(pooler.port), "-U", user,
+               "-d", "pgbouncer", "-c", sql]
+        return harness.run(harness.as_postgres(cmd) if as_postgres else cmd,
+                           env=pooler.client_env(None))
+
+    # An admin: RELOAD needs admin_users, where pgbouncer is not.
+    rc, out, err = psql(pooler.dir, "pgbouncer", "RELOAD")
+    assert rc == 0, err
+    rc, out, err = psql(pooler.dir, "pgbouncer", "SHOW VERSION")
+    assert rc == 0 and out.strip(), err
+    rc, _, err = psql(harness.HOST, "pgbouncer", "SHOW VERSION")
+    assert rc != 0 and "password" in err, err
+    rc, _, err = psql(pooler.dir, "app", "SHOW VERSION")
+    assert rc != 0 and "password" in err, err
+    if harness.is_root():
+        rc, _, err = psql(pooler.dir, "pgbouncer", "SHOW VERSION", as_postgres=True)
+        assert rc != 0 and "password" in err, err
+
+
 # --------------------------------------------------------------------------------------------
 # Numbers under load
 

@@ -30,7 +30,7 @@ std::unique_ptr<AdminSession> AdminSession::start(Console& console, Worker& work
                                                   Client& client) {
   const Settings& s = worker.settings();
   AdminRole role = AdminRole::stats;
-  if (listed(s.admin_users, client.user())) {
+  if (client.is_own_user() || listed(s.admin_users, client.user())) {
     role = AdminRole::admin;
   } else if (!listed(s.stats_users, client.user())) {
     // PgBouncer's answer, after a successful authentication, to a user in neither list. Its

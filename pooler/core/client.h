@@ -3,6 +3,7 @@
 // server the pool links it to. Its session parameters travel with it from server to server.
 #pragma once
 
+#include <sys/types.h>
 #include <uv.h>
 
 #include <cstdint>
@@ -171,6 +172,8 @@ class Client final : public ChannelOwner {
 
   // The admin console (database "pgsluice" or "pgbouncer"): answered by a ConsoleSession.
   [[nodiscard]] bool is_admin_console() const { return admin_console_; }
+  // `pgbouncer` from the pooler's own OS user over the Unix socket: an admin (client_login.cc).
+  [[nodiscard]] bool is_own_user() const { return own_user_; }
 
  private:
   void set_state(State state);
@@ -193,6 +196,8 @@ class Client final : public ChannelOwner {
   void begin_authentication();
   std::optional<AuthType> decide_by_hba();
   bool peer_matches();
+  // The connecting process's uid (SO_PEERCRED); none over TCP.
+  std::optional<uid_t> peer_uid();
   void start_exchange(std::optional<std::string> secret);
   void refuse_unknown_trust_user();
   void note_auth_failure();
@@ -326,6 +331,7 @@ class Client final : public ChannelOwner {
   bool admin_console_ = false;
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   std::vector<std::pair<std::string, std::string>> replication_parameters_;
+  bool own_user_ = false;  // see is_own_user()
   // The LISTEN relay.
   bool relays_listen_ = false;
   // Closed for its queue: the error is sent and the connection stays until the client closes it

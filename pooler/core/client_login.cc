@@ -35,6 +35,17 @@ bool has_verified_certificate(TlsSession* tls) {
 }  // namespace
 
 void Client::begin_authentication() {
+  if (admin_console_ && user_ == "pgbouncer" && peer_uid() == getuid()) {
+    // PgBouncer's rule, which its tools and its own test suite rely on: the OS user the pooler
+    // runs as may enter the console as `pgbouncer` over the Unix socket with no password and no
+    // admin_users line. The kernel vouches for the uid; TCP never qualifies.
+    own_user_ = true;
+    if (worker_.settings().log_connections) {
+      spdlog::info("{} pgbouncer access from unix socket", log_id_);
+    }
+    auth_succeeded();
+    return;
+  }
   AuthType method = worker_.settings().auth_type;
   if (method == AuthType::hba) {
     std::optional<AuthType> decided = decide_by_hba();
@@ -227,24 +238,30 @@ std::optional<AuthType> Client::decide_by_hba() {
   return std::nullopt;
 }
 
-bool Client::peer_matches() {
+std::optional<uid_t> Client::peer_uid() {
   uv_os_fd_t fd = -1;
   if (channel_.is_tcp() ||
       uv_fileno(reinterpret_cast<const uv_handle_t*>(channel_.stream()), &fd) != 0) {
-    return false;
+    return std::nullopt;
   }
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
     spdlog::warn("{} peer authentication: could not get peer credentials: {}", log_id_,
                  std::strerror(errno));
-    return false;
+    return std::nullopt;
   }
+  return cred.uid;
+}
+
+bool Client::peer_matches() {
+  const std::optional<uid_t> uid = peer_uid();
+  if (!uid) return false;
   passwd pw{};
   passwd* found = nullptr;
   char buf[4096];
-  if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &found) != 0 || found == nullptr) {
-    spdlog::warn("{} peer authentication: could not look up local user ID {}", log_id_, cred.uid);
+  if (getpwuid_r(*uid, &pw, buf, sizeof(buf), &found) != 0 || found == nullptr) {
+    spdlog::warn("{} peer authentication: could not look up local user ID {}", log_id_, *uid);
     return false;
   }
   if (user_ != pw.pw_name) {
