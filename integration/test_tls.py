@@ -511,3 +511,51 @@ def test_client_tls_dheparams(pg, make_pooler):
     assert negotiated(p.port)[0] == "TLSv1.3"  # ECDHE is not concerned
     err = start_fails(make_pooler, **client_tls(pg, client_tls_dheparams="legacy"))
     assert "client_tls_dheparams: legacy (1024-bit DH) is refused" in err, err
+
+
+# --- SET ---------------------------------------------------------------------------------------
+
+
+def test_set_changes_tls_on_both_sides_online(pg, make_pooler):
+    """PgBouncer's SET changes the TLS settings of a running pooler (its own tests switch TLS on,
+    off and to another certificate so): the contexts are built anew for new connections. A value
+    that cannot take effect yet (a key set before its certificate) is kept, with a NOTICE, and
+    the contexts in use stay until the pair matches."""
+    t = pg.tls
+    p = make_pooler(admin_users="app", server_tls_sslmode="disable", pool_mode="session")
+    admin = p.connect(db="pgsluice", autocommit=True)
+    notices: list[str] = []
+    admin.add_notice_handler(lambda d: notices.append(d.message_primary))
+
+    def set_(key: str, value: str) -> None:
+        notices.clear()
+        admin.execute(f"SET {key} = '{value}'")
+
+    set_("client_tls_key_file", t.server_key)
+    set_("client_tls_cert_file", t.server_cert)
+    set_("client_tls_sslmode", "require")
+    assert served_certificate(p.port) == der_of(t.server_cert)
+    rc, _, err = psql_conninfo(p, "sslmode=disable", "SELECT 1")
+    assert rc != 0 and "SSL required" in err, err
+
+    # Another certificate, its key first: the pair does not match until the certificate follows.
+    set_("client_tls_key_file", t.other_server_key)
+    assert notices and notices[0].startswith("TLS settings could not be applied"), notices
+    assert served_certificate(p.port) == der_of(t.server_cert)
+    set_("client_tls_cert_file", t.other_server_cert)
+    assert not notices, notices
+    assert served_certificate(p.port) == der_of(t.other_server_cert)
+    rc, _, err = psql_conninfo(p, f"sslmode=verify-full sslrootcert={t.other_ca_cert}", "SELECT 1")
+    assert rc == 0, err
+
+    set_("client_tls_sslmode", "disable")
+    rc, out, err = psql_conninfo(p, "sslmode=disable", SSL_OF_BACKEND)
+    assert rc == 0 and out.strip() == "f", err
+
+    # Towards the server: new server connections use TLS once SET says so (RECONNECT closes the
+    # plaintext one).
+    set_("server_tls_sslmode", "require")
+    admin.execute("RECONNECT")
+    rc, out, err = psql_conninfo(p, "sslmode=disable", SSL_OF_BACKEND)
+    assert rc == 0 and out.strip() == "t", err
+    admin.close()

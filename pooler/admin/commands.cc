@@ -155,9 +155,12 @@ AdminResult run_set(Worker& worker, AdminSession& session, const AdminCommand& c
   if (session.role() != AdminRole::admin) {
     return AdminResult::failure(kAdminInsufficientPrivilege, "admin access needed");
   }
-  std::string err = worker.set_setting(cmd.set_key, cmd.set_value);
+  std::string notice;
+  std::string err = worker.set_setting(cmd.set_key, cmd.set_value, notice);
   if (!err.empty()) return AdminResult::failure(kAdminConfigError, err);
-  return done("SET");
+  AdminResult r = done("SET");
+  if (!notice.empty()) r.notice(notice);
+  return r;
 }
 
 }  // namespace

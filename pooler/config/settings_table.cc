@@ -349,14 +349,20 @@ std::vector<SettingRow> describe_settings(const Config& config) {
   for (const SettingDef& d : setting_table()) {
     if (!d.in_show_config) continue;
     rows.push_back({std::string(d.key), d.print(config.settings), d.print(defaults),
-                    d.apply == SettingApply::online});
+                    is_changeable_setting(d.key)});
   }
   return rows;
 }
 
 bool is_changeable_setting(std::string_view key) {
   const SettingDef* d = find_setting(key);
-  return d != nullptr && d->apply == SettingApply::online;
+  if (d == nullptr) return false;
+  return d->apply == SettingApply::online ||
+         (d->apply == SettingApply::reload && key != "auth_hba_file");
+}
+
+bool is_tls_setting(std::string_view key) {
+  return key.starts_with("client_tls") || key.starts_with("server_tls");
 }
 
 std::string restart_settings_warning(const Settings& running, const Settings& loaded) {

@@ -18,7 +18,8 @@ namespace pgsluice {
 // When a new value takes effect in a running pooler.
 enum class SettingApply {
   online,   // read anew at each use: SET may change it, RELOAD applies it
-  reload,   // RELOAD applies it (files read again, new clients and servers); SET may not
+  reload,   // RELOAD applies it (files read again, new clients and servers); SET applies it
+            // as RELOAD would (is_changeable_setting), but for auth_hba_file
   restart,  // used once at startup: RELOAD warns that it waits for the next start
 };
 
@@ -57,8 +58,11 @@ struct SettingRow {
   bool changeable = false;
 };
 std::vector<SettingRow> describe_settings(const Config& config);
-// The settings SET may change (SettingApply::online): the ones read anew at each use.
+// The settings SET may change, as PgBouncer's SET does: the online ones, and the reload ones but
+// auth_hba_file (its rules are read with the auth_file, which RELOAD does and SET does not).
 bool is_changeable_setting(std::string_view key);
+// The TLS settings of either side: SET builds the TLS contexts anew, as RELOAD does.
+bool is_tls_setting(std::string_view key);
 // RELOAD's warning for the restart-only settings whose value `loaded` changes, naming them:
 // "listen_addr and listen_port take effect at the next start"; empty when none changed.
 std::string restart_settings_warning(const Settings& running, const Settings& loaded);

@@ -184,8 +184,9 @@ class Worker {
   // RELOAD: re-reads the configuration file and the auth_file and applies them to every worker
   // (with the world stopped); on an error nothing changes and the error is returned.
   std::string reload();
-  // SET key = value (a changeable setting); returns an error, empty on success.
-  std::string set_setting(std::string_view key, std::string_view value);
+  // SET key = value (a changeable setting); returns an error, empty on success. `notice` gets
+  // what the client should be told of a value that was set but could not take effect.
+  std::string set_setting(std::string_view key, std::string_view value, std::string& notice);
 
  private:
   bool listen_tcp(const ListenAddress& address);

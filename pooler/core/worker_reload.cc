@@ -2,6 +2,8 @@
 // Kept apart from worker.cc, the event loop.
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "pooler/base/log_level.h"
 #include "pooler/base/syslog_sink.h"
 #include "pooler/config/settings_table.h"
@@ -95,7 +97,7 @@ std::string Worker::reload() {
   return {};
 }
 
-std::string Worker::set_setting(std::string_view key, std::string_view value) {
+std::string Worker::set_setting(std::string_view key, std::string_view value, std::string& notice) {
   if (!is_changeable_setting(key)) {
     return fmt::format("SET {}: not a setting that can be changed online", key);
   }
@@ -104,8 +106,24 @@ std::string Worker::set_setting(std::string_view key, std::string_view value) {
     return fmt::format("SET {}: {}", key, err);
   }
   spdlog::info("SET {} = {}", key, value);
+  // As RELOAD, and as PgBouncer's SET: the TLS contexts are built from the new values; when they
+  // cannot be (a key set before its certificate, a file missing), the value is kept for the
+  // next SET or RELOAD and TLS goes on with the contexts in use.
+  std::optional<TlsContexts> tls;
+  if (is_tls_setting(key)) {
+    std::string tls_error;
+    if (TlsContexts built; TlsContexts::build(next->settings, built, tls_error)) {
+      tls = std::move(built);
+    } else {
+      spdlog::warn("SET {}: {}; TLS keeps the certificates and settings it had", key, tls_error);
+      notice = "TLS settings could not be applied, still using old configuration: " + tls_error;
+    }
+  }
   std::shared_ptr<const Config> config = std::move(next);
-  group_.for_each_worker([&](Worker& w) { w.apply_config(config); });
+  group_.for_each_worker([&](Worker& w) {
+    if (tls) w.tls_ = *tls;
+    w.apply_config(config);
+  });
   return {};
 }
 

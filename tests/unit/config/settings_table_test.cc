@@ -60,10 +60,17 @@ TEST(SettingsTable, ParseChangesOnlyItsOwnField) {
   EXPECT_EQ(s.client_tls.ca_file, "");
 }
 
-TEST(SettingsTable, OnlineKeysAreTheChangeableOnes) {
+TEST(SettingsTable, AllButRestartKeysAndTheHbaFileAreChangeable) {
   for (const SettingDef& d : setting_table()) {
-    EXPECT_EQ(is_changeable_setting(d.key), d.apply == SettingApply::online) << d.key;
+    const bool settable = d.apply != SettingApply::restart && d.key != "auth_hba_file";
+    EXPECT_EQ(is_changeable_setting(d.key), settable) << d.key;
   }
+  // PgBouncer's SET changes these; its own tests switch TLS on and off so.
+  EXPECT_TRUE(is_changeable_setting("client_tls_sslmode"));
+  EXPECT_TRUE(is_changeable_setting("server_tls_ca_file"));
+  EXPECT_TRUE(is_changeable_setting("max_prepared_statements"));
+  EXPECT_TRUE(is_tls_setting("client_tls_key_file"));
+  EXPECT_FALSE(is_tls_setting("max_prepared_statements"));
   const std::set<std::string_view> restart = {"disable_pqexec",   "listen_addr",
                                               "listen_backlog",   "listen_port",
                                               "logfile",          "metrics_addr",
