@@ -131,7 +131,9 @@ def test_show_columns_match_pgbouncer(make_pooler):
         assert lists == reference_rows("LISTS")
         state = dict(admin.run("SHOW STATE")[1])
         assert state == {"active": "yes", "paused": "no", "suspended": "no"}
-        assert admin.run("SHOW VERSION")[1][0][0].startswith("pgsluice ")
+        # PgBouncer's SHOW VERSION is the first line of its --version; so is pgsluice's.
+        version = harness.run([pooler.binary, "--version"])[1].splitlines()[0]
+        assert admin.run("SHOW VERSION")[1][0][0] == version
         # One row per worker thread; the console's own client is on one of them.
         workers = admin.dicts("SHOW WORKERS")
         assert [w["id"] for w in workers] == [str(i) for i in range(harness.DEFAULT_WORKERS)]
@@ -413,6 +415,8 @@ def test_reload_picks_up_pool_size(make_pooler):
         with pytest.raises(harness.PgError) as e:
             admin.run("RELOAD")
         assert "default_pool_size" in e.value.message and e.value.sqlstate == "F0000"
+        # PgBouncer's words lead the message: scripts (and PgBouncer's own tests) match them.
+        assert e.value.message.startswith("RELOAD failed, see logs for additional details")
         assert pool_row(admin)["pool_size"] == "4"
         # SET changes an online setting; a fixed one is refused.
         assert admin.run("SET default_pool_size = 3")[2] == "SET"
@@ -459,6 +463,7 @@ def test_disable_enable_reconnect_kill(make_pooler):
         with pytest.raises(harness.PgError) as e:
             pooler.raw()
         assert e.value.sqlstate == "57P03"
+        assert e.value.message == 'database "app" is disabled'  # PgBouncer's words
         assert admin.run("ENABLE app")[2] == "ENABLE"
         # RECONNECT: the idle server goes; the next client gets a new backend.
         assert admin.run("RECONNECT app")[2] == "RECONNECT"

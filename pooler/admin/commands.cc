@@ -135,8 +135,11 @@ const std::map<std::string, CommandSpec>& commands() {
         [](Worker& w, AdminSession&, const AdminCommand&) {
           std::string err = w.reload();
           if (!err.empty()) {
+            // PgBouncer's words first (scripts match them), then what was wrong.
             return AdminResult::failure(kAdminConfigError,
-                                        "RELOAD failed, the old configuration stays: " + err);
+                                        "RELOAD failed, see logs for additional details; the "
+                                        "old configuration stays: " +
+                                            err);
           }
           return done("RELOAD");
         }}},

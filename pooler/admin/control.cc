@@ -24,8 +24,9 @@ AdminControl::AdminControl(Worker& primary, Shutdown& shutdown)
 
 bool AdminControl::admit(Client& client) {
   if (!db_disabled(client.database())) return true;
-  client.fail(sqlstate::kCannotConnectNow,
-              "database does not allow connections: " + client.database() + " (DISABLE)");
+  // PgBouncer's words (its users and its tests match them), PostgreSQL's SQLSTATE for a database
+  // that does not take connections now.
+  client.fail(sqlstate::kCannotConnectNow, "database \"" + client.database() + "\" is disabled");
   return false;
 }
 

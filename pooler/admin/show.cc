@@ -558,7 +558,8 @@ AdminResult show_state(const AdminControl& control) {
 AdminResult show_version() {
   AdminResult r;
   r.text("version");
-  r.row().add("pgsluice " PGSLUICE_VERSION " (PgBouncer 1.25 compatible console)");
+  // The first line of `pgsluice --version`, as PgBouncer's SHOW VERSION is its --version.
+  r.row().add("pgsluice " PGSLUICE_VERSION);
   r.set_tag("SHOW");
   return r;
 }
