@@ -393,3 +393,23 @@ def test_statement_pooling(make_pooler, pg, where):
     finally:
         a.close(abort=True)
         b.close()
+
+
+def test_show_databases_names_load_balance_hosts_of_a_host_list(make_pooler):
+    """As PgBouncer: SHOW DATABASES' load_balance_hosts for an entry of several hosts (NULL for
+    one host), and the new value after RELOAD."""
+    line = "host=127.0.0.1,localhost port={pg_port} dbname=app load_balance_hosts=disable"
+    pooler = make_pooler(databases={"app": "host=127.0.0.1 port={pg_port} dbname=app",
+                                    "pair": line}, admin_users="app")
+    with pooler.connect(db="pgsluice", autocommit=True) as admin:
+        def modes() -> dict:
+            cur = admin.execute("SHOW DATABASES")
+            col = [d.name for d in cur.description].index("load_balance_hosts")
+            return {r[0]: r[col] for r in cur.fetchall()}
+        assert modes() == {"app": None, "pair": "disable"}
+        with open(pooler.config_path) as f:
+            text = f.read()
+        with open(pooler.config_path, "w") as f:
+            f.write(text.replace("load_balance_hosts=disable", "load_balance_hosts=round-robin"))
+        admin.execute("RELOAD")
+        assert modes()["pair"] == "round-robin"

@@ -399,8 +399,13 @@ AdminResult show_databases(Worker& worker, const AdminControl& control) {
     } else {
       r.add_null();
     }
-    r.add_null()
-        .add(config.max_db_connections_for(db))
+    // PgBouncer shows the mode for an entry of several hosts only.
+    if (db.host.find(',') != std::string::npos) {
+      r.add(std::string(to_string(db.load_balance_hosts)));
+    } else {
+      r.add_null();
+    }
+    r.add(config.max_db_connections_for(db))
         .add(servers[name])
         .add(config.max_db_client_connections_for(name))
         .add(clients[name]);
