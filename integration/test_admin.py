@@ -230,6 +230,31 @@ def test_pgbouncer_from_the_pooler_own_os_user_over_the_unix_socket(make_pooler)
         assert rc != 0 and "password" in err, err
 
 
+def test_console_sessions_count_against_the_client_limits(make_pooler):
+    """As PgBouncer 1.25: console sessions count against max_db_client_connections (and
+    max_user_client_connections), one over a limit is refused unless its user is in admin_users,
+    and SHOW DATABASES lists the console's databases with the sessions counted."""
+    pooler = make_pooler(max_db_client_connections=2, **ADMIN)
+    stats = [Admin(pooler, user="md5user", password="md5pass", db="pgbouncer") for _ in range(2)]
+    admin = None
+    try:
+        with pytest.raises(harness.PgError) as e:
+            Admin(pooler, user="md5user", password="md5pass", db="pgbouncer")
+        assert e.value.message == "client connections exceeded (max_db_client_connections)"
+        assert e.value.sqlstate == "53300"
+        admin = Admin(pooler, db="pgbouncer")  # an admin gets in past the limit
+        dbs = {r["name"]: r for r in admin.dicts("SHOW DATABASES")}
+        assert dbs["pgbouncer"]["max_client_connections"] == "2"
+        assert dbs["pgbouncer"]["current_client_connections"] == "3"
+        assert dbs["pgsluice"]["current_client_connections"] == "0"
+        assert dbs["pgbouncer"]["current_connections"] == "0"  # the console has no servers
+    finally:
+        for s in stats:
+            s.close()
+        if admin is not None:
+            admin.close()
+
+
 # --------------------------------------------------------------------------------------------
 # Numbers under load
 

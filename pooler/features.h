@@ -27,7 +27,8 @@ class Features final : public Extensions {
     return console_.open(worker, client);
   }
   bool admit(Worker& worker, Client& client) override {
-    return ops_.admit(worker, client) && console_.admit(client);
+    // The console is never DISABLEd; its sessions are counted against the client limits.
+    return ops_.admit(worker, client) && (client.is_admin_console() || console_.admit(client));
   }
   void on_new_pool(Pool& pool) override { console_.on_new_pool(pool); }
   void on_worker_janitor(Worker& worker, uint64_t now_ms) override {

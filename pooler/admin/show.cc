@@ -14,6 +14,7 @@
 #include "pooler/admin/show_own.h"
 #include "pooler/admin/show_peers.h"
 #include "pooler/admin/views.h"
+#include "pooler/config/console_database.h"
 #include "pooler/config/settings_table.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
@@ -416,6 +417,15 @@ AdminResult show_databases(Worker& worker, const AdminControl& control) {
       hosts += a.to_string();
     }
     r.add(hosts).add(std::string(to_string(db.target_session_attrs)));
+  }
+  // The console's databases, as PgBouncer lists its own: no servers, the client limit in force
+  // and the sessions counted against it.
+  for (const char* name : kAdminDatabaseNames) {
+    if (dbs.contains(name)) continue;
+    r.row().add(name).add_null().add(config.settings.listen_port).add(name).add_null();
+    r.add(0).add(0).add(0).add(0).add_null().add_null().add(0).add(0);
+    r.add(config.max_db_client_connections_for(name)).add(clients[name]).add(0).add(0);
+    r.add(std::string()).add_null();
   }
   r.set_tag("SHOW");
   return r;

@@ -324,7 +324,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     return false;
   }
   // max_db/user_client_connections, DISABLE db: refused clients are failed there.
-  if (!admin_console_ && !worker_.extensions().admit(worker_, *this)) return false;
+  if (!worker_.extensions().admit(worker_, *this)) return false;
 
   begin_authentication();  // client_login.cc
   return false;

@@ -3,6 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/worker.h"
@@ -25,13 +29,17 @@ bool client_limits_admit(Worker& worker, Client& client) {
   const int max_db = config.max_db_client_connections_for(client.database());
   const int max_user = config.max_user_client_connections_for(client.user());
   if (max_db <= 0 && max_user <= 0) return true;
+  if (client.is_admin_console()) {
+    const std::vector<std::string>& admins = config.settings.admin_users;
+    if (std::find(admins.begin(), admins.end(), client.user()) != admins.end()) return true;
+  }
   size_t same_db = 0;
   size_t same_user = 0;
   // The limit counts every worker's clients: the others are parked while they are counted.
   WorldPause pause = worker.pause_world();
   worker.for_each_client([&](Client& c) {
     // Clients still in their startup packet have not been admitted (this one among them).
-    if (&c == &client || c.is_admin_console() || c.state() == Client::State::startup ||
+    if (&c == &client || c.state() == Client::State::startup ||
         c.state() == Client::State::closing) {
       return;
     }

@@ -1,7 +1,9 @@
 // max_db_client_connections and max_user_client_connections (PgBouncer 1.24): a login over
 // either limit is refused with PgBouncer's message ("client connections exceeded
-// (max_db_client_connections)") and SQLSTATE 53300, as max_client_conn is. The admin console
-// is not counted. The count walks the worker's clients, and only when a limit is set.
+// (max_db_client_connections)") and SQLSTATE 53300, as max_client_conn is. Console sessions
+// count too, and one over a limit is refused unless its user is in admin_users (PgBouncer 1.25:
+// an administrator can always get in). The count walks the worker's clients, and only when a
+// limit is set.
 #pragma once
 
 #include <cstddef>
