@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "parse_helpers.h"
 #include "pgsluice/protocol/bytes.h"
 
 namespace pgsluice::protocol {
@@ -13,21 +14,6 @@ namespace {
 
 constexpr size_t kMinSecretKeyLength = 4;
 constexpr size_t kMaxSecretKeyLength = 256;
-
-// A C string that cannot be read: nothing left means the field is missing altogether, bytes
-// without a NUL mean the terminator is.
-ParseError cstring_error(const ByteReader& r) {
-  return r.remaining() == 0 ? ParseError::truncated : ParseError::missing_terminator;
-}
-
-ParseError finish(const ByteReader& r) {
-  return r.at_end() ? ParseError::ok : ParseError::trailing_bytes;
-}
-
-// A count read from the wire must not size an allocation beyond what the body can hold.
-size_t bounded_reserve(int64_t count, size_t remaining, size_t min_item_size) {
-  return std::min(static_cast<size_t>(count), remaining / min_item_size);
-}
 
 }  // namespace
 

@@ -4,26 +4,12 @@
 
 #include <algorithm>
 
+#include "parse_helpers.h"
 #include "pgsluice/protocol/bytes.h"
 
 namespace pgsluice::protocol {
 
 namespace {
-
-// A C string that cannot be read: nothing left means the field is missing altogether, bytes
-// without a NUL mean the terminator is.
-ParseError cstring_error(const ByteReader& r) {
-  return r.remaining() == 0 ? ParseError::truncated : ParseError::missing_terminator;
-}
-
-ParseError finish(const ByteReader& r) {
-  return r.at_end() ? ParseError::ok : ParseError::trailing_bytes;
-}
-
-// A count read from the wire must not size an allocation beyond what the body can hold.
-size_t bounded_reserve(int count, size_t remaining, size_t min_item_size) {
-  return std::min(static_cast<size_t>(count), remaining / min_item_size);
-}
 
 // Describe and Close name their target the same way: 'S' statement or 'P' portal.
 bool valid_target_kind(char kind) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ascii.h"
+#include "parse_helpers.h"
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/bytes.h"
 
@@ -14,12 +15,6 @@ namespace {
 
 constexpr size_t kMinCancelKeyLength = 4;
 constexpr std::string_view kProtocolOptionPrefix = "_pq_.";
-
-// A C string that cannot be read: nothing left means the field is missing altogether, bytes
-// without a NUL mean the terminator is.
-ParseError cstring_error(const ByteReader& r) {
-  return r.remaining() == 0 ? ParseError::truncated : ParseError::missing_terminator;
-}
 
 int32_t minor_of(int32_t version) {
   return version & 0xffff;
