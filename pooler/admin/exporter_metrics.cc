@@ -157,10 +157,6 @@ std::string format_number(double v) {
   return fmt::format("{}", v);
 }
 
-void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
 std::string label_text(const std::vector<std::string>& row,
                        const std::vector<std::string_view>& labels) {
   std::string text;
@@ -190,7 +186,7 @@ void write_group(std::string& out, const Group& g, const AdminResult& r) {
     }
     if (!col) continue;  // a column this result does not have: no family
     const std::string name = std::string(g.prefix) + std::string(m.suffix);
-    header(out, name, m.type, m.help);
+    write_metric_header(out, name, m.type, m.help);
     for (size_t row = 0; row < r.rows().size(); ++row) {
       std::optional<double> v = number(r.rows()[row][*col]);
       if (!v) continue;
@@ -209,7 +205,7 @@ void write_named_rows(
       if (row.size() < 2 || row[0] != std::string(row_name)) continue;
       std::optional<double> v = number(row[1]);
       if (!v) continue;
-      header(out, metric, "gauge", help);
+      write_metric_header(out, metric, "gauge", help);
       fmt::format_to(std::back_inserter(out), "{} {}\n", metric, format_number(*v));
     }
   }
@@ -224,8 +220,9 @@ void write_clients(std::string& out, const AdminResult& r) {
   for (const auto& row : r.rows()) {
     ++counts[{at(row, "database"), at(row, "user"), at(row, "application_name"), at(row, "state")}];
   }
-  header(out, "pgbouncer_client_connections", "gauge",
-         "Client connections by database, user, application_name and state (SHOW CLIENTS).");
+  write_metric_header(
+      out, "pgbouncer_client_connections", "gauge",
+      "Client connections by database, user, application_name and state (SHOW CLIENTS).");
   for (const auto& [key, n] : counts) {
     const auto& [database, user, app, state] = key;
     fmt::format_to(std::back_inserter(out),
@@ -239,10 +236,11 @@ void write_clients(std::string& out, const AdminResult& r) {
 }  // namespace
 
 void write_exporter_metrics(std::string& out, const ExporterSources& in) {
-  header(out, "pgbouncer_up", "gauge", "1: the pooler answered (pgbouncer_exporter's name).");
+  write_metric_header(out, "pgbouncer_up", "gauge",
+                      "1: the pooler answered (pgbouncer_exporter's name).");
   out += "pgbouncer_up 1\n";
   if (!in.version.rows().empty() && !in.version.rows()[0].empty()) {
-    header(out, "pgbouncer_version_info", "gauge", "The pooler's SHOW VERSION.");
+    write_metric_header(out, "pgbouncer_version_info", "gauge", "The pooler's SHOW VERSION.");
     fmt::format_to(std::back_inserter(out), "pgbouncer_version_info{{version=\"{}\"}} 1\n",
                    escape_label_value(in.version.rows()[0][0].value_or("")));
   }

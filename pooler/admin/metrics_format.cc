@@ -19,15 +19,11 @@ std::string seconds(uint64_t us) {
   return fmt::format("{}.{:06}", us / 1'000'000, us % 1'000'000);
 }
 
-void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
 using PoolValue = std::function<std::string(const PoolMetrics&)>;
 
 void per_pool(std::string& out, const std::vector<PoolMetrics>& pools, std::string_view name,
               std::string_view type, std::string_view help, const PoolValue& value) {
-  header(out, name, type, help);
+  write_metric_header(out, name, type, help);
   for (const PoolMetrics& p : pools) {
     fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, labels(p), value(p));
   }
@@ -35,7 +31,7 @@ void per_pool(std::string& out, const std::vector<PoolMetrics>& pools, std::stri
 
 void histogram(std::string& out, const std::vector<PoolMetrics>& pools, std::string_view name,
                std::string_view help, Histogram PoolMetrics::*field) {
-  header(out, name, "histogram", help);
+  write_metric_header(out, name, "histogram", help);
   for (const PoolMetrics& p : pools) {
     const Histogram& h = p.*field;
     const std::string l = labels(p);
@@ -56,15 +52,16 @@ std::string n(uint64_t v) {
 
 // Memory and what hostile or broken peers were refused (issue 23's numbers for an operator).
 void write_buffers_and_refusals(std::string& out, const ProcessMetrics& process) {
-  header(out, "pgsluice_buffer_bytes", "gauge",
-         "Memory held by connection buffers, clients' and servers' (it shrinks back after a "
-         "large message).");
+  write_metric_header(
+      out, "pgsluice_buffer_bytes", "gauge",
+      "Memory held by connection buffers, clients' and servers' (it shrinks back after a "
+      "large message).");
   fmt::format_to(std::back_inserter(out), "pgsluice_buffer_bytes{{side=\"client\"}} {}\n",
                  process.client_buffer_bytes);
   fmt::format_to(std::back_inserter(out), "pgsluice_buffer_bytes{{side=\"server\"}} {}\n",
                  process.server_buffer_bytes);
-  header(out, "pgsluice_refused_total", "counter",
-         "Messages and logins refused from hostile or broken peers, by reason.");
+  write_metric_header(out, "pgsluice_refused_total", "counter",
+                      "Messages and logins refused from hostile or broken peers, by reason.");
   for (const auto& [reason, count] : process.refusals) {
     fmt::format_to(std::back_inserter(out), "pgsluice_refused_total{{reason=\"{}\"}} {}\n",
                    escape_label_value(reason), count);
@@ -73,9 +70,10 @@ void write_buffers_and_refusals(std::string& out, const ProcessMetrics& process)
 
 // Where a multi-host entry's servers are: a failover shows as servers moving between hosts.
 void write_servers_by_host(std::string& out, const std::vector<PoolMetrics>& pools) {
-  header(out, "pgsluice_pool_host_servers", "gauge",
-         "Server connections by the [databases] host they logged in to and the role they told "
-         "(primary, standby, unknown).");
+  write_metric_header(
+      out, "pgsluice_pool_host_servers", "gauge",
+      "Server connections by the [databases] host they logged in to and the role they told "
+      "(primary, standby, unknown).");
   for (const PoolMetrics& p : pools) {
     for (const auto& [key, count] : p.gauges.servers_by_host) {
       fmt::format_to(std::back_inserter(out),
@@ -106,14 +104,15 @@ std::string escape_label_value(std::string_view value) {
 
 void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
                       const ProcessMetrics& process) {
-  header(out, "pgsluice_up", "gauge", "1 while pgsluice answers.");
+  write_metric_header(out, "pgsluice_up", "gauge", "1 while pgsluice answers.");
   out += "pgsluice_up 1\n";
-  header(out, "pgsluice_uptime_seconds", "gauge", "Seconds since pgsluice started.");
+  write_metric_header(out, "pgsluice_uptime_seconds", "gauge", "Seconds since pgsluice started.");
   fmt::format_to(std::back_inserter(out), "pgsluice_uptime_seconds {}\n", process.uptime_seconds);
-  header(out, "pgsluice_paused", "gauge", "1 while PAUSE or SUSPEND holds every database.");
+  write_metric_header(out, "pgsluice_paused", "gauge",
+                      "1 while PAUSE or SUSPEND holds every database.");
   fmt::format_to(std::back_inserter(out), "pgsluice_paused {}\n", process.paused ? 1 : 0);
-  header(out, "pgsluice_client_connections", "gauge",
-         "Client connections, by phase (login: startup and authentication).");
+  write_metric_header(out, "pgsluice_client_connections", "gauge",
+                      "Client connections, by phase (login: startup and authentication).");
   fmt::format_to(std::back_inserter(out), "pgsluice_client_connections{{state=\"login\"}} {}\n",
                  process.login_clients);
   fmt::format_to(std::back_inserter(out), "pgsluice_client_connections{{state=\"all\"}} {}\n",
@@ -131,7 +130,7 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
   for (const auto& [name, field] : gauges) {
     per_pool(out, pools, fmt::format("pgsluice_pool_{}", name), "gauge",
              fmt::format("SHOW POOLS {}.", name),
-             [field](const PoolMetrics& p) { return n(p.gauges.*field); });
+             [field = field](const PoolMetrics& p) { return n(p.gauges.*field); });
   }
   per_pool(out, pools, "pgsluice_pool_maxwait_seconds", "gauge",
            "How long the oldest waiting client has waited (SHOW POOLS maxwait).",
@@ -159,7 +158,7 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
   };
   for (const auto& [name, field, help] : counters) {
     per_pool(out, pools, name, "counter", help,
-             [field](const PoolMetrics& p) { return n(p.totals.*field); });
+             [field = field](const PoolMetrics& p) { return n(p.totals.*field); });
   }
   const std::tuple<const char*, uint64_t PoolCounters::*, const char*> times[] = {
       {"pgsluice_xact_time_seconds_total", &PoolCounters::xact_time_us,
@@ -171,11 +170,12 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
   };
   for (const auto& [name, field, help] : times) {
     per_pool(out, pools, name, "counter", help,
-             [field](const PoolMetrics& p) { return seconds(p.totals.*field); });
+             [field = field](const PoolMetrics& p) { return seconds(p.totals.*field); });
   }
 
-  header(out, "pgsluice_session_state_findings_total", "counter",
-         "Statements that changed session state (SHOW LEAKS), by kind and action taken.");
+  write_metric_header(
+      out, "pgsluice_session_state_findings_total", "counter",
+      "Statements that changed session state (SHOW LEAKS), by kind and action taken.");
   for (const FindingCount& f : process.findings) {
     fmt::format_to(std::back_inserter(out),
                    "pgsluice_session_state_findings_total{{kind=\"{}\",action=\"{}\","
@@ -183,8 +183,8 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
                    escape_label_value(f.kind), escape_label_value(f.action),
                    escape_label_value(f.database), escape_label_value(f.user), f.count);
   }
-  header(out, "pgsluice_session_state_findings_dropped_total", "counter",
-         "Findings not recorded because the findings table was full.");
+  write_metric_header(out, "pgsluice_session_state_findings_dropped_total", "counter",
+                      "Findings not recorded because the findings table was full.");
   fmt::format_to(std::back_inserter(out), "pgsluice_session_state_findings_dropped_total {}\n",
                  process.findings_dropped);
 
@@ -196,6 +196,11 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
             "Query durations, request to ReadyForQuery.", &PoolMetrics::query_time);
   histogram(out, pools, "pgsluice_client_wait_seconds", "Time queued clients waited for a server.",
             &PoolMetrics::wait_time);
+}
+
+void write_metric_header(std::string& out, std::string_view name, std::string_view type,
+                         std::string_view help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
 }  // namespace pgsluice

@@ -51,4 +51,8 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
 // A label value with \, " and newline escaped, as the format requires.
 std::string escape_label_value(std::string_view value);
 
+// A metric family's "# HELP" and "# TYPE" lines.
+void write_metric_header(std::string& out, std::string_view name, std::string_view type,
+                         std::string_view help);
+
 }  // namespace pgsluice
