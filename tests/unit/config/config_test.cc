@@ -11,21 +11,12 @@
 #include <thread>
 
 #include "pooler/config/server_address.h"
+#include "tests/unit/config/load_ok.h"
 
 namespace pgsluice {
 namespace {
 
 using std::chrono::milliseconds;
-
-// Loads `text` and expects success; prints the errors otherwise.
-std::shared_ptr<const Config> load_ok(const std::string& text) {
-  ConfigLoadResult r = load_config_string(text, "test.ini");
-  std::string all;
-  for (const auto& e : r.errors) all += e.to_string() + "\n";
-  EXPECT_TRUE(r.errors.empty()) << all;
-  EXPECT_NE(r.config, nullptr);
-  return r.config;
-}
 
 // Loads `text` and expects exactly one error.
 ConfigError load_error(const std::string& text) {

@@ -3,17 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "pooler/config/config.h"
+#include "tests/unit/config/load_ok.h"
 
 namespace pgsluice {
 namespace {
 
 using std::chrono::milliseconds;
-
-std::shared_ptr<const Config> load_ok(const std::string& text) {
-  ConfigLoadResult r = load_config_string(text, "t.ini");
-  for (const auto& e : r.errors) ADD_FAILURE() << e.to_string();
-  return r.config;
-}
 
 TEST(PoolLimitsConfig, DefaultsArePgBouncers) {
   auto c = load_ok("[pgsluice]\n");

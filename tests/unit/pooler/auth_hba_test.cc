@@ -23,8 +23,8 @@ sockaddr_storage ip(const char* text) {
   return s;
 }
 
-std::shared_ptr<const HbaRules> parse_ok(const std::string& text,
-                                         const std::map<std::string, std::string>& files = {}) {
+std::shared_ptr<const HbaRules> parse_hba_ok(const std::string& text,
+                                             const std::map<std::string, std::string>& files = {}) {
   HbaFileReader reader = [&files](const std::string& path, std::string& out, std::string& err) {
     auto it = files.find(path);
     if (it == files.end()) {
@@ -70,7 +70,7 @@ int match_local(const HbaRules& rules, const char* db, const char* user) {
 }
 
 TEST(AuthHba, FirstMatchWins) {
-  auto rules = parse_ok(
+  auto rules = parse_hba_ok(
       "# TYPE DATABASE USER ADDRESS METHOD\n"
       "host    app      bob   10.0.0.0/8   reject\n"
       "host    app      all   10.0.0.0/8   scram-sha-256\n"
@@ -85,7 +85,7 @@ TEST(AuthHba, FirstMatchWins) {
 }
 
 TEST(AuthHba, ConnectionTypes) {
-  auto rules = parse_ok(
+  auto rules = parse_hba_ok(
       "local     all all                peer\n"
       "hostssl   all all 127.0.0.1/32   cert\n"
       "hostnossl all all 127.0.0.1/32   reject\n");
@@ -98,7 +98,7 @@ TEST(AuthHba, ConnectionTypes) {
 }
 
 TEST(AuthHba, ListsKeywordsAndQuotes) {
-  auto rules = parse_ok(
+  auto rules = parse_hba_ok(
       "host app,\"all\" u1, u2 127.0.0.1/32 trust\n"  // a quoted all is a database named all
       "host sameuser all 127.0.0.1/32 md5\n"
       "host \"my db\" \"Mixed Case\" 127.0.0.1/32 password # comment\n"
@@ -118,7 +118,7 @@ TEST(AuthHba, ListsKeywordsAndQuotes) {
 // matches only the `replication` keyword; a logical one (replication=database) is matched by its
 // database like any connection, and the keyword never matches it.
 TEST(AuthHba, ReplicationKeyword) {
-  auto rules = parse_ok(
+  auto rules = parse_hba_ok(
       "host all         bob  127.0.0.1/32 reject\n"
       "host replication bob  127.0.0.1/32 trust\n"
       "host replication,app carol 127.0.0.1/32 md5\n"
@@ -138,7 +138,7 @@ TEST(AuthHba, ReplicationKeyword) {
 }
 
 TEST(AuthHba, AddressForms) {
-  auto rules = parse_ok(
+  auto rules = parse_hba_ok(
       "host all a 192.168.1.0 255.255.255.0 trust\n"
       "host all b 2001:db8::/32 trust\n"
       "host all c all trust\n"
@@ -160,16 +160,16 @@ TEST(AuthHba, AddressForms) {
 }
 
 TEST(AuthHba, HostBitsOutsideTheMaskAreIgnored) {
-  auto rules = parse_ok("host all all 10.1.2.3/8 trust\n");
+  auto rules = parse_hba_ok("host all all 10.1.2.3/8 trust\n");
   ASSERT_NE(rules, nullptr);
   EXPECT_EQ(match(*rules, "10.200.0.1", "x", "y"), 1);
 }
 
 TEST(AuthHba, AtFileListsRelativeToTheHbaFile) {
-  auto rules = parse_ok("host @dbs.txt @/abs/users.txt 127.0.0.1/32 scram-sha-256\n",
-                        {{"/etc/pgsluice/dbs.txt", "app  # the app\nreports,\"odd name\"\n"},
-                         {"/abs/users.txt", "alice\n@more.txt\n"},
-                         {"/abs/more.txt", "bob"}});
+  auto rules = parse_hba_ok("host @dbs.txt @/abs/users.txt 127.0.0.1/32 scram-sha-256\n",
+                            {{"/etc/pgsluice/dbs.txt", "app  # the app\nreports,\"odd name\"\n"},
+                             {"/abs/users.txt", "alice\n@more.txt\n"},
+                             {"/abs/more.txt", "bob"}});
   ASSERT_NE(rules, nullptr);
   EXPECT_EQ(match(*rules, "127.0.0.1", "app", "alice"), 1);
   EXPECT_EQ(match(*rules, "127.0.0.1", "reports", "bob"), 1);
@@ -179,7 +179,8 @@ TEST(AuthHba, AtFileListsRelativeToTheHbaFile) {
 }
 
 TEST(AuthHba, LineContinuationKeepsTheFirstLineNumber) {
-  auto rules = parse_ok("\n# x\nhost all all \\\n 127.0.0.1/32 \\\n trust\nlocal all all reject\n");
+  auto rules =
+      parse_hba_ok("\n# x\nhost all all \\\n 127.0.0.1/32 \\\n trust\nlocal all all reject\n");
   ASSERT_NE(rules, nullptr);
   ASSERT_EQ(rules->rules().size(), 2u);
   EXPECT_EQ(rules->rules()[0].line, 3);
@@ -187,7 +188,7 @@ TEST(AuthHba, LineContinuationKeepsTheFirstLineNumber) {
 }
 
 TEST(AuthHba, ClientCertOption) {
-  auto rules = parse_ok(
+  auto rules = parse_hba_ok(
       "hostssl all a 127.0.0.1/32 scram-sha-256 clientcert=verify-ca\n"
       "hostssl all b 127.0.0.1/32 md5 clientcert=verify-full\n");
   ASSERT_NE(rules, nullptr);
@@ -254,7 +255,7 @@ TEST(AuthHba, EveryBadLineIsReportedAndNoRulesAreReturned) {
 }
 
 TEST(AuthHba, EmptyFileRejectsEverything) {
-  auto rules = parse_ok("# nothing\n\n");
+  auto rules = parse_hba_ok("# nothing\n\n");
   ASSERT_NE(rules, nullptr);
   EXPECT_EQ(match(*rules, "127.0.0.1", "app", "app"), 0);
   EXPECT_EQ(match_local(*rules, "app", "app"), 0);

@@ -6,6 +6,7 @@
 
 #include "pooler/session_state/dirty_state.h"
 #include "pooler/session_state/findings.h"
+#include "tests/unit/pooler/session_finding.h"
 
 namespace pgsluice {
 namespace {
@@ -123,15 +124,6 @@ TEST(SessionPolicy, AllOff) {
   EXPECT_TRUE(p.all_off());
   ASSERT_EQ(parse_session_policy("off,listen:warn", p), "");
   EXPECT_FALSE(p.all_off());
-}
-
-pp::SessionStateFinding finding(pp::SessionStateKind kind, std::string detail,
-                                pp::SessionStateEffect effect = pp::SessionStateEffect::acquire) {
-  pp::SessionStateFinding f;
-  f.kind = kind;
-  f.detail = std::move(detail);
-  f.effect = effect;
-  return f;
 }
 
 TEST(DirtyState, CleanServerSendsNothing) {

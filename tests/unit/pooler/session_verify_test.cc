@@ -8,6 +8,7 @@
 #include "pgsluice/protocol/session_state.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/verify.h"
+#include "tests/unit/pooler/session_finding.h"
 
 namespace pgsluice {
 namespace {
@@ -33,13 +34,6 @@ std::string data_row(const std::vector<std::optional<std::string>>& values) {
     }
   }
   return b;
-}
-
-pp::SessionStateFinding finding(pp::SessionStateKind kind, std::string detail) {
-  pp::SessionStateFinding f;
-  f.kind = kind;
-  f.detail = std::move(detail);
-  return f;
 }
 
 std::vector<std::string> describe(const std::vector<VerifyDifference>& d) {

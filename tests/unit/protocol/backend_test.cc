@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "framed_body.h"
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/frontend.h"
 
@@ -13,16 +14,6 @@ namespace pgsluice::protocol {
 namespace {
 
 using namespace std::string_literals;
-
-// The body of the single message in `wire`; the framer checks the length word first, so a
-// fixture with a wrong length fails here rather than in the parser.
-std::string_view body_of(const std::string& wire, char expected_type) {
-  FrameResult r = next_message(wire, FramePhase::regular, kDefaultMaxMessageLength);
-  EXPECT_EQ(r.status, FrameStatus::complete) << to_string(r.error);
-  EXPECT_EQ(r.message.wire.size(), wire.size()) << "length word does not cover the fixture";
-  EXPECT_EQ(r.message.type, expected_type);
-  return r.message.body;
-}
 
 // --- Authentication ---
 
