@@ -260,7 +260,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     }
     bool ignored = std::any_of(settings.ignore_startup_parameters.begin(),
                                settings.ignore_startup_parameters.end(),
-                               [&](const std::string& p) { return iequals(p, name); });
+                               [&name = name](const std::string& p) { return iequals(p, name); });
     if (ignored) continue;
     if (replication_ != pp::ReplicationMode::none) {
       keep_replication_parameter(name, value);
