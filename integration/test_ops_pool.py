@@ -358,8 +358,9 @@ def test_sighup_grows_a_pool_under_load(pgbench_data, make_pooler):
     with open(script, "w") as f:
         f.write("SELECT pg_sleep(0.02);\n")
     proc = pgbench_proc(pooler, ["-n", "-f", script, "-c", "6", "-T", "4"])
-    time.sleep(1)
-    before = len(backend_pids(pg))
+    # Pools grow lazily, one login at a time: wait for the second server (seconds on a loaded
+    # machine) rather than sleeping a fixed second.
+    before = poll(lambda: (lambda n: n if n >= 2 else None)(len(backend_pids(pg))), 10)
     rewrite_config(pooler, "default_pool_size = 2", "default_pool_size = 5")
     reload(pooler)
     peak = poll(lambda: (lambda n: n if n == 5 else None)(len(backend_pids(pg))), 5)
