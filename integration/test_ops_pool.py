@@ -249,7 +249,7 @@ def test_server_lifetime_replaces_servers_under_pgbench_without_a_failure(pgbenc
     assert "failed" not in out or "number of failed transactions: 0" in out, out
     # 3 servers for 5 s with a lifetime of 1-1.25 s: replaced several times over.
     assert len(pids_seen) > 3, pids_seen
-    assert "closing: server_lifetime" in pooler.log()
+    assert "closing because: server_lifetime" in pooler.log()
 
 
 def test_server_idle_timeout_closes_idle_servers(pg, make_pooler):
@@ -259,7 +259,7 @@ def test_server_idle_timeout_closes_idle_servers(pg, make_pooler):
         assert poll(lambda: not backend_pids(pg), 10), backend_pids(pg)
         # A new server, no error.
         assert c.execute("SELECT pg_backend_pid()").fetchone()[0] != pid
-    assert "closing: server_idle_timeout" in pooler.log()
+    assert "closing because: server_idle_timeout" in pooler.log()
 
 
 def test_server_check_query_replaces_a_failing_server(pg, make_pooler):
@@ -277,7 +277,7 @@ def test_server_check_query_replaces_a_failing_server(pg, make_pooler):
         # The check fails on that server: closed, and the query runs on a new one.
         second = c.execute("SELECT pg_backend_pid()").fetchone()[0]
         assert second != first
-    assert "closing: server_check_query failed" in pooler.log()
+    assert "closing because: server_check_query failed" in pooler.log()
     assert first not in backend_pids(pg)
 
 

@@ -171,7 +171,7 @@ def test_everything_at_release_under_concurrent_load(make_pooler):
     assert timeouts[0] == 1
     assert poll(lambda: settled(pooler, None)), pools(pooler)
     log = pooler.log()
-    assert "closing: server_lifetime" in log
+    assert "closing because: server_lifetime" in log
     no_protocol_trouble(log)
 
 

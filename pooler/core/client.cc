@@ -96,9 +96,14 @@ void Client::set_state(State state) {
 // --- closing (errors: client_pooler_messages.cc) ---
 
 void Client::close(std::string_view reason) {
+  close_logged(reason, state_ != State::startup);
+}
+
+void Client::close_logged(std::string_view reason, bool log) {
   if (state_ == State::closing) return;
-  if (worker_.settings().log_disconnections && state_ != State::startup) {
-    spdlog::info("{} closing: {}", log_id_, reason);
+  if (log && worker_.settings().log_disconnections) {
+    spdlog::info("{} closing because: {} (age={}s)", log_id_, reason,
+                 (worker_.now_ms() - connected_ms_) / 1000);
   }
   if (pool_ != nullptr) pool_->forget_client(*this);
   if (server_ != nullptr) {
@@ -123,7 +128,8 @@ void Client::on_channel_error(Channel&, int status) {
     close(channel_.tls_error());
     return;
   }
-  close(status == UV_EOF ? "client closed the connection"
+  // PgBouncer's words for a client gone without Terminate.
+  close(status == UV_EOF ? "client unexpected eof"
                          : fmt::format("client connection failed: {}", uv_strerror(status)));
 }
 
@@ -361,9 +367,8 @@ void Client::process_auth_input() {
       case ClientAuth::Result::failed:
         spdlog::warn("{} login failed: {}", log_id_, auth_->failure_reason());
         note_auth_failure();
-        send_error("FATAL", sqlstate::kInvalidPassword,
-                   fmt::format("password authentication failed for user \"{}\"", user_));
-        close("authentication failed");
+        fail(sqlstate::kInvalidPassword,
+             fmt::format("password authentication failed for user \"{}\"", user_));
         return;
       case ClientAuth::Result::protocol_violation:
         worker_.refusals().malformed_client_auth.fetch_add(1, std::memory_order_relaxed);
@@ -466,7 +471,7 @@ void Client::process_regular_input() {
     return;
   }
   if (header.header.type == fe::kTerminate) {
-    close("client sent Terminate");
+    close("client close request");  // PgBouncer's words
     return;
   }
   if (refused_type(header.header.type)) {
@@ -541,7 +546,7 @@ void Client::forward_to_server() {
     if (type == fe::kTerminate) {
       flush_batch();
       out.flush();
-      close("client sent Terminate");
+      close("client close request");  // PgBouncer's words
       return;
     }
     if (discard_until_sync_) {

@@ -64,8 +64,10 @@ class Client final : public ChannelOwner {
   void on_welcome(const ParameterSet& server_parameters);
   void on_server_linked(Server& server);
   // A request could not be served (query_wait_timeout, server login failures, shutdown): a
-  // FATAL error, then the connection closes.
-  void fail(std::string_view sqlstate, std::string_view message);
+  // FATAL error, then the connection closes. The log's close line gives `log_reason` (the
+  // message when empty): a server login failure is logged in the server's own words, as
+  // PgBouncer does.
+  void fail(std::string_view sqlstate, std::string_view message, std::string_view log_reason = {});
 
   // --- from the linked server ---
   void on_server_released();
@@ -98,7 +100,10 @@ class Client final : public ChannelOwner {
   // --- from AuthQuery: the secret of a user without an auth_file entry (client_login.cc) ---
   void on_auth_lookup(const AuthLookupResult& result);
 
-  // Closes the connection; `reason` is logged (when log_disconnections is on).
+  // Closes the connection; `reason` is logged (when log_disconnections is on) in PgBouncer's
+  // shape, "closing because: <reason> (age=<s>s)", which operators' tools grep. A client that
+  // leaves before its StartupMessage is not logged (a port probe, a CancelRequest); one that is
+  // refused there (fail) is.
   void close(std::string_view reason);
   // disable_pqexec: a Query message (`type`) fails the client as PgBouncer does, FATAL 08P01
   // "PQexec disallowed"; true when it did.
@@ -244,6 +249,8 @@ class Client final : public ChannelOwner {
   void send_error(std::string_view severity, std::string_view sqlstate, std::string_view message,
                   std::string_view hint = {});
   void protocol_violation(std::string_view message);
+  // close(), with the log line written or not.
+  void close_logged(std::string_view reason, bool log);
 
   // How a message went under prepared statement rewriting (client_statements.cc).
   enum class Routed {

@@ -22,11 +22,12 @@ void Client::send_error(std::string_view severity, std::string_view code, std::s
   pp::write_error_response(channel_.output(), error);
 }
 
-void Client::fail(std::string_view code, std::string_view message) {
+void Client::fail(std::string_view code, std::string_view message, std::string_view log_reason) {
   if (state_ == State::closing) return;
-  if (worker_.settings().log_pooler_errors) spdlog::warn("{} error: {}", log_id_, message);
+  // PgBouncer's words for log_pooler_errors.
+  if (worker_.settings().log_pooler_errors) spdlog::warn("{} pooler error: {}", log_id_, message);
   send_error("FATAL", code, message);
-  close(message);
+  close_logged(log_reason.empty() ? message : log_reason, /*log=*/true);
 }
 
 void Client::protocol_violation(std::string_view message) {

@@ -563,7 +563,13 @@ void Server::cancel_running_query() {
 void Server::close(std::string_view reason) {
   // A moving server is on no list and belongs to the worker it goes to once it arrives.
   if (state_ == State::closing || state_ == State::moving) return;
-  if (worker_->settings().log_disconnections) spdlog::info("{} closing: {}", log_id(), reason);
+  // PgBouncer's shape (Client::close).
+  if (worker_->settings().log_disconnections) {
+    // Another worker's loop may have stamped a server that moved here: never a negative age.
+    const uint64_t now = worker_->now_ms();
+    spdlog::info("{} closing because: {} (age={}s)", log_id(), reason,
+                 now > timing.connect_ms ? (now - timing.connect_ms) / 1000 : 0);
+  }
   Client* client = client_;
   client_ = nullptr;
   set_state(State::closing);

@@ -212,7 +212,8 @@ class Server final : public ChannelOwner {
   // On the target's thread: the server joins `pool` (the target's share) as idle, reading `fd`.
   void arrive(Pool& pool, int fd);
 
-  // Closes the connection; `reason` is logged.
+  // Closes the connection; `reason` is logged (log_disconnections) in PgBouncer's shape,
+  // "closing because: <reason> (age=<s>s)".
   void close(std::string_view reason);
 
   [[nodiscard]] State state() const { return state_; }

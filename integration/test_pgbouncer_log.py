@@ -1,0 +1,64 @@
+"""PgBouncer's log lines, for the operators and tools that grep them (issue 19): a client's or
+server's close as `closing because: <reason> (age=<s>s)` with PgBouncer's reason where there is
+one. pgsluice's prefix (`C-<id> user@db address`, `S-<id> user@db host:port`) stays its own."""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+import pytest
+
+import harness
+
+AGE = r" \(age=\d+s\)"
+
+
+def client_line(user: str, db: str, reason: str) -> str:
+    return rf"C-\d+ {user}@{db} 127\.0\.0\.1:\d+ closing because: {reason}{AGE}"
+
+
+def test_client_close_request_and_unexpected_eof(make_pooler):
+    pooler = make_pooler()
+    with pooler.connect(autocommit=True) as c:
+        c.execute("SELECT 1")
+    assert pooler.wait_for_log(client_line("app", "app", "client close request")), pooler.log()
+    raw = pooler.raw()
+    raw.query("SELECT 1")
+    raw.sock.close()  # no Terminate
+    assert pooler.wait_for_log(client_line("app", "app", "client unexpected eof")), pooler.log()
+
+
+def test_server_close_has_reason_and_age(make_pooler):
+    pooler = make_pooler(server_lifetime=1, default_pool_size=1)
+    with pooler.connect(autocommit=True) as c:
+        c.execute("SELECT 1")
+    assert pooler.wait_for_log(
+        r"S-\d+ app@app 127\.0\.0\.1:\d+ closing because: server_lifetime" + AGE, 10), \
+        pooler.log()
+
+
+@pytest.mark.parametrize("auth_type", ["md5", "scram-sha-256", "plain"])
+def test_wrong_password_close_line(make_pooler, auth_type):
+    pooler = make_pooler(auth_type=auth_type)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        pooler.connect(password="wrong")
+    assert pooler.wait_for_log(
+        client_line("app", "app", 'password authentication failed for user "app"')), pooler.log()
+
+
+def test_refused_before_authentication_is_logged(make_pooler):
+    # Refused at the StartupMessage (here: auth_type = trust and a user nobody knows): the
+    # close is logged, as PgBouncer does; a connection that sent nothing is not.
+    pooler = make_pooler(auth_type="trust")
+    with pytest.raises(psycopg.OperationalError, match='"trust" authentication failed'):
+        pooler.connect(user="nosuchuser", password=None)
+    assert pooler.wait_for_log(
+        client_line("nosuchuser", "app", '"trust" authentication failed')), pooler.log()
+    before = len(re.findall("closing because", pooler.log()))
+    probe = harness.socket.create_connection((harness.HOST, pooler.port))
+    probe.close()
+    with pooler.connect(autocommit=True) as c:  # after the probe: its close would be logged
+        c.execute("SELECT 1")
+    assert pooler.wait_for_log(client_line("app", "app", "client close request"))
+    assert len(re.findall("closing because", pooler.log())) == before + 1, pooler.log()
