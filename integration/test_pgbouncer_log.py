@@ -62,3 +62,20 @@ def test_refused_before_authentication_is_logged(make_pooler):
         c.execute("SELECT 1")
     assert pooler.wait_for_log(client_line("app", "app", "client close request"))
     assert len(re.findall("closing because", pooler.log())) == before + 1, pooler.log()
+
+
+def test_server_login_failure_lines(make_pooler):
+    # PostgreSQL refuses the login: PgBouncer's "server login failed: FATAL <message>", and the
+    # server and its waiting client close with PostgreSQL's words.
+    pooler = make_pooler(databases={
+        "app": "host=127.0.0.1 port={pg_port} dbname=app",
+        "nopg": "host=127.0.0.1 port={pg_port} dbname=no_such_pg_db"})
+    missing = 'database "no_such_pg_db" does not exist'
+    with pytest.raises(psycopg.OperationalError, match=missing):
+        pooler.connect(db="nopg")
+    log = pooler.wait_for_log(client_line("app", "nopg", missing)) and pooler.log()
+    assert log, pooler.log()
+    assert re.search(rf"S-\d+ app@nopg 127\.0\.0\.1:\d+ server login failed: FATAL {missing}",
+                     log), log
+    assert re.search(rf"S-\d+ app@nopg 127\.0\.0\.1:\d+ closing because: {missing}{AGE}", log), log
+

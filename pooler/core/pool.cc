@@ -61,12 +61,13 @@ bool Pool::refuse_while_login_blocked(Client& client) {
 }
 
 void Pool::fail_waiters_after_login_failure(std::string_view message) {
+  // The close line has the server's words, as PgBouncer's (`closing because: <message>`).
   std::string text = fmt::format("server login failed: {}", message);
   while (Client* client = welcome_waiting_.pop_front()) {
-    client->fail(sqlstate::kConnectionFailure, text);
+    client->fail(sqlstate::kConnectionFailure, text, message);
   }
   while (Client* client = waiting_.pop_front()) {
-    client->fail(sqlstate::kConnectionFailure, text);
+    client->fail(sqlstate::kConnectionFailure, text, message);
   }
   publish_wait();
   fail_pooler_waiters();
@@ -254,13 +255,13 @@ void Pool::on_server_login_failed(Server& server, std::string_view message) {
     if (hosts_.any_usable(now) || hosts_.any_role_mismatch(now)) {
       spdlog::info("{}: host {} failed ({}), trying the next host", server.log_id(),
                    server.address().to_string(), message);
-      server.close(fmt::format("login failed: {}", message));
+      server.close(message);  // after the "server login failed" line
       launch_for_waiters();
       return;
     }
   }
   SharedLimits::login_failed(limit_slots_, now, message);
-  server.close(fmt::format("login failed: {}", message));
+  server.close(message);  // after the "server login failed" line
   // Nobody can be served while no server can log in: tell the waiting clients now rather than
   // let them hang until their timeout. (The other workers' waiting clients are told when the
   // login's end wakes them: launch_for_waiters.)

@@ -378,7 +378,9 @@ class Server final : public ChannelOwner {
   // session_state_verify's answer came (the last internal reply while resetting): true when
   // the server goes on resetting (a DISCARD ALL for what was hidden), false to go idle.
   bool finish_verify();
-  void login_failed(std::string_view code, std::string_view message);
+  // `severity`: PostgreSQL's (FATAL), when the login ended in its ErrorResponse.
+  void login_failed(std::string_view code, std::string_view message,
+                    std::string_view severity = {});
   // TLS towards the server (tls_server.cc): the SSLRequest sent before the StartupMessage under
   // server_tls_sslmode != disable, its one-byte answer, and SCRAM channel binding.
   bool request_tls();

@@ -163,15 +163,18 @@ void Server::on_connect_timeout(uv_timer_t* timer) {
 // The SQLSTATE each caller names goes only to a replication client (its own login failed);
 // waiting clients get 08006 with the message (as PgBouncer's "server login failed"), and the log
 // line has the message.
-void Server::login_failed(std::string_view code, std::string_view message) {
+void Server::login_failed(std::string_view code, std::string_view message,
+                          std::string_view severity) {
   if (state_ == State::closing) return;
-  spdlog::warn("{} login failed: {}", log_id(), message);
+  // PgBouncer's words, with PostgreSQL's severity when it refused the login.
+  spdlog::warn("{} server login failed: {}{}{}", log_id(), severity, severity.empty() ? "" : " ",
+               message);
   if (replication_ != pp::ReplicationMode::none) {
     replication_login_failed(code, message);
     return;
   }
   if (relay_ != nullptr) {
-    close(fmt::format("login failed: {}", message));  // the relay tries again, later
+    close(message);  // the relay tries again, later
     return;
   }
   pool_->on_server_login_failed(*this, message);
@@ -247,9 +250,11 @@ bool Server::handle_login_message(const pp::Message& message) {
     case be::kErrorResponse: {
       auto error = pp::parse_error_fields(message.body);
       if (error) {
-        login_failed(error.value.code, connect_query_sent_ ? fmt::format("connect_query failed: {}",
-                                                                         error.value.message)
-                                                           : std::string(error.value.message));
+        login_failed(error.value.code,
+                     connect_query_sent_
+                         ? fmt::format("connect_query failed: {}", error.value.message)
+                         : std::string(error.value.message),
+                     error.value.severity);
       } else {
         login_failed(sqlstate::kProtocolViolation, "malformed ErrorResponse from server");
       }

@@ -56,7 +56,7 @@ void Server::replication_login_failed(std::string_view code, std::string_view me
   // server_login_retry (PgBouncer's rule too). The client gets PostgreSQL's own error.
   Client* client = client_;
   client_ = nullptr;
-  close(fmt::format("login failed: {}", message));
+  close(message);  // after the "server login failed" line
   if (client != nullptr) client->on_replication_refused(code, message);
 }
 
