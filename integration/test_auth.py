@@ -89,6 +89,16 @@ def test_unknown_database(auth_pooler):
     err = login_error(auth_pooler, "app", "app", db="nosuchdb")
     assert err.sqlstate == "3D000", err.fields
     assert "nosuchdb" in err.message
+    # Only after the authentication (PgBouncer's way): without the password, or as a user
+    # nobody knows, a client cannot tell a missing database from a wrong password.
+    if auth_pooler.auth_type != "trust":
+        for user, password in (("app", "wrong"), ("nosuchuser", "whatever")):
+            err = login_error(auth_pooler, user, password, db="nosuchdb")
+            assert err.sqlstate == "28P01", err.fields
+            assert err.message == f'password authentication failed for user "{user}"', err.fields
+    else:
+        err = login_error(auth_pooler, "nosuchuser", None, db="nosuchdb")
+        assert err.message == '"trust" authentication failed', err.fields
     # The pooler is still fine.
     with auth_pooler.raw() as c:
         assert c.scalar("SELECT 1") == "1"

@@ -79,3 +79,12 @@ def test_server_login_failure_lines(make_pooler):
                      log), log
     assert re.search(rf"S-\d+ app@nopg 127\.0\.0\.1:\d+ closing because: {missing}{AGE}", log), log
 
+
+@pytest.mark.parametrize("auth_type", ["trust", "md5"])
+def test_no_such_database_close_line(make_pooler, auth_type):
+    pooler = make_pooler(auth_type=auth_type)
+    with pytest.raises(psycopg.OperationalError, match="no such database: nosuchdb"):
+        pooler.connect(db="nosuchdb")
+    assert pooler.wait_for_log(client_line("app", "nosuchdb", "no such database: nosuchdb")), \
+        pooler.log()
+

@@ -320,10 +320,9 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
       db_entry_ = std::make_unique<DatabaseEntry>(std::move(*entry));
     }
   }
-  if (!admin_console_ && !db_entry_) {
-    fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
-    return false;
-  }
+  // An unknown database is told only after the authentication (PgBouncer's way): a client
+  // without the password learns nothing about which databases exist (auth_succeeded).
+  unknown_database_ = !admin_console_ && !db_entry_;
   if (worker_.group().client_count().load(std::memory_order_relaxed) >
       static_cast<size_t>(settings.max_client_conn)) {
     fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
@@ -386,6 +385,13 @@ void Client::auth_succeeded() {
     auth_.reset();
     set_state(State::idle);
     admin_ = worker_.extensions().open_console(worker_, *this);
+    return;
+  }
+  if (unknown_database_) {
+    if (worker_.settings().log_connections) {
+      spdlog::info("{} login failed: db={} user={}", log_id_, database_, user_);  // PgBouncer's
+    }
+    fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
     return;
   }
   pool_ = &worker_.pool_for(*db_entry_, user_);

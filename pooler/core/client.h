@@ -311,6 +311,9 @@ class Client final : public ChannelOwner {
   // Only while logging in (its pool and session policy come from it): an idle client should not
   // carry a copy of its [databases] line.
   std::unique_ptr<DatabaseEntry> db_entry_;
+  // No [databases] entry and no "*": the client authenticates (against no secret if its user
+  // is unknown too) and is then refused with "no such database".
+  bool unknown_database_ = false;
   std::optional<ClientAuth> auth_;
   AuthType auth_method_ = AuthType::md5;  // the method in use (auth_type, or the hba rule's)
   bool auth_lookup_pending_ = false;      // waiting for AuthQuery

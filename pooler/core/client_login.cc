@@ -62,8 +62,10 @@ void Client::begin_authentication() {
   // after peer, which PgBouncer lets through any OS user the rule names.
   if (!secret && !peer_verified_) {
     AuthQuery& lookups = worker_.auth_query();
-    std::optional<AuthQuery::Target> target =
-        lookups.target_for(admin_console_ ? nullptr : db_entry_.get());
+    // No lookup for a database that does not exist (nor in PgBouncer): the exchange runs
+    // against no secret and fails as a wrong password does.
+    std::optional<AuthQuery::Target> target;
+    if (!unknown_database_) target = lookups.target_for(admin_console_ ? nullptr : db_entry_.get());
     if (target) {
       if (std::optional<AuthLookupResult> hit = lookups.cached(*target, user_)) {
         on_auth_lookup(*hit);
