@@ -88,3 +88,46 @@ def test_no_such_database_close_line(make_pooler, auth_type):
     assert pooler.wait_for_log(client_line("app", "nosuchdb", "no such database: nosuchdb")), \
         pooler.log()
 
+
+def test_new_connection_to_server_line(make_pooler):
+    # Logged when the TCP connection is up (before the login), with the pooler's own end.
+    pooler = make_pooler()
+    with pooler.connect(autocommit=True) as c:
+        c.execute("SELECT 1")
+    assert pooler.wait_for_log(r"S-\d+ app@app 127\.0\.0\.1:\d+ new connection to server "
+                               r"\(from 127\.0\.0\.1:\d+\)$"), pooler.log()
+
+
+def test_registered_new_auto_database_once(make_pooler):
+    pooler = make_pooler(databases={"*": "host=127.0.0.1 port={pg_port}"})
+    for _ in range(2):
+        with pooler.connect(autocommit=True) as c:
+            c.execute("SELECT 1")
+    assert pooler.wait_for_log(r"C-\d+ app@app \S+ registered new auto-database: app$")
+    assert pooler.log().count("registered new auto-database") == 1, pooler.log()
+    # Not for a client that does not get in: unauthenticated names register nothing.
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        pooler.connect(db="other", password="wrong")
+    assert "auto-database: other" not in pooler.log()
+
+
+def test_shutdown_close_line(make_pooler):
+    # SIGINT (SHUTDOWN WAIT_FOR_SERVERS): an idle client is closed with PgBouncer's reason.
+    pooler = make_pooler()
+    conn = pooler.connect(autocommit=True)
+    conn.execute("SELECT 1")
+    assert pooler.stop(sig=harness.signal.SIGINT) == 0  # no client left: it exits
+    conn.close()
+    assert re.search(client_line("app", "app", "server shutting down"), pooler.log()), \
+        pooler.log()
+
+
+def test_prepared_statement_already_prepared_line(make_pooler):
+    pooler = make_pooler(max_prepared_statements=10)
+    with pooler.connect() as conn:
+        assert conn.pgconn.prepare(b"test", b"SELECT 1").status == \
+            psycopg.pq.ExecStatus.COMMAND_OK
+        assert conn.pgconn.prepare(b"test", b"SELECT 1").status == \
+            psycopg.pq.ExecStatus.FATAL_ERROR
+    assert pooler.wait_for_log(r"C-\d+ app@app \S+ prepared statement 'test' was already "
+                               r"prepared"), pooler.log()

@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_set>
 
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
@@ -18,6 +20,7 @@
 #include "pooler/core/session_checks.h"
 #include "pooler/core/worker.h"
 #include "pooler/net/forwarder.h"
+#include "pooler/net/socket_names.h"
 #include "pooler/net/tls_session.h"
 
 namespace pgsluice {
@@ -27,24 +30,16 @@ namespace fe = pgsluice::protocol::frontend;
 
 namespace {
 std::string peer_name(Channel& channel) {
-  if (!channel.is_tcp()) return "unix";
-  sockaddr_storage addr{};
-  int len = sizeof(addr);
-  if (uv_tcp_getpeername(channel.tcp(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    return "?";
-  }
-  char host[INET6_ADDRSTRLEN] = {};
-  int port = 0;
-  if (addr.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
-    uv_ip4_name(in, host, sizeof(host));
-    port = ntohs(in->sin_port);
-    return fmt::format("{}:{}", host, port);
-  }
-  auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
-  uv_ip6_name(in6, host, sizeof(host));
-  port = ntohs(in6->sin6_port);
-  return fmt::format("[{}]:{}", host, port);
+  return channel.is_tcp() ? tcp_peer_name(channel.tcp()) : "unix";
+}
+
+// The databases the "*" entry made, once each for the process (every worker), for the log line
+// PgBouncer writes when it registers one.
+bool first_use_of_auto_database(const std::string& name) {
+  static std::mutex mutex;
+  static std::unordered_set<std::string> seen;
+  std::lock_guard lock(mutex);
+  return seen.insert(name).second;
 }
 
 std::string_view state_name(Client::State s) {
@@ -394,6 +389,10 @@ void Client::auth_succeeded() {
     fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
     return;
   }
+  // After the authentication, as the pool it makes: unauthenticated names fill nothing.
+  if (!worker_.config().databases.contains(database_) && first_use_of_auto_database(database_)) {
+    spdlog::info("{} registered new auto-database: {}", log_id_, database_);  // PgBouncer's
+  }
   pool_ = &worker_.pool_for(*db_entry_, user_);
   ServerCredentials& cred = pool_->credentials();
   if (secret_from_lookup_ && cred.user == user_ && auth_->secret()) {
@@ -625,7 +624,7 @@ void Client::on_server_released() {
   set_state(State::idle);
   // SIGINT: the transaction this client ran is over; what it sends next is never begun.
   if (worker_.extensions().draining()) {
-    fail(sqlstate::kAdminShutdown, kShutdownMessage);
+    fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason);
     return;
   }
   if (!deliver_relayed_after_release()) return;

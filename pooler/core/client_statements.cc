@@ -112,6 +112,8 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
   ++pool_->counters().client_parse_count;
   auto existing = statements_.find(name);
   if (existing != statements_.end()) {
+    // PgBouncer's line for it (the client's bug, worth seeing in the log).
+    spdlog::warn("{} prepared statement '{}' was already prepared", log_id_, name);
     // PostgreSQL's 42P05 fails the transaction (status 'E' in a block, and the COMMIT that
     // follows rolls back): a refusal made up here could not do that. The server gets the
     // client's Parse under the name of the statement the client's name maps to, which it

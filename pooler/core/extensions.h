@@ -15,6 +15,8 @@ class Pool;
 class Worker;
 
 inline constexpr const char* kShutdownMessage = "pgsluice is shutting down";
+// The close line's reason for those clients: PgBouncer's words, which its log readers grep.
+inline constexpr const char* kShutdownLogReason = "server shutting down";
 
 // One console connection's protocol (admin/session.h); the client hands it what it receives.
 class ConsoleSession {

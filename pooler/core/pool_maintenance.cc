@@ -81,10 +81,13 @@ bool Pool::try_launch(bool evict, bool ask_first) {
     return false;
   }
   if (verdict == LaunchVerdict::allowed_reserve) {
+    // PgBouncer's words, on the client that waited (the oldest), as its log readers expect.
+    const std::string who = waiting_.empty() ? fmt::format("{}@{}", credentials_.user, db_.name)
+                                             : waiting_.front().log_id();
     spdlog::warn(
-        "{}@{}: a client waited reserve_pool_timeout, taking a server from the reserve "
-        "pool ({} + {} of {} reserve)",
-        credentials_.user, db_.name, pool_size_, server_count() + 1 - pool_size_, reserve_pool());
+        "{} taking connection from reserve_pool (it waited reserve_pool_timeout; the pool's "
+        "{} + {} of the reserve pool's {})",
+        who, pool_size_, server_count() + 1 - pool_size_, reserve_pool());
   }
   launch_server();
   return true;
@@ -294,7 +297,8 @@ void Pool::maintain(uint64_t now_ms, int clients) {
     // the client notices that its session was cut.
     active_.for_each([](Server& server) {
       if (server.timing.close_needed && server.at_transaction_boundary()) {
-        server.close("server_fast_close: the server's settings changed (RECONNECT or RELOAD)");
+        server.close(  // PgBouncer's words first
+            "database configuration changed (server_fast_close: RECONNECT or RELOAD)");
       }
     });
   }

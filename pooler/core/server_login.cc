@@ -13,6 +13,7 @@
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
+#include "pooler/net/socket_names.h"
 #include "pooler/net/socket_options.h"
 
 namespace pgsluice {
@@ -126,6 +127,16 @@ void Server::on_connected(uv_connect_t* req, int status) {
                        fmt::format("could not connect to server {}: {}", self->address_.to_string(),
                                    uv_strerror(status)));
     return;
+  }
+  if (self->worker_->settings().log_connections) {
+    // PgBouncer's line at the same moment (connected, not yet logged in), which its log
+    // readers count; the login's end is "login ok".
+    if (self->channel_.is_tcp()) {
+      spdlog::info("{} new connection to server (from {})", self->log_id(),
+                   tcp_local_name(self->channel_.tcp()));
+    } else {
+      spdlog::info("{} new connection to server", self->log_id());
+    }
   }
   self->set_state(State::login);
   if (self->request_tls()) return;  // the StartupMessage follows the handshake

@@ -357,7 +357,8 @@ void Worker::stop() {
   uv_prepare_stop(&turn_);
   uv_close(reinterpret_cast<uv_handle_t*>(&turn_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
-  clients_.for_each([](Client& c) { c.fail(sqlstate::kAdminShutdown, kShutdownMessage); });
+  clients_.for_each(
+      [](Client& c) { c.fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason); });
   for (auto& [key, pool] : pools_) pool->close_all_servers();
   std::lock_guard lock(tasks_mutex_);
   wake_open_ = false;

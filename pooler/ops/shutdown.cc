@@ -116,7 +116,7 @@ size_t Shutdown::close_finished_clients() {
     }
     done.push_back(&c);
   });
-  for (Client* c : done) c->fail(sqlstate::kAdminShutdown, kShutdownMessage);
+  for (Client* c : done) c->fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason);
   return busy;
 }
 
