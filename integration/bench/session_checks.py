@@ -15,7 +15,20 @@ and the SELECT's) — the cost of keep.
 
     /usr/bin/python3 integration/bench/session_checks.py --pgsluice build-rel/pooler/pgsluice \
         [--repeats 3] [--duration 10] [--clients 8] [--protocol simple] [--workload select|set] \
-        [--configs off,default,warn,warn+verify=sample/100]
+        [--configs off,default,warn,warn+verify=sample/100] [--window] [--perf-stat] \
+        [--perf-record DIR]
+
+--window measures the steady state: from when all clients are logged in, for --duration seconds
+(TPS and the per-transaction figures by the pooler's SHOW TOTALS), without the logins,
+which otherwise weigh in at 1,000 clients and vary with the machine's load.
+--perf-stat counts the pooler's instructions and cycles per transaction with `perf stat -p` over
+what is measured (the whole run, or the window): instructions move far less than time
+on a machine shared with other work. --perf-record DIR writes DIR/<config>.data (`perf record -g`
+of the pooler over the first repeat), for `perf diff` or `perf report`. On a machine without
+hardware counters (a VM: perf stat says <not supported>), --callgrind DIR counts the instructions
+under valgrind instead (implies --window; DIR/<config>/ gets its dumps, for callgrind_annotate):
+the pooler runs many times slower there, so its TPS and CPU mean nothing, but the instructions
+per transaction do not depend on the machine's load at all.
 
 Use a Release binary: a Debug one measures the debug build.
 """
@@ -23,11 +36,17 @@ Use a Release binary: a Debug one measures the debug build.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import re
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
+
+import psycopg
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -48,6 +67,148 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def start_perf(pid: int, stat: bool, record_path: str | None) -> subprocess.Popen | None:
+    if record_path is not None:
+        cmd = ["perf", "record", "-q", "-g", "-o", record_path, "-p", str(pid)]
+    elif stat:
+        cmd = ["perf", "stat", "-x", ",", "-e", "instructions,cycles", "-p", str(pid)]
+    else:
+        return None
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def stop_perf(perf: subprocess.Popen | None) -> dict[str, float]:
+    """SIGINT ends perf's count (it prints it) or its recording; the counts by event name."""
+    if perf is None:
+        return {}
+    perf.send_signal(signal.SIGINT)
+    _, err = perf.communicate(timeout=120)
+    counts = {}
+    for line in err.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[0].isdigit():
+            counts[fields[2].split(":")[0]] = float(fields[0])
+    return counts
+
+
+def callgrind_wrapper(binary: str, directory: str) -> str:
+    """A script that runs `binary` under callgrind, counting nothing until told to
+    (callgrind_window_start); its dumps go to `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    os.chmod(directory, 0o755)
+    wrapper = os.path.join(directory, "pgsluice")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\nexec valgrind --tool=callgrind --instr-atstart=no "
+                f"--callgrind-out-file={directory}/callgrind.out \\\n    {binary} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    return wrapper
+
+
+def pgbench_args(args, script: str | None, duration: int) -> list[str]:
+    workload = ["-S"] if script is None else ["-f", script]
+    return ["-n", *workload, "-M", args.protocol, "-c", str(args.clients), "-j", "2",
+            "-T", str(duration)]
+
+
+def run_whole(pooler, args, script, record):
+    """One pgbench run, measured whole (its connections included): TPS, CPU us and perf counts
+    per transaction."""
+    perf = start_perf(pooler.proc.pid, args.perf_stat, record)
+    cpu_before = cpu_seconds(pooler.proc.pid)
+    rc, out, err = pooler.pgbench(pgbench_args(args, script, args.duration),
+                                  timeout=args.duration + 120)
+    counts = stop_perf(perf)
+    m = re.search(r"tps = ([0-9.]+) \((?:without initial connection time|excluding)", out)
+    processed = re.search(r"number of transactions actually processed: (\d+)", out)
+    if rc != 0 or m is None or processed is None or int(processed.group(1)) == 0:
+        print(out, err, file=sys.stderr)
+        return None
+    txns = int(processed.group(1))
+    cpu = (cpu_seconds(pooler.proc.pid) - cpu_before) * 1e6 / txns
+    return float(m.group(1)), cpu, {k: v / txns for k, v in counts.items()}
+
+
+def pooled_transactions(pooler) -> tuple[int, int]:
+    """SHOW TOTALS' total_xact_count, and the clients logged in (SHOW POOLS)."""
+    with psycopg.connect(pooler.dsn(db="pgsluice"), autocommit=True) as conn:
+        totals = dict(conn.execute("SHOW TOTALS").fetchall())
+        cur = conn.execute("SHOW POOLS")
+        cols = [d.name for d in cur.description]
+        clients = 0
+        for row in cur.fetchall():
+            r = dict(zip(cols, row))
+            if r["database"] == "app":
+                clients += int(r["cl_active"]) + int(r["cl_waiting"])
+    return int(totals["total_xact_count"]), clients
+
+
+def callgrind(pid: int, *options: str) -> None:
+    subprocess.run(["callgrind_control", *options, str(pid)], check=True,
+                   stdout=subprocess.DEVNULL, timeout=120)
+
+
+def callgrind_window_start(pid: int) -> None:
+    callgrind(pid, "--zero")
+    callgrind(pid, "--instr=on")
+
+
+def callgrind_window_end(pid: int, directory: str) -> float:
+    """The instructions run since callgrind_window_start, from the dump it writes now."""
+    callgrind(pid, "--instr=off")
+    before = set(glob.glob(os.path.join(directory, "*")))
+    callgrind(pid, "--dump")
+    for _ in range(100):
+        new = set(glob.glob(os.path.join(directory, "*"))) - before
+        if new:
+            time.sleep(0.5)  # let it be written whole
+            with open(new.pop()) as f:
+                for line in f:
+                    if line.startswith("totals:"):
+                        return float(line.split()[1])
+        time.sleep(0.1)
+    raise RuntimeError("callgrind wrote no dump")
+
+
+def run_window(pooler, args, script, record):
+    """The steady state only: once all of pgbench's clients are logged in (1,000 SCRAM logins
+    take seconds, more on a busy machine), `duration` seconds measured by the pooler's own
+    transaction count; then pgbench is stopped. A `set` transaction is two pooled ones."""
+    cmd = ["pgbench", "-h", harness.HOST, "-p", str(pooler.port), "-U", "app",
+           *pgbench_args(args, script, args.duration + 600), "app"]
+    bench = subprocess.Popen(cmd, env=pooler.client_env("app"), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while pooled_transactions(pooler)[1] < args.clients:
+            if bench.poll() is not None or time.monotonic() > deadline:
+                print(bench.stderr.read() if bench.stderr else "", file=sys.stderr)
+                return None
+            time.sleep(0.2)
+        time.sleep(1)
+        xact_before = pooled_transactions(pooler)[0]
+        perf = start_perf(pooler.proc.pid, args.perf_stat, record)
+        if args.callgrind:
+            callgrind_window_start(pooler.proc.pid)
+        cpu_before = cpu_seconds(pooler.proc.pid)
+        start = time.monotonic()
+        time.sleep(args.duration)
+        counts = stop_perf(perf)
+        if args.callgrind:
+            counts["instructions"] = callgrind_window_end(pooler.proc.pid, pooler.callgrind_dir)
+            counts["cycles"] = 0.0
+        cpu_after = cpu_seconds(pooler.proc.pid)
+        elapsed = time.monotonic() - start
+        xacts = pooled_transactions(pooler)[0] - xact_before
+    finally:
+        bench.send_signal(signal.SIGINT)
+        bench.communicate(timeout=60)
+    txns = xacts / (2 if script is not None else 1)
+    if txns <= 0:
+        return None
+    cpu = (cpu_after - cpu_before) * 1e6 / txns
+    return txns / elapsed, cpu, {k: v / txns for k, v in counts.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pgsluice", required=True)
@@ -58,6 +219,10 @@ def main() -> int:
     ap.add_argument("--workload", default="select", choices=["select", "set"])
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--pool-size", type=int, default=8)
+    ap.add_argument("--perf-stat", action="store_true")
+    ap.add_argument("--perf-record", metavar="DIR")
+    ap.add_argument("--window", action="store_true")
+    ap.add_argument("--callgrind", metavar="DIR")
     args = ap.parse_args()
     configs = {name: CONFIGS[name] for name in args.configs.split(",")}
     script = None
@@ -69,39 +234,46 @@ def main() -> int:
                     "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
         os.chmod(os.path.dirname(script), 0o755)
 
+    if args.callgrind:
+        args.window = True
     pg = harness.PostgresCluster()
     poolers = {}
     try:
         pg.pgbench_init()
         for name, settings in configs.items():
-            poolers[name] = harness.Pooler(pg, binary=os.path.abspath(args.pgsluice),
-                                           default_pool_size=args.pool_size, log_connections=0,
-                                           log_disconnections=0, **settings)
+            binary = os.path.abspath(args.pgsluice)
+            if args.callgrind:
+                binary = callgrind_wrapper(binary, os.path.join(os.path.abspath(args.callgrind),
+                                                                name))
+            poolers[name] = harness.Pooler(pg, binary=binary, default_pool_size=args.pool_size,
+                                           log_connections=0, log_disconnections=0,
+                                           admin_users="app", start=False, **settings)
+            poolers[name].start(timeout=60)
+            poolers[name].callgrind_dir = os.path.dirname(binary)
         tps: dict[str, list[float]] = {name: [] for name in configs}
         cpu: dict[str, list[float]] = {name: [] for name in configs}
+        instructions: dict[str, list[float]] = {name: [] for name in configs}
         names = list(poolers)
         for r in range(args.repeats):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                pooler = poolers[name]
-                cpu_before = cpu_seconds(pooler.proc.pid)
-                workload = ["-S"] if script is None else ["-f", script]
-                cmd = ["-n", *workload, "-M", args.protocol, "-c", str(args.clients), "-j", "2",
-                       "-T", str(args.duration)]
-                rc, out, err = pooler.pgbench(cmd, timeout=args.duration + 120)
-                if rc != 0:
-                    print(out, err, file=sys.stderr)
+                record = None
+                if args.perf_record and r == 0:
+                    os.makedirs(args.perf_record, exist_ok=True)
+                    record = os.path.join(args.perf_record, f"{name}.data")
+                run = run_window if args.window else run_whole
+                result = run(poolers[name], args, script, record)
+                if result is None:
                     return 1
-                m = re.search(r"tps = ([0-9.]+) \((?:without initial connection time|excluding)",
-                              out)
-                if m is None:
-                    print(out, file=sys.stderr)
-                    return 1
-                tps[name].append(float(m.group(1)))
-                txns = int(re.search(r"number of transactions actually processed: (\d+)",
-                                     out).group(1))
-                cpu[name].append((cpu_seconds(pooler.proc.pid) - cpu_before) * 1e6 / txns)
-                print(f"repeat {r + 1} {name}: {tps[name][-1]:.0f} tps, "
-                      f"{cpu[name][-1]:.1f} us pooler CPU per transaction", flush=True)
+                t, c, counts = result
+                tps[name].append(t)
+                cpu[name].append(c)
+                per_tx = ""
+                if "instructions" in counts and "cycles" in counts:
+                    instructions[name].append(counts["instructions"])
+                    per_tx = (f", {counts['instructions']:.0f} instructions and "
+                              f"{counts['cycles']:.0f} cycles per transaction")
+                print(f"repeat {r + 1} {name}: {t:.0f} tps, "
+                      f"{c:.1f} us pooler CPU per transaction{per_tx}", flush=True)
         base_name = next(iter(configs))
         base = statistics.median(tps[base_name])
         print()
@@ -119,6 +291,15 @@ def main() -> int:
             print(f"| {name} | {med:.0f} | {min(values):.0f}-{max(values):.0f} | "
                   f"{(med / base - 1) * 100:+.1f}% | {c:.2f} ({min(cpu[name]):.2f}-"
                   f"{max(cpu[name]):.2f}) | {(c / cpu_base - 1) * 100:+.1f}% |")
+        if instructions[base_name]:
+            print()
+            print(f"| checks | pooler instructions/txn (min-max) | vs {base_name} |")
+            print("|---|---:|---:|")
+            i_base = statistics.median(instructions[base_name])
+            for name, values in instructions.items():
+                i = statistics.median(values)
+                print(f"| {name} | {i:.0f} ({min(values):.0f}-{max(values):.0f}) | "
+                      f"{(i / i_base - 1) * 100:+.1f}% |")
         return 0
     finally:
         for p in poolers.values():
