@@ -545,6 +545,7 @@ void Client::forward_to_server() {
       break;
     }
     pp::FrameResult frame = in.next();
+    prefilter_.forget();
     if (log_enabled(spdlog::level::trace)) {
       spdlog::trace("{} -> '{}' ({} bytes)", log_id_, type, frame.message.wire.size());
     }
@@ -604,8 +605,8 @@ void Client::forward_to_server() {
 bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& batch,
                                        std::string& out) {
   std::string text, hint;
-  if (check_session_state(worker_, *this, *server_, session_policy_, message, text, hint) !=
-      SessionCheckResult::refused) {
+  if (check_session_state(worker_, *this, *server_, session_policy_, prefilter_, message, text,
+                          hint) != SessionCheckResult::refused) {
     return false;
   }
   batch.flush(&out);

@@ -27,6 +27,7 @@
 #include "pooler/net/channel.h"
 #include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
+#include "pooler/session_state/prefilter_memo.h"
 #include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
@@ -337,6 +338,7 @@ class Client final : public ChannelOwner {
   std::vector<std::string> refused_statements_;  // see bind_refused_statement()
   SessionPolicy session_policy_;
   bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
+  PrefilterMemo prefilter_;      // for the message forward_to_server handles
   size_t passthrough_remaining_ = 0;
   bool admin_console_ = false;
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;

@@ -6,7 +6,6 @@
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/session_state.h"
-#include "pgsluice/protocol/sql_lexer.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/base/log_level.h"
 #include "pooler/core/client.h"
@@ -23,7 +22,8 @@ bool Client::keeps_sql_prepare() const {
 }
 
 std::optional<SqlQueryPlan> Client::plan_sql(std::string_view sql, SqlPlanMode mode) {
-  if (!keeps_sql_prepare() || !pp::may_change_session_state(sql)) return std::nullopt;
+  // Asked by the session-state check already for this message (PrefilterMemo).
+  if (!keeps_sql_prepare() || !prefilter_.may_change_session_state(sql)) return std::nullopt;
   // The verdict the session-state check just cached for this text.
   const pp::Classification& verdict = worker_.classifier().classify(sql);
   // Statement indexes count what libpg_query read: a piece it could not read (newer syntax)
@@ -95,7 +95,7 @@ Client::Routed Client::route_execute_or_sync(const pp::Message& message, std::st
 }
 
 std::optional<SqlQueryPlan> Client::plan_named_sql(std::string_view query) {
-  if (!keeps_sql_prepare() || !pp::may_change_session_state(query)) return std::nullopt;
+  if (!keeps_sql_prepare() || !prefilter_.may_change_session_state(query)) return std::nullopt;
   const pp::Classification& verdict = worker_.classifier().classify(query);
   if (verdict.source != pp::VerdictSource::parser || verdict.prepared_names.empty()) {
     return std::nullopt;

@@ -198,12 +198,13 @@ SessionAction keep_or_pin(SessionAction action, const pp::SessionStateFinding& f
 
 // The checks of one statement text: `record` at its Query or Parse (the findings are counted
 // and logged once per message), not at the Binds that execute a prepared statement again.
+// `flagged`: what the prefilter said of `sql`.
 SessionCheckResult check_sql(Worker& worker, const Client& client, Server& server,
-                             const SessionPolicy& policy, std::string_view sql, bool record,
-                             bool is_query, bool renamable, std::string& message_out,
+                             const SessionPolicy& policy, std::string_view sql, bool flagged,
+                             bool record, bool is_query, bool renamable, std::string& message_out,
                              std::string& hint_out) {
-  // The common case ends here, in a few dozen nanoseconds and without allocating.
-  if (!pp::may_change_session_state(sql)) return SessionCheckResult::forward;
+  // The common case ends here, without allocating.
+  if (!flagged) return SessionCheckResult::forward;
   const pp::Classification& verdict = worker.classifier().classify(sql);
   if (verdict.empty()) return SessionCheckResult::forward;
 
@@ -304,8 +305,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
 }  // namespace
 
 SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
-                                       const SessionPolicy& policy, const pp::Message& message,
-                                       std::string& message_out, std::string& hint_out) {
+                                       const SessionPolicy& policy, PrefilterMemo& prefilter,
+                                       const pp::Message& message, std::string& message_out,
+                                       std::string& hint_out) {
   std::string_view sql;
   bool renamable = true;  // a Query, or an unnamed Parse (client_sql_prepare.cc)
   if (message.type == fe::kQuery) {
@@ -318,15 +320,17 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     sql = p.value.query;
     renamable = p.value.statement.empty();
   }
-  return check_sql(worker, client, server, policy, sql, /*record=*/true,
-                   /*is_query=*/message.type == fe::kQuery, renamable, message_out, hint_out);
+  return check_sql(worker, client, server, policy, sql, prefilter.may_change_session_state(sql),
+                   /*record=*/true, /*is_query=*/message.type == fe::kQuery, renamable, message_out,
+                   hint_out);
 }
 
 SessionCheckResult check_bound_statement(Worker& worker, const Client& client, Server& server,
                                          const SessionPolicy& policy, std::string_view sql,
                                          std::string& message_out, std::string& hint_out) {
-  return check_sql(worker, client, server, policy, sql, /*record=*/false, /*is_query=*/false,
-                   /*renamable=*/false, message_out, hint_out);
+  return check_sql(worker, client, server, policy, sql, pp::may_change_session_state(sql),
+                   /*record=*/false, /*is_query=*/false, /*renamable=*/false, message_out,
+                   hint_out);
 }
 
 void settle_deferred_calls(Worker& worker, std::vector<OwnedFindingEvent>& calls,

@@ -10,6 +10,7 @@
 #include "pgsluice/protocol/frame.h"
 #include "pooler/config/session_policy.h"
 #include "pooler/session_state/findings.h"
+#include "pooler/session_state/prefilter_memo.h"
 #include "pooler/session_state/verify.h"
 
 namespace pgsluice {
@@ -24,8 +25,9 @@ enum class SessionCheckResult {
   refused,  // the statement is refused: `message` and `hint` say why (SQLSTATE 0A000)
 };
 
+// `prefilter` answers for the message's text, and keeps the answer for the routing that follows.
 SessionCheckResult check_session_state(Worker& worker, const Client& client, Server& server,
-                                       const SessionPolicy& policy,
+                                       const SessionPolicy& policy, PrefilterMemo& prefilter,
                                        const protocol::Message& message, std::string& message_out,
                                        std::string& hint_out);
 
