@@ -19,16 +19,17 @@ and the SELECT's) — the cost of keep.
         [--perf-record DIR]
 
 --window measures the steady state: from when all clients are logged in, for --duration seconds
-(TPS and the per-transaction figures by the pooler's SHOW TOTALS), without the logins,
+(TPS and CPU per transaction by the pooler's SHOW TOTALS), without the logins,
 which otherwise weigh in at 1,000 clients and vary with the machine's load.
---perf-stat counts the pooler's instructions and cycles per transaction with `perf stat -p` over
-what is measured (the whole run, or the window): instructions move far less than time
-on a machine shared with other work. --perf-record DIR writes DIR/<config>.data (`perf record -g`
+--perf-stat counts the pooler's instructions, cycles and system calls (epoll_ctl and epoll_wait
+apart) per transaction with `perf stat -p` over what is measured (the whole run, or the window):
+instructions move far less than time on a machine shared with other work. --perf-record DIR writes DIR/<config>.data (`perf record -g`
 of the pooler over the first repeat), for `perf diff` or `perf report`. On a machine without
 hardware counters (a VM: perf stat says <not supported>), --callgrind DIR counts the instructions
 under valgrind instead (implies --window; DIR/<config>/ gets its dumps, for callgrind_annotate):
 the pooler runs many times slower there, so its TPS and CPU mean nothing, but the instructions
-per transaction do not depend on the machine's load at all.
+per transaction do not depend on the machine's load at all (server logins in the window are left
+out: callgrind_instructions).
 
 Use a Release binary: a Debug one measures the debug build.
 """
@@ -67,11 +68,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# Hardware counters where there are (a VM without a PMU says <not supported>), and the system
+# calls, which tracepoints count anywhere.
+PERF_EVENTS = ["instructions", "cycles", "raw_syscalls:sys_enter", "syscalls:sys_enter_epoll_ctl",
+               "syscalls:sys_enter_epoll_wait"]
+
+
 def start_perf(pid: int, stat: bool, record_path: str | None) -> subprocess.Popen | None:
     if record_path is not None:
         cmd = ["perf", "record", "-q", "-g", "-o", record_path, "-p", str(pid)]
     elif stat:
-        cmd = ["perf", "stat", "-x", ",", "-e", "instructions,cycles", "-p", str(pid)]
+        cmd = ["perf", "stat", "-x", ",", "-e", ",".join(PERF_EVENTS), "-p", str(pid)]
     else:
         return None
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -87,7 +94,7 @@ def stop_perf(perf: subprocess.Popen | None) -> dict[str, float]:
     for line in err.splitlines():
         fields = line.split(",")
         if len(fields) > 2 and fields[0].isdigit():
-            counts[fields[2].split(":")[0]] = float(fields[0])
+            counts[fields[2]] = float(fields[0])
     return counts
 
 
@@ -128,17 +135,17 @@ def run_whole(pooler, args, script, record):
     return float(m.group(1)), cpu, {k: v / txns for k, v in counts.items()}
 
 
-def pooled_transactions(pooler) -> tuple[int, int]:
-    """SHOW TOTALS' total_xact_count, and the clients logged in (SHOW POOLS)."""
-    with psycopg.connect(pooler.dsn(db="pgsluice"), autocommit=True) as conn:
-        totals = dict(conn.execute("SHOW TOTALS").fetchall())
-        cur = conn.execute("SHOW POOLS")
-        cols = [d.name for d in cur.description]
-        clients = 0
-        for row in cur.fetchall():
-            r = dict(zip(cols, row))
-            if r["database"] == "app":
-                clients += int(r["cl_active"]) + int(r["cl_waiting"])
+def pooled_transactions(admin) -> tuple[int, int]:
+    """SHOW TOTALS' total_xact_count, and the clients logged in (SHOW POOLS), over a console
+    connection `admin`."""
+    totals = dict(admin.execute("SHOW TOTALS").fetchall())
+    cur = admin.execute("SHOW POOLS")
+    cols = [d.name for d in cur.description]
+    clients = 0
+    for row in cur.fetchall():
+        r = dict(zip(cols, row))
+        if r["database"] == "app":
+            clients += int(r["cl_active"]) + int(r["cl_waiting"])
     return int(totals["total_xact_count"]), clients
 
 
@@ -152,8 +159,9 @@ def callgrind_window_start(pid: int) -> None:
     callgrind(pid, "--instr=on")
 
 
-def callgrind_window_end(pid: int, directory: str) -> float:
-    """The instructions run since callgrind_window_start, from the dump it writes now."""
+def callgrind_window_end(pid: int, directory: str) -> tuple[float, int]:
+    """The instructions and transactions since callgrind_window_start (callgrind_instructions),
+    from the dump it writes now."""
     callgrind(pid, "--instr=off")
     before = set(glob.glob(os.path.join(directory, "*")))
     callgrind(pid, "--dump")
@@ -161,12 +169,41 @@ def callgrind_window_end(pid: int, directory: str) -> float:
         new = set(glob.glob(os.path.join(directory, "*"))) - before
         if new:
             time.sleep(0.5)  # let it be written whole
-            with open(new.pop()) as f:
-                for line in f:
-                    if line.startswith("totals:"):
-                        return float(line.split()[1])
+            return callgrind_instructions(new.pop())
         time.sleep(0.1)
     raise RuntimeError("callgrind wrote no dump")
+
+
+def callgrind_instructions(dump: str) -> tuple[float, int]:
+    """A dump's instructions, less the pool's server logins in it (a SCRAM login costs the
+    pooler some 16 million instructions, PBKDF2, and how many servers connect in a window under
+    valgrind varies from run to run far more than the transactions' own cost does); and the
+    pooled transactions in it, as the calls of Pool::request_server (one per transaction a
+    client begins; SHOW TOTALS around the window would count those run while callgrind_control
+    and the console's own login take their time, uninstrumented)."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", dump],
+                         capture_output=True, text=True, check=True).stdout
+    total, login = 0.0, 0.0
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+) .*PROGRAM TOTALS", line)
+        if m:
+            total = float(m.group(1).replace(",", ""))
+        m = re.match(r"\s*([\d,]+) \(.*pgsluice::Server::process_login_input\(\)", line)
+        if m:
+            login = max(login, float(m.group(1).replace(",", "")))
+    # Names are compressed: "(id) name" the first time, in an fn= or a cfn= line, "(id)" after.
+    calls, target, pending = 0, None, False
+    with open(dump) as f:
+        for line in f:
+            if line.startswith(("fn=(", "cfn=(")):
+                ident, _, name = line.split("=", 1)[1].strip().partition(" ")
+                if name.startswith("pgsluice::Pool::request_server("):
+                    target = ident
+                pending = line.startswith("cfn=") and ident == target
+            elif pending and line.startswith("calls="):
+                calls += int(line[6:].split()[0])
+                pending = False
+    return total - login, calls
 
 
 def run_window(pooler, args, script, record):
@@ -177,36 +214,46 @@ def run_window(pooler, args, script, record):
            *pgbench_args(args, script, args.duration + 600), "app"]
     bench = subprocess.Popen(cmd, env=pooler.client_env("app"), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
+    # One console connection throughout: its login must not fall inside the window.
+    admin = psycopg.connect(pooler.dsn(db="pgsluice"), autocommit=True)
+    begun = 0
     try:
         deadline = time.monotonic() + 300
-        while pooled_transactions(pooler)[1] < args.clients:
+        while pooled_transactions(admin)[1] < args.clients:
             if bench.poll() is not None or time.monotonic() > deadline:
                 print(bench.stderr.read() if bench.stderr else "", file=sys.stderr)
                 return None
             time.sleep(0.2)
         time.sleep(1)
-        xact_before = pooled_transactions(pooler)[0]
         perf = start_perf(pooler.proc.pid, args.perf_stat, record)
         if args.callgrind:
             callgrind_window_start(pooler.proc.pid)
+        xact_before = pooled_transactions(admin)[0]
         cpu_before = cpu_seconds(pooler.proc.pid)
         start = time.monotonic()
         time.sleep(args.duration)
-        counts = stop_perf(perf)
-        if args.callgrind:
-            counts["instructions"] = callgrind_window_end(pooler.proc.pid, pooler.callgrind_dir)
-            counts["cycles"] = 0.0
+        xacts = pooled_transactions(admin)[0] - xact_before
         cpu_after = cpu_seconds(pooler.proc.pid)
         elapsed = time.monotonic() - start
-        xacts = pooled_transactions(pooler)[0] - xact_before
+        counts = stop_perf(perf)
+        if args.callgrind:
+            counts["instructions"], begun = callgrind_window_end(pooler.proc.pid,
+                                                                 pooler.callgrind_dir)
     finally:
-        bench.send_signal(signal.SIGINT)
+        admin.close()
+        # SIGTERM: a shell that starts this in the background has pgbench ignore SIGINT.
+        bench.send_signal(signal.SIGTERM)
         bench.communicate(timeout=60)
-    txns = xacts / (2 if script is not None else 1)
+    per_pgbench = 2 if script is not None else 1
+    txns = xacts / per_pgbench
     if txns <= 0:
         return None
     cpu = (cpu_after - cpu_before) * 1e6 / txns
-    return txns / elapsed, cpu, {k: v / txns for k, v in counts.items()}
+    per_tx = {k: v / txns for k, v in counts.items()}
+    if args.callgrind:
+        # The transactions callgrind saw begin, not those the console counted around it.
+        per_tx["instructions"] = counts["instructions"] * per_pgbench / max(begun, 1)
+    return txns / elapsed, cpu, per_tx
 
 
 def main() -> int:
@@ -268,10 +315,15 @@ def main() -> int:
                 tps[name].append(t)
                 cpu[name].append(c)
                 per_tx = ""
-                if "instructions" in counts and "cycles" in counts:
+                if "instructions" in counts:
                     instructions[name].append(counts["instructions"])
-                    per_tx = (f", {counts['instructions']:.0f} instructions and "
-                              f"{counts['cycles']:.0f} cycles per transaction")
+                    per_tx += f", {counts['instructions']:.0f} instructions"
+                if "raw_syscalls:sys_enter" in counts:
+                    per_tx += (f", {counts['raw_syscalls:sys_enter']:.2f} syscalls (epoll_ctl "
+                               f"{counts.get('syscalls:sys_enter_epoll_ctl', 0):.3f}, epoll_wait "
+                               f"{counts.get('syscalls:sys_enter_epoll_wait', 0):.2f})")
+                if per_tx:
+                    per_tx += " per transaction"
                 print(f"repeat {r + 1} {name}: {t:.0f} tps, "
                       f"{c:.1f} us pooler CPU per transaction{per_tx}", flush=True)
         base_name = next(iter(configs))
