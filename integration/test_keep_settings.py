@@ -353,3 +353,78 @@ def test_pgjdbc_connections_beyond_the_pool_log_in_and_keep_settings(make_pooler
     leaks = admin(pooler, "SHOW LEAKS")
     assert "set|extra_float_digits|definite|keep" in leaks, leaks
     assert "set|search_path|definite|keep" in leaks, leaks
+
+
+# Plain SETs whose value the pool knows (pooler/session_state/set_literal.h): as SHOW answers on
+# a direct connection, on both servers; anything else is read back.
+KNOWN_SETS = [
+    ("work_mem", "'64MB'"), ("work_mem", "65536"), ("work_mem", "'65536kB'"),
+    ("maintenance_work_mem", "'1GB'"), ("statement_timeout", "'7s'"),
+    ("statement_timeout", "90000"), ("lock_timeout", "'1min'"), ("enable_seqscan", "OFF"),
+    ("enable_seqscan", "'false'"), ("client_min_messages", "'WARNING'"),
+    ("random_page_cost", "1.10"), ("synchronous_commit", "Local"), ("jit", "0"),
+]
+
+
+def read_backs(pg, name: str) -> int:
+    with open(pg.logfile, errors="replace") as f:
+        return f.read().count(f"pg_catalog.current_setting('{name}', true)")
+
+
+@contextlib.contextmanager
+def statements_logged(pg):
+    """The app role's sessions log every statement (its servers log in after this)."""
+    pg.psql("ALTER ROLE app SET log_statement = 'all'")
+    try:
+        yield
+    finally:
+        pg.psql("ALTER ROLE app RESET log_statement")
+
+
+def test_plain_sets_are_read_back_once_per_pool_and_show_as_postgresql(pg, make_pooler):
+    with statements_logged(pg):
+        pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
+        with pg.connect(user="app", db="app") as direct, \
+                noise(pooler), client(pooler) as a:
+            for name, value in KNOWN_SETS:
+                direct.execute(f"SET {name} = {value}")
+                expected = direct.execute(f"SHOW {name}").fetchone()[0]
+                before = read_backs(pg, name)
+                for _ in range(4):
+                    a.execute(f"SET {name} = {value}")
+                    got = settings_over_transactions(a, name, 4)[0]
+                    assert got == {expected}, f"SET {name} = {value}"
+                # Once, the first time the pool saw the statement: then it knew.
+                assert read_backs(pg, name) - before <= 1, f"SET {name} = {value}"
+            # Strings are read back every time (search_path quotes a literal as one name). A SET
+            # that arrives while the last one is read back is read with the next: 2 or more.
+            before = read_backs(pg, "search_path")
+            for _ in range(4):
+                a.execute("SET search_path = 'pg_catalog, public'")
+            assert read_backs(pg, "search_path") - before >= 2
+            assert settings_over_transactions(a, "search_path", 4)[0] == {'"pg_catalog, public"'}
+
+
+def test_a_known_set_that_did_not_commit_alone_is_read_back(pg, make_pooler):
+    pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
+    with noise(pooler), client(pooler) as a:
+        a.execute("SET work_mem = '64MB'")  # learned
+        a.execute("RESET work_mem")
+        # Sent behind a BEGIN, in one batch: the ROLLBACK undoes it.
+        with pooler.raw() as raw:
+            raw.sendall(b"".join(b"Q" + (len(q) + 5).to_bytes(4, "big") + q + b"\0" for q in
+                                 (b"SET work_mem = '1MB'", b"BEGIN", b"SET work_mem = '64MB'",
+                                  b"ROLLBACK")))
+            statuses = [raw.read_result()[2] for _ in range(4)]
+            assert statuses == ["I", "T", "T", "I"]
+            assert raw.scalar("SHOW work_mem") == "1MB"
+        # A known SET followed by an error, and by another statement that changes it.
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            a.execute("SET work_mem = '64MB'; SELECT 1/0")
+        assert settings_over_transactions(a, "work_mem", 6)[0] == {"4MB"}
+        a.execute("SET work_mem = '64MB'")
+        a.execute("SELECT set_config('work_mem', '2MB', false)")
+        assert settings_over_transactions(a, "work_mem", 6)[0] == {"2MB"}
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            a.execute("SET work_mem = 'lots'")
+        assert settings_over_transactions(a, "work_mem", 6)[0] == {"2MB"}

@@ -25,6 +25,7 @@
 #include "pooler/core/shared_limits.h"
 #include "pooler/core/stats.h"
 #include "pooler/session_state/params.h"
+#include "pooler/session_state/set_literal.h"
 
 namespace pgsluice {
 
@@ -48,6 +49,8 @@ class Pool {
   [[nodiscard]] int pool_size() const { return pool_size_; }
   [[nodiscard]] Worker& worker() { return worker_; }
   PoolCounters& counters() { return stats_.totals; }
+  // What the servers showed after plain SETs (set_literal.h), for `keep`.
+  [[nodiscard]] SetValueCache& set_values() { return set_values_; }
   PoolStats& stats() { return stats_; }
   [[nodiscard]] const PoolStats& stats() const { return stats_; }
 
@@ -265,6 +268,7 @@ class Pool {
   PoolMode mode_;
   int pool_size_;
   PoolStats stats_;
+  SetValueCache set_values_;
   bool paused_ = false;
   bool close_on_release_ = false;   // PAUSE (not SUSPEND): servers close when released
   bool removed_ = false;            // the database is gone from the configuration: drain

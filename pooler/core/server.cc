@@ -359,6 +359,8 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       replies_.on_client_reply(message);
       return Reply::forward;
     case be::kErrorResponse:
+      // A SET that failed, or a statement after it: what the SETs gave is read back.
+      kept_.forget_literals();
       if (rename_sql_error(message)) return Reply::replace;
       return strip_refusal_context(message) ? Reply::replace : Reply::forward;
     case be::kCommandComplete:

@@ -104,8 +104,14 @@ class Server final : public ChannelOwner {
   }
   SessionVerifier& verifier() { return verifier_; }
   // `keep` (kept_settings.h): a setting the linked client changed, read back from the server
-  // once the transaction has ended, before the server is released.
-  void keep_setting(const protocol::SessionStateFinding& finding) { kept_.note(finding); }
+  // once the transaction has ended, before the server is released; `literal`: the value of a
+  // plain SET that commits alone (set_literal.h), whose read-back the pool may know already.
+  void keep_setting(const protocol::SessionStateFinding& finding,
+                    std::optional<std::string> literal = std::nullopt) {
+    kept_.note(finding, std::move(literal));
+  }
+  // A statement the checks flag is about to run: what the noted SETs gave may change.
+  void forget_kept_literals() { kept_.forget_literals(); }
   void keep_settings_discarded() { kept_.note_reset_all(/*discard_all=*/true); }
   // `relay` (listen_channels.h): a LISTEN, UNLISTEN or DISCARD ALL of the linked client's
   // statement about to be forwarded; its channels are read back at the end of the transaction,
@@ -142,6 +148,13 @@ class Server final : public ChannelOwner {
   void defer_call(OwnedFindingEvent call) { deferred_calls_.push_back(std::move(call)); }
   [[nodiscard]] bool owes_nothing() const {
     return !replies_.request_open() && replies_.pending().empty() && passthrough_remaining_ == 0;
+  }
+  // Nothing the client sent is unanswered (the pooler's own queries, such as the link's
+  // parameter sync, may be: they never leave a transaction open).
+  [[nodiscard]] bool owes_client_nothing() const {
+    return replies_.client_ready_owed() == 0 && !replies_.extended_open() &&
+           replies_.copy() == ReplyQueue::Copy::none && replies_.pending().empty() &&
+           passthrough_remaining_ == 0;
   }
 
   // Called by the linked client for every message it forwards here. With prepared statement
@@ -333,6 +346,7 @@ class Server final : public ChannelOwner {
   // At a transaction boundary with settings noted under `keep`: the query that reads them back
   // is sent, and the server stays linked until its answer (false: nothing to read).
   bool read_back_kept_settings();
+  [[nodiscard]] std::string_view server_version() const;  // as reported, or empty
   void finish_kept_settings();
   // At the ReadyForQuery 'I' that ends a transaction that touched LISTEN (server_relay.cc): the
   // read-back is sent and the ReadyForQuery held; with the answer both go to the client, which

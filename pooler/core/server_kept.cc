@@ -8,7 +8,17 @@
 
 namespace pgsluice {
 
+std::string_view Server::server_version() const {
+  const std::string* version = tracked_.get("server_version");
+  return version != nullptr ? std::string_view(*version) : std::string_view();
+}
+
 bool Server::read_back_kept_settings() {
+  ParameterSet scratch;  // the client left meanwhile: only the server's side matters
+  if (kept_.settle_known(pool_->set_values(), server_version(),
+                         client_ != nullptr ? client_->session_settings() : scratch, extras_)) {
+    return false;
+  }
   const ParameterSet none;
   std::string query =
       kept_.begin_query(client_ != nullptr ? client_->session_settings() : none, extras_);
@@ -27,7 +37,8 @@ void Server::finish_kept_settings() {
   const ParameterSet none;
   const bool answered =
       kept_.finish(client_ != nullptr ? client_->startup_extras() : none, pool_->credentials().user,
-                   client_ != nullptr ? client_->session_settings() : scratch, extras_);
+                   client_ != nullptr ? client_->session_settings() : scratch, extras_,
+                   &pool_->set_values(), server_version());
   if (!answered) {
     // What the server now has is unknown: it must not serve anyone else.
     spdlog::warn("{} could not read back the settings its client kept; closing at release",

@@ -19,6 +19,7 @@
 #include "pooler/core/stats.h"
 #include "pooler/core/worker.h"
 #include "pooler/session_state/params.h"
+#include "pooler/session_state/set_literal.h"
 #include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
@@ -196,15 +197,34 @@ SessionAction keep_or_pin(SessionAction action, const pp::SessionStateFinding& f
   return renamable && sql_prepare_renamable(verdict) ? action : SessionAction::pin;
 }
 
+// What a kept SET gives its setting, when the pool may know its read-back already
+// (set_literal.h): a plain SET, alone in a Query, sent to a server that is idle and owes the
+// client nothing (so that nothing before it, a BEGIN say, can roll it back).
+std::optional<std::string> committed_set_literal(const Server& server,
+                                                 const pp::Classification& verdict,
+                                                 const pp::SessionStateFinding& f,
+                                                 std::string_view sql, bool is_query) {
+  if (!is_query || verdict.source != pp::VerdictSource::parser || verdict.statements != 1 ||
+      f.kind != pp::SessionStateKind::set || f.effect != pp::SessionStateEffect::acquire ||
+      f.certainty != pp::Certainty::definite || f.lexer_only || !server.owes_client_nothing() ||
+      server.transaction_status() != pp::TransactionStatus::idle ||
+      !is_deterministic_setting(f.detail)) {
+    return std::nullopt;
+  }
+  return simple_set_literal(statement_text(sql, f.span), f.detail);
+}
+
 // The checks of one statement text: `record` at its Query or Parse (the findings are counted
 // and logged once per message), not at the Binds that execute a prepared statement again.
-// `flagged`: what the prefilter said of `sql`.
+// `flagged`: what the prefilter said of `sql`. A flagged statement, whatever it is, may change
+// what a kept SET before it gave (a function, RESET, another SET): their literals are forgotten.
 SessionCheckResult check_sql(Worker& worker, const Client& client, Server& server,
                              const SessionPolicy& policy, std::string_view sql, bool flagged,
                              bool record, bool is_query, bool renamable, std::string& message_out,
                              std::string& hint_out) {
   // The common case ends here, without allocating.
   if (!flagged) return SessionCheckResult::forward;
+  server.forget_kept_literals();
   const pp::Classification& verdict = worker.classifier().classify(sql);
   if (verdict.empty()) return SessionCheckResult::forward;
 
@@ -259,7 +279,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
         server.mark_dirty(f);
         break;
       case SessionAction::keep:  // a prepare finding: none (renamed: client_sql_prepare.cc)
-        server.keep_setting(f);
+        server.keep_setting(f, committed_set_literal(server, verdict, f, sql, is_query));
         break;
       case SessionAction::relay:
         server.relay_listen(f);

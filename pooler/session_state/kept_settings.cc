@@ -17,26 +17,32 @@ bool reset_all_skips(std::string_view name) {
 
 }  // namespace
 
-void SettingsCapture::Notes::add(std::string_view name, bool released) {
+void SettingsCapture::Notes::add(std::string_view name, bool released,
+                                 std::optional<std::string> literal) {
   // Reported parameters come back by ParameterStatus, whatever the transaction's outcome.
   if (name.empty() || !tracked_parameter_name(name).empty()) return;
   for (Item& item : items) {
     if (iequals(item.name, name)) {
       item.released = released;
+      item.literal = std::move(literal);
       return;
     }
   }
-  items.push_back(Item{.name = ascii_lower(name), .released = released});
+  items.push_back(
+      Item{.name = ascii_lower(name), .released = released, .literal = std::move(literal)});
 }
 
-void SettingsCapture::note(const pp::SessionStateFinding& finding) {
+void SettingsCapture::note(const pp::SessionStateFinding& finding,
+                           std::optional<std::string> literal) {
   switch (finding.kind) {
     case pp::SessionStateKind::set:
       if (finding.detail == "all" && finding.effect == pp::SessionStateEffect::release) {
         note_reset_all(false);
         return;
       }
-      [[fallthrough]];
+      pending_.add(finding.detail, finding.effect == pp::SessionStateEffect::release,
+                   std::move(literal));
+      return;
     case pp::SessionStateKind::set_config:
     case pp::SessionStateKind::role:
       pending_.add(finding.detail, finding.effect == pp::SessionStateEffect::release);
@@ -44,6 +50,30 @@ void SettingsCapture::note(const pp::SessionStateFinding& finding) {
     default:
       return;
   }
+}
+
+void SettingsCapture::forget_literals() {
+  for (Notes* notes : {&pending_, &reading_}) {
+    for (Item& item : notes->items) item.literal.reset();
+  }
+}
+
+bool SettingsCapture::settle_known(const SetValueCache& known, std::string_view version,
+                                   ParameterSet& client_settings, ParameterSet& server_applied) {
+  if (awaiting_ || !pending_.any() || pending_.all || pending_.discard_all) return false;
+  for (const Item& item : pending_.items) {
+    if (item.released || !item.literal || !known.find(version, item.name, *item.literal)) {
+      return false;
+    }
+  }
+  // As finish() takes a set's value: the client's and the server's, whatever it is.
+  for (const Item& item : pending_.items) {
+    const std::string& value = *known.find(version, item.name, *item.literal);
+    client_settings.set(item.name, value);
+    server_applied.set(item.name, value);
+  }
+  pending_ = Notes();
+  return true;
 }
 
 void SettingsCapture::note_reset_all(bool discard_all) {
@@ -122,7 +152,8 @@ void SettingsCapture::on_row(std::string_view data_row_body) {
 }
 
 bool SettingsCapture::finish(const ParameterSet& startup, const std::string& login_user,
-                             ParameterSet& client_settings, ParameterSet& server_applied) {
+                             ParameterSet& client_settings, ParameterSet& server_applied,
+                             SetValueCache* learned, std::string_view version) {
   const bool answered = row_.has_value();
   if (answered) {
     const size_t n = reading_.items.size();
@@ -133,6 +164,9 @@ bool SettingsCapture::finish(const ParameterSet& startup, const std::string& log
         client_settings.erase(item.name);
         server_applied.erase(item.name);
         continue;
+      }
+      if (learned != nullptr && item.literal && !item.released) {
+        learned->learn(version, item.name, *item.literal, *value);
       }
       // Whether the server is at its own default for the name. A reset whose value is not what
       // the pooler had applied stuck (a rolled-back or failed one leaves that value); with

@@ -115,6 +115,95 @@ TEST(KeptSettings, ASetThatWasRolledBackLeavesWhatWasThere) {
   EXPECT_EQ(*s.server.get("search_path"), "app");
 }
 
+// A plain SET's literal (set_literal.h): read back the first time, then known for the pool.
+TEST(KeptSettings, ALiteralIsReadBackOnceThenKnown) {
+  SetValueCache known;
+  Sides s;
+  SettingsCapture c;
+  c.note(set("work_mem"), "65536");
+  EXPECT_FALSE(c.settle_known(known, "15.18", s.client, s.server));
+  EXPECT_EQ(c.begin_query(s.client, s.server),
+            "SELECT pg_catalog.current_setting('work_mem', true)");
+  c.on_row(row({"64MB"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server, &known, "15.18"));
+  ASSERT_NE(known.find("15.18", "work_mem", "65536"), nullptr);
+  EXPECT_EQ(*known.find("15.18", "work_mem", "65536"), "64MB");
+
+  // Another client, another server of the pool: the same SET needs no query, and both sides
+  // take the value the server showed, not the literal.
+  Sides t;
+  t.server.set("work_mem", "1MB");
+  SettingsCapture d;
+  d.note(set("work_mem"), "65536");
+  ASSERT_TRUE(d.settle_known(known, "15.18", t.client, t.server));
+  EXPECT_FALSE(d.any());
+  EXPECT_FALSE(d.awaiting());
+  EXPECT_EQ(*t.client.get("work_mem"), "64MB");
+  EXPECT_EQ(*t.server.get("work_mem"), "64MB");
+  // Another server version does not know it.
+  SettingsCapture e;
+  e.note(set("work_mem"), "65536");
+  EXPECT_FALSE(e.settle_known(known, "16.4", t.client, t.server));
+}
+
+TEST(KeptSettings, ALiteralIsKnownOnlyWhenEverythingNotedIs) {
+  SetValueCache known;
+  known.learn("15", "work_mem", "'64MB'", "64MB");
+  known.learn("15", "work_mem", "64MB", "64MB");
+  Sides s;
+  {
+    SettingsCapture c;  // a second setting without a literal: all is read back
+    c.note(set("work_mem"), "64MB");
+    c.note(set("search_path"));
+    EXPECT_FALSE(c.settle_known(known, "15", s.client, s.server));
+    EXPECT_NE(c.begin_query(s.client, s.server), "");
+  }
+  {
+    SettingsCapture c;  // a later RESET of it
+    c.note(set("work_mem"), "64MB");
+    c.note(reset("work_mem"));
+    EXPECT_FALSE(c.settle_known(known, "15", s.client, s.server));
+  }
+  {
+    SettingsCapture c;  // RESET ALL after it
+    c.note(set("work_mem"), "64MB");
+    c.note(reset("all"));
+    EXPECT_FALSE(c.settle_known(known, "15", s.client, s.server));
+  }
+  {
+    SettingsCapture c;  // an error or another flagged statement since
+    c.note(set("work_mem"), "64MB");
+    c.forget_literals();
+    EXPECT_FALSE(c.settle_known(known, "15", s.client, s.server));
+    c.begin_query(s.client, s.server);
+    c.on_row(row({"2MB"}));  // what a function called after it set
+    SetValueCache learned;
+    ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server, &learned, "15"));
+    EXPECT_EQ(learned.size(), 0U);
+    EXPECT_EQ(*s.client.get("work_mem"), "2MB");
+  }
+  {
+    SettingsCapture c;  // a literal noted again, after the forgetting, counts
+    c.note(set("work_mem"), "64MB");
+    c.forget_literals();
+    c.note(set("work_mem"), "64MB");
+    EXPECT_TRUE(c.settle_known(known, "15", s.client, s.server));
+  }
+}
+
+TEST(KeptSettings, NothingIsSettledWhileAReadBackIsUnderWay) {
+  // Its answer, for the same name, would come after and overwrite the newer value.
+  SetValueCache known;
+  known.learn("15", "work_mem", "64MB", "64MB");
+  Sides s;
+  SettingsCapture c;
+  c.note(set("work_mem"));
+  c.begin_query(s.client, s.server);
+  c.note(set("work_mem"), "64MB");
+  EXPECT_FALSE(c.settle_known(known, "15", s.client, s.server));
+  EXPECT_TRUE(c.any());
+}
+
 TEST(KeptSettings, ASetIsCarriedWhateverItsValue) {
   // SET work_mem = '4MB' where that is the server's default: the pooler does not know the
   // default, so both sides carry it (a next client without it costs one RESET).
