@@ -1,7 +1,7 @@
 // The findings table; see session_findings.h.
 #include "pooler/session_state/findings.h"
 
-#include <fmt/format.h>
+#include <string>
 
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/session_state.h"
@@ -18,6 +18,18 @@ uint64_t hash_text(std::string_view s) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+// The findings table's keys: the event's fields apart by \x1f, then its statement's fingerprint's
+// 8 bytes. Appended by hand into a reused buffer: every statement that leaves session state is
+// counted (a client's SET in every transaction, kept), and fmt::format with three allocations
+// was most of what a kept SET cost the pooler beyond forwarding it (docs/profile.md, 0c).
+void append_maker_key(std::string& out, const FindingEvent& e) {
+  out.clear();
+  for (std::string_view part : {e.kind, e.detail, e.database, e.user, e.application_name}) {
+    out.append(part).push_back('\x1f');
+  }
+  out.append(e.action);
 }
 }  // namespace
 
@@ -43,19 +55,22 @@ const FindingRow* SessionFindings::record(const FindingEvent& e, int64_t now, bo
     FindingRow& row = rows_[index];
     ++row.count;
     row.last_seen = now;
-    row.client_addr = std::string(e.client_addr);
+    row.client_addr.assign(e.client_addr);
     return &row;
   };
   // Why the maker's row: EXECUTE p is the PREPARE p's state at work, and a row of its own (its
   // text differs) would show one prepared statement as two findings.
-  std::string maker_key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", e.kind, e.detail,
-                                      e.database, e.user, e.application_name, e.action);
+  thread_local std::string maker_key;
+  append_maker_key(maker_key, e);
   if (e.uses_earlier_state) {
     if (auto maker = makers_.find(maker_key); maker != makers_.end()) return count(maker->second);
   }
-  std::string normalized;
+  thread_local std::string normalized;
+  normalized.clear();
   uint64_t fingerprint = e.statement.empty() ? 0 : fingerprint_of(e.statement, normalized);
-  std::string key = fmt::format("{}\x1f{:x}", maker_key, fingerprint);
+  thread_local std::string key;
+  key.assign(maker_key).push_back('\x1f');
+  key.append(reinterpret_cast<const char*>(&fingerprint), sizeof fingerprint);
   auto it = index_.find(key);
   if (it != index_.end()) {
     if (!e.uses_earlier_state) makers_[maker_key] = it->second;
@@ -75,14 +90,14 @@ const FindingRow* SessionFindings::record(const FindingEvent& e, int64_t now, bo
   row.application_name = std::string(e.application_name);
   row.client_addr = std::string(e.client_addr);
   row.source = std::string(e.source);
-  row.sample = std::move(normalized);
+  row.sample = normalized;
   row.fingerprint = fingerprint;
   row.count = 1;
   row.first_seen = row.last_seen = now;
-  index_.emplace(std::move(key), rows_.size());
+  index_.emplace(key, rows_.size());
   // A use with no maker seen (the PREPARE came before the pooler started, or on no statement
   // it saw) keeps a row of its own.
-  if (!e.uses_earlier_state) makers_[std::move(maker_key)] = rows_.size();
+  if (!e.uses_earlier_state) makers_[maker_key] = rows_.size();
   rows_.push_back(std::move(row));
   created = true;
   return &rows_.back();
