@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "pgsluice/protocol/pg_query_library.h"
 #include "pooler/auth/sources.h"
 #include "pooler/config/config.h"
 #include "pooler/core/worker.h"
@@ -147,11 +148,21 @@ bool find_account(const pgsluice::Settings& settings,
   return account.has_value();
 }
 
+// libpg_query is loaded when a statement first needs the parser, not linked: this stops pgsluice
+// at startup when it is missing, as the dynamic linker did when it was linked.
+bool parser_loadable() {
+  std::string error;
+  if (pgsluice::protocol::pg_query_library_loadable(error)) return true;
+  std::fprintf(stderr, "pgsluice: FATAL cannot load libpg_query: %s\n", error.c_str());
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
   if (options.exit_code) return *options.exit_code;
+  if (!parser_loadable()) return 1;
   const int verbosity = options.verbosity;
   const bool daemon = options.daemon;
   const auto loaded_config = load_configuration(options);

@@ -3,10 +3,9 @@
 // verdict string, and the per-thread verdict cache.
 #include "pgsluice/protocol/session_state.h"
 
-#include <pg_query.h>
-
 #include <functional>
 
+#include "pg_query_library.h"
 #include "pgsluice/protocol/sql_lexer.h"
 #include "session_state_internal.h"
 
@@ -176,7 +175,7 @@ Classification classify_sql(std::string_view sql, Prefilter prefilter) {
   // scanner (which knows nothing of the grammar) and give each piece its own chance, so that one
   // statement in newer syntax does not blind us to a plain SET beside it.
   const std::string text(sql);
-  PgQuerySplitResult split = pg_query_split_with_scanner(text.c_str());
+  PgQuerySplitResult split = pg_query_library::split_with_scanner(text.c_str());
   bool any_fallback = false;
   if (split.error == nullptr) {
     for (int i = 0; i < split.n_stmts; ++i) {
@@ -198,7 +197,7 @@ Classification classify_sql(std::string_view sql, Prefilter prefilter) {
     classify_by_lexer(sql, StatementSpan{0, sql.size()}, out);
     any_fallback = true;
   }
-  pg_query_free_split_result(split);
+  pg_query_library::free_split_result(split);
   if (any_fallback) out.source = VerdictSource::lexer_fallback;
   return out;
 }
@@ -252,16 +251,16 @@ std::string normalize_by_lexer(std::string_view sql) {
 StatementFingerprint fingerprint_sql(std::string_view sql) {
   StatementFingerprint out;
   const std::string text(sql);
-  PgQueryNormalizeResult normalized = pg_query_normalize(text.c_str());
-  PgQueryFingerprintResult fingerprint = pg_query_fingerprint(text.c_str());
+  PgQueryNormalizeResult normalized = pg_query_library::normalize(text.c_str());
+  PgQueryFingerprintResult fingerprint = pg_query_library::fingerprint(text.c_str());
   if (normalized.error == nullptr && fingerprint.error == nullptr &&
       normalized.normalized_query != nullptr) {
     out.value = fingerprint.fingerprint;
     out.normalized = normalized.normalized_query;
     out.from_parser = true;
   }
-  pg_query_free_normalize_result(normalized);
-  pg_query_free_fingerprint_result(fingerprint);
+  pg_query_library::free_normalize_result(normalized);
+  pg_query_library::free_fingerprint_result(fingerprint);
   if (!out.from_parser) {
     out.normalized = normalize_by_lexer(sql);
     out.value = fnv1a(out.normalized);

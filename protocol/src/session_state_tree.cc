@@ -1,12 +1,11 @@
 // The exact verdict: walks the JSON parse tree libpg_query prints for each statement, and the
 // PL/pgSQL tree of DO blocks, and turns the nodes that touch session state into findings.
-#include <pg_query.h>
-
 #include <algorithm>
 #include <array>
 #include <string>
 
 #include "pg_json.h"
+#include "pg_query_library.h"
 #include "pgsluice/protocol/sql_lexer.h"
 #include "session_state_internal.h"
 
@@ -496,12 +495,12 @@ void TreeWalker::do_block(const Value& s) {
   wrapper += tag;
   // (libpg_query 15-4.0.0 leaks one byte here when the body does not compile; the verdict is
   // cached, so that is one byte per distinct unparsable DO text.)
-  PgQueryPlpgsqlParseResult result = pg_query_parse_plpgsql(wrapper.c_str());
+  PgQueryPlpgsqlParseResult result = pg_query_library::parse_plpgsql(wrapper.c_str());
   std::optional<Value> tree;
   if (result.error == nullptr && result.plpgsql_funcs != nullptr) {
     tree = pg_json::parse(result.plpgsql_funcs);
   }
-  pg_query_free_plpgsql_parse_result(result);
+  pg_query_library::free_plpgsql_parse_result(result);
   if (!tree) {
     opaque("DO (body not analysed)");
     return;
@@ -554,11 +553,11 @@ void TreeWalker::plpgsql_dynamic(const Value& expr_wrapper) {
   const Value* expr = expr_wrapper.get("PLpgSQL_expr");
   if (expr == nullptr) return;
   const std::string select = "SELECT " + std::string(expr->get_string("query"));
-  PgQueryParseResult result = pg_query_parse(select.c_str());
+  PgQueryParseResult result = pg_query_library::parse(select.c_str());
   std::optional<Value> tree;
   if (result.error == nullptr && result.parse_tree != nullptr)
     tree = pg_json::parse(result.parse_tree);
-  pg_query_free_parse_result(result);
+  pg_query_library::free_parse_result(result);
 
   std::optional<std::string> text;
   if (tree) {
@@ -603,12 +602,12 @@ void TreeWalker::nested_sql(std::string_view sql, bool allow_expression) {
 
 bool classify_parsed(std::string_view sql, const Scope& scope, Classification& out) {
   const std::string text(sql);
-  PgQueryParseResult result = pg_query_parse(text.c_str());
+  PgQueryParseResult result = pg_query_library::parse(text.c_str());
   std::optional<Value> tree;
   if (result.error == nullptr && result.parse_tree != nullptr) {
     tree = pg_json::parse(result.parse_tree);
   }
-  pg_query_free_parse_result(result);
+  pg_query_library::free_parse_result(result);
   if (!tree) return false;
   const Value* stmts = tree->get("stmts");
   if (stmts == nullptr || !stmts->is_array()) return true;  // only comments or whitespace
