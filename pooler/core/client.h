@@ -7,7 +7,6 @@
 #include <uv.h>
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -353,7 +352,9 @@ class Client final : public ChannelOwner {
   ListenRelay* relay_ = nullptr;  // set at the first channel; registered with the worker then
   bool awaiting_relay_ = false;   // held_ready_ waits for on_relay_confirmed
   std::string held_ready_;
-  std::deque<std::string> relayed_;  // held while the client is in a transaction
+  // Held while the client is in a transaction. A vector, not a deque: libstdc++'s deque
+  // allocates 576 bytes when constructed, which every idle client carried (issue 17).
+  std::vector<std::string> relayed_;
   size_t relayed_bytes_ = 0;
   std::unique_ptr<ConsoleSession> admin_;
 };

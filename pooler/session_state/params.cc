@@ -50,6 +50,11 @@ void ParameterSet::set(std::string_view name, std::string_view value) {
 void ParameterSet::repack() const {
   packed_stale_ = false;
   packed_.clear();
+  // Sized once: every client keeps one of these, and growing it by doubling left the smaller
+  // strings freed between long-lived objects (heap that an idle pooler cannot give back).
+  size_t size = 0;
+  for (const auto& [name, value] : items_) size += name.size() + value.size() + 2;
+  packed_.reserve(size);
   for (const auto& [name, value] : items_) {
     packed_.append(name).push_back('\0');
     packed_.append(value).push_back('\0');
