@@ -8,8 +8,10 @@ clients (more of them at once than the pool has servers) are served at once."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -273,12 +275,15 @@ class BlackHole:
 
 
 def test_server_never_answers(make_pooler):
+    """A server that accepts TCP and never answers: each login ends at server_connect_timeout,
+    and the clients wait for the next attempt (PgBouncer 1.25: a connection that could not be
+    made does not fail the waiting clients) until query_wait_timeout, which tells them why."""
     hole = BlackHole()
     try:
         pooler = make_pooler(
             databases={"app": f"host=127.0.0.1 port={hole.port} dbname=app"},
             default_pool_size=POOL_SIZE, server_connect_timeout=1, server_login_retry=2,
-            query_wait_timeout=30)
+            query_wait_timeout=3)
         results: list[tuple[float, str]] = []
         lock = threading.Lock()
 
@@ -295,20 +300,22 @@ def test_server_never_answers(make_pooler):
             with lock:
                 results.append((time.monotonic() - t0, outcome))
 
-        # Three waves of 20 clients: while the first waits, during the retry pause, and after it.
+        # Three waves of 20 clients: while the first login is on its way, during the retry
+        # pause, and after it.
+        threads = []
         for wave in range(3):
-            threads = [threading.Thread(target=client) for _ in range(20)]
-            for t in threads:
+            threads += [threading.Thread(target=client) for _ in range(20)]
+            for t in threads[-20:]:
                 t.start()
-            for t in threads:
-                t.join(60)
-            time.sleep(1.5 if wave == 0 else 0.2)
+            time.sleep(1.5)
+        for t in threads:
+            t.join(60)
         assert len(results) == 60
         for elapsed, outcome in results:
-            assert outcome.startswith("08006"), outcome
-            assert "server_connect_timeout" in outcome or "server_login_retry" in outcome or \
-                "server login failed" in outcome, outcome
-            assert elapsed < 10, (elapsed, outcome)
+            assert outcome.startswith("57014: query_wait_timeout (the last server login failed: "
+                                      "server_connect_timeout"), outcome
+            # Each waited its query_wait_timeout (janitor rounds of 200 ms), no longer.
+            assert 2.8 < elapsed < 5, (elapsed, outcome)
         # No pile-up: one login attempt at a time, and each given up.
         assert hole.accepted <= 3 * POOL_SIZE, hole.accepted
         deadline = time.monotonic() + 10
@@ -321,40 +328,143 @@ def test_server_never_answers(make_pooler):
         hole.close()
 
 
-# --------------------------------------------------------------------------------------------
-# a network stall between pgsluice and PostgreSQL
-
-
 def test_login_retry_is_one_pools_on_every_worker(pg, make_pooler):
-    """server_login_retry holds back the pool, not one worker's share of it: after a failed
-    login every worker refuses clients with the retry error (PgBouncer's fast fail), and once
-    PostgreSQL is reachable and the pause is over, one login frees every worker's clients."""
+    """server_login_retry holds back the pool, not one worker's share of it: after a login that
+    could not connect, the clients of every worker wait (PgBouncer 1.25 keeps them queued), no
+    worker tries again before the pause is over, and once PostgreSQL is reachable one login
+    frees every worker's clients."""
     port = harness.free_port()  # nothing listens there yet: logins are refused
     pooler = make_pooler(databases={"app": f"host=127.0.0.1 port={port} dbname=app"},
-                         workers=2, default_pool_size=POOL_SIZE, server_login_retry=2)
+                         workers=2, default_pool_size=POOL_SIZE, server_login_retry=3,
+                         query_wait_timeout=20)
+    outcomes: list[tuple[float, str]] = []
+    lock = threading.Lock()
+    started = time.monotonic()
 
-    def outcome() -> str:
+    def client() -> None:
         try:
-            with pooler.raw(timeout=10) as c:
-                return "ok" if c.scalar("SELECT 1") == "1" else "wrong answer"
+            with pooler.raw(timeout=30) as c:
+                outcome = "ok" if c.scalar("SELECT 1") == "1" else "wrong answer"
         except harness.PgError as e:
-            return f"{e.sqlstate}: {e.message}"
+            outcome = f"{e.sqlstate}: {e.message}"
+        with lock:
+            outcomes.append((time.monotonic() - started, outcome))
 
-    first = outcome()
+    # Connections go to the workers in turn: these six reach both.
+    threads = [threading.Thread(target=client) for _ in range(6)]
+    for t in threads:
+        t.start()
+    assert pooler.wait_for_log(r"login failed: could not connect to server"), pooler.log()
     failed_at = time.monotonic()
-    assert first.startswith("08006: server login failed"), first
-    # Connections go to the workers in turn: these four reach both.
-    later = [outcome() for _ in range(4)]
-    assert all(o.startswith("08006") and "server_login_retry" in o and "refused" in o
-               for o in later), later
     proxy = StallProxy(pg.port, listen_port=port)
     try:
-        time.sleep(max(0.0, failed_at + 2.3 - time.monotonic()))
-        served = [outcome() for _ in range(6)]
-        assert served == ["ok"] * 6, (served, pooler.log()[-3000:])
+        for t in threads:
+            t.join(30)
+        assert [o for _, o in outcomes] == ["ok"] * 6, (outcomes, pooler.log()[-3000:])
+        # Served by the attempt after the pause, not before it: the first failure held back
+        # both workers, and the clients were neither failed nor served meanwhile.
+        assert all(at > failed_at - started + 2.5 for at, _ in outcomes), outcomes
+        # One failed attempt in all (its warning line; the server's closing line says it too).
+        failures = re.findall(r"\d login failed: could not connect to server", pooler.log())
+        assert len(failures) == 1, pooler.log()[-3000:]
     finally:
         proxy.close()
     assert pooler.alive()
+
+
+class SlowRefusal:
+    """A server that answers every login, after `delay` seconds, with PostgreSQL's FATAL 28P01
+    (what a wrong password in the [databases] line gets); counts the logins."""
+
+    def __init__(self, delay: float):
+        self.delay = delay
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind((harness.HOST, 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.logins = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10)
+            try:
+                while True:
+                    length = struct.unpack("!i", conn.recv(4, socket.MSG_WAITALL))[0]
+                    body = conn.recv(length - 4, socket.MSG_WAITALL)
+                    if body[:4] != struct.pack("!i", 80877103):
+                        break
+                    conn.sendall(b"N")  # SSLRequest: no TLS here
+                self.logins += 1
+                time.sleep(self.delay)
+                fields = b"".join(k + v.encode() + b"\0" for k, v in [
+                    (b"S", "FATAL"), (b"V", "FATAL"), (b"C", "28P01"),
+                    (b"M", 'password authentication failed for user "app"')]) + b"\0"
+                conn.sendall(b"E" + struct.pack("!i", len(fields) + 4) + fields)
+            except (OSError, struct.error):
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+        self._thread.join(5)
+
+
+def test_refused_login_fails_the_clients_waiting_on_every_worker(make_pooler):
+    """PostgreSQL refusing the login (28P01 here) is an answer the next login would get too: the
+    clients waiting for it on every worker hear it at once (PgBouncer's kill_pool_logins), not
+    at a timeout. A client that comes after it waits for the next attempt (server_login_retry)
+    and hears that one's answer."""
+    server = SlowRefusal(delay=1.0)
+    try:
+        pooler = make_pooler(databases={"app": f"host=127.0.0.1 port={server.port} dbname=app"},
+                             workers=2, server_login_retry=3, query_wait_timeout=30)
+        outcomes: list[tuple[float, str]] = []
+        lock = threading.Lock()
+        started = time.monotonic()
+
+        def client() -> None:
+            try:
+                with pooler.raw(timeout=30) as c:
+                    outcome = "ok" if c.scalar("SELECT 1") == "1" else "wrong answer"
+            except harness.PgError as e:
+                outcome = f"{e.sqlstate}: {e.message}"
+            with lock:
+                outcomes.append((time.monotonic() - started, outcome))
+
+        # Six clients on both workers, all waiting before the login's answer comes (1 s).
+        first = [threading.Thread(target=client) for _ in range(6)]
+        for t in first:
+            t.start()
+        for t in first:
+            t.join(30)
+        refused = '08006: server login failed: password authentication failed for user "app"'
+        assert [o for _, o in outcomes] == [refused] * 6, outcomes
+        assert all(at < 2.5 for at, _ in outcomes), outcomes
+        assert server.logins == 1
+        # During the retry pause: this one waits for the next attempt (3 s after the first).
+        late = threading.Thread(target=client)
+        late.start()
+        late.join(30)
+        at, outcome = outcomes[-1]
+        assert outcome == refused, outcomes
+        assert at > 4.0, outcomes  # the first answer at ~1 s, the retry at ~4 s, its answer ~5 s
+        assert server.logins == 2
+        assert pooler.alive()
+    finally:
+        server.close()
+
+
+# --------------------------------------------------------------------------------------------
+# a network stall between pgsluice and PostgreSQL
 
 
 class StallProxy:

@@ -208,12 +208,51 @@ def test_server_verify_full_and_wrong_ca(pg, make_pooler):
     rc, out, err = ok.psql(SSL_OF_BACKEND)
     assert rc == 0, err
     assert out.strip() == "t"
-    bad = make_pooler(server_tls_sslmode="verify-ca", server_tls_ca_file=pg.tls.other_ca_cert)
+    # A handshake that fails is a connection that could not be made: as in PgBouncer the client
+    # waits for the next attempt, and its wait ends (query_wait_timeout) with the reason.
+    bad = make_pooler(server_tls_sslmode="verify-ca", server_tls_ca_file=pg.tls.other_ca_cert,
+                      query_wait_timeout=2)
     rc, _, err = bad.psql("SELECT 1")
     assert rc != 0
+    assert "query_wait_timeout (the last server login failed: " in err, err
     assert "certificate verify failed" in err, err
     # (A name the certificate does not carry is refused under verify-full: unit-tested in
     # tls_session_test.cc, as this host has no second name for 127.0.0.1.)
+
+
+def test_changing_server_tls_settings_replaces_the_servers(pg, make_pooler):
+    """SET (or RELOAD) of a server TLS setting: the servers that logged in under the old settings
+    are replaced (PgBouncer closes them too: old, perhaps weaker settings would otherwise live on
+    in the pool), and a login that failed under the old settings no longer holds the clients back
+    for server_login_retry. A setting that leaves the servers' TLS alone closes nothing."""
+    import psycopg
+    p = make_pooler(server_tls_sslmode="disable", admin_users="app", server_login_retry=30,
+                    query_wait_timeout=2, workers=1)
+    with psycopg.connect(p.dsn(db="pgsluice"), autocommit=True) as admin, \
+            psycopg.connect(p.dsn(), autocommit=True) as c:
+        pid, ssl = c.execute(SSL_OF_BACKEND.replace("ssl", "pid, ssl", 1)).fetchone()
+        assert ssl is False
+        admin.execute("SET server_tls_ca_file = %s" % repr(pg.tls.other_ca_cert))  # TLS still off
+        admin.execute("SET query_timeout = 0")
+        assert c.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+        admin.execute("SET server_tls_sslmode = 'require'")
+        assert p.wait_for_log(r"S-\d+ app@app \S+ closing: database configuration changed: "
+                              r"server TLS settings"), p.log()[-2000:]
+        new_pid, ssl = c.execute(SSL_OF_BACKEND.replace("ssl", "pid, ssl", 1)).fetchone()
+        assert ssl is True and new_pid != pid
+        # Now a CA that did not sign PostgreSQL's certificate: the next login fails.
+        admin.execute("SET server_tls_sslmode = 'verify-ca'")
+        with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+            c.execute("SELECT 1")
+    # A client that comes within server_login_retry is refused with the cached error...
+    with pytest.raises(psycopg.OperationalError, match="server login has been failing"):
+        with psycopg.connect(p.dsn(), autocommit=True) as c:
+            c.execute("SELECT 1")
+    # ...until the settings change: the next login is tried at once, and succeeds.
+    with psycopg.connect(p.dsn(db="pgsluice"), autocommit=True) as admin:
+        admin.execute("SET server_tls_ca_file = %s" % repr(pg.tls.ca_cert))
+    with psycopg.connect(p.dsn(), autocommit=True) as c:
+        assert c.execute(SSL_OF_BACKEND).fetchone()[0] is True
 
 
 def test_server_client_certificate(pg, make_pooler):
@@ -270,10 +309,13 @@ SSL_REQUEST = struct.pack("!ii", 8, 80877103)
 def test_server_declining_tls_under_require_is_a_login_error(make_pooler, mode):
     fake = FakeServer(b"N")
     try:
+        # No connection to be had under this mode: the client waits for the next attempt, and
+        # its wait's end says why.
         p = make_pooler(databases={"app": f"host=127.0.0.1 port={fake.port} dbname=app"},
-                        server_tls_sslmode=mode)
+                        server_tls_sslmode=mode, query_wait_timeout=2)
         rc, _, err = p.psql("SELECT 1")
         assert rc != 0
+        assert "query_wait_timeout" in err, err
         assert f"server does not support SSL, but server_tls_sslmode = {mode}" in err, err
     finally:
         fake.close()
@@ -284,7 +326,8 @@ def test_server_declining_tls_under_prefer_goes_on_in_plaintext(make_pooler):
     fake = FakeServer(b"N")
     try:
         p = make_pooler(databases={"app": f"host=127.0.0.1 port={fake.port} dbname=app"},
-                        server_tls_sslmode="prefer", server_connect_timeout="2")
+                        server_tls_sslmode="prefer", server_connect_timeout="2",
+                        query_wait_timeout="3")
         p.psql("SELECT 1", timeout=30)
     finally:
         fake.close()

@@ -394,4 +394,11 @@ ConfigLoadResult load_config_file(const std::string& path) {
   return Loader(path).run(std::move(text));
 }
 
+bool server_tls_changed(const Settings& was, const Settings& now) {
+  if (was.server_tls.sslmode == SslMode::disable && now.server_tls.sslmode == SslMode::disable) {
+    return false;
+  }
+  return was.server_tls != now.server_tls || was.server_tls_direct != now.server_tls_direct;
+}
+
 }  // namespace pgsluice

@@ -133,6 +133,8 @@ struct TlsSettings {
   // client_tls_dheparams (the accept side only): auto offers the DHE key exchange of TLS 1.2
   // with OpenSSL's parameters (2048 bits and up), none does not.
   std::string dheparams = "auto";
+
+  friend bool operator==(const TlsSettings&, const TlsSettings&) = default;
 };
 
 struct Settings {
@@ -354,5 +356,9 @@ ConfigLoadResult load_config_string(const std::string& text, const std::string& 
 // One main-section `key = value`, parsed and checked as in the file (the admin console's SET).
 // Returns an error message, empty on success; "unknown setting" for a key that is not one.
 std::string apply_setting(Settings& settings, std::string_view key, std::string_view value);
+
+// Whether servers logged in under `was` would log in differently under `now` (server_tls_*,
+// server_tls_sslnegotiation): not when TLS towards the servers is off in both (PgBouncer's rule).
+bool server_tls_changed(const Settings& was, const Settings& now);
 
 }  // namespace pgsluice

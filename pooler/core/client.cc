@@ -420,6 +420,7 @@ void Client::auth_succeeded() {
                    session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
   set_state(State::welcome_wait);
   channel_.stop_reading();
+  wait_started_ms_ = worker_.now_ms();  // query_wait_timeout, and which login failure it hears
   pool_->request_welcome(*this);
 }
 

@@ -5,6 +5,7 @@
 
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/worker.h"
@@ -45,10 +46,16 @@ bool Pool::login_retry_blocked(uint64_t now_ms) const {
   return now_ms < failed + retry;
 }
 
+std::string Pool::login_failure_note() const {
+  // Why the wait was long, for the client whose wait ends: the pool's last login failed (a
+  // failure the waiting clients were not told of, as a connection that could not be made).
+  if (SharedLimits::login_failed_ms(limit_slots_) == 0) return {};
+  return fmt::format(" (the last server login failed: {})",
+                     SharedLimits::login_error(limit_slots_));
+}
+
 bool Pool::no_logged_in_server() const {
-  return server_count() == login_.size() &&
-         SharedLimits::others_logged_in(limit_slots_, worker_.index(),
-                                        static_cast<int>(login_.size())) == 0;
+  return SharedLimits::logged_in(limit_slots_) == 0;
 }
 
 bool Pool::refuse_while_login_blocked(Client& client) {
@@ -60,16 +67,21 @@ bool Pool::refuse_while_login_blocked(Client& client) {
   return true;
 }
 
-void Pool::fail_waiters_after_login_failure(std::string_view message) {
-  // The close line has the server's words, as PgBouncer's (`closing because: <message>`).
-  std::string text = fmt::format("server login failed: {}", message);
-  while (Client* client = welcome_waiting_.pop_front()) {
-    client->fail(sqlstate::kConnectionFailure, text, message);
-  }
-  while (Client* client = waiting_.pop_front()) {
-    client->fail(sqlstate::kConnectionFailure, text, message);
+void Pool::fail_waiters_after_login_failure(std::string_view message, uint64_t failed_ms) {
+  // Only the clients that were waiting when the login failed: a later one waits for the next
+  // attempt (server_login_retry), as in PgBouncer, where it is not on the list the error empties.
+  std::vector<Client*> failed;
+  for (ClientList* list : {&welcome_waiting_, &waiting_}) {
+    list->for_each([&](Client& client) {
+      if (client.wait_started_ms() > failed_ms) return;
+      list->remove(client);
+      failed.push_back(&client);
+    });
   }
   publish_wait();
+  // Off the lists first: failing a client may start work that walks them.
+  std::string text = fmt::format("server login failed: {}", message);
+  for (Client* client : failed) client->fail(sqlstate::kConnectionFailure, text, message);
   fail_pooler_waiters();
 }
 
@@ -122,7 +134,9 @@ void Pool::request_welcome(Client& client) {
     client.on_welcome(welcome_params_);
     return;
   }
-  if (refuse_while_login_blocked(client)) return;
+  // No fast fail here (PgBouncer's neither): a client not yet greeted waits for the next login
+  // attempt, up to query_wait_timeout / client_login_timeout, and hears a login refused by
+  // PostgreSQL (fail_waiters_after_login_failure).
   welcome_waiting_.push_back(client);
   if (!paused_) launch_for_waiters();
 }
@@ -244,7 +258,7 @@ void Pool::post_to_shares(uint64_t workers, void (*fn)(Pool&)) {
   });
 }
 
-void Pool::on_server_login_failed(Server& server, std::string_view message) {
+void Pool::on_server_login_failed(Server& server, std::string_view code, std::string_view message) {
   const uint64_t now = worker_.now_ms();
   if (hosts_.size() > 1) {
     // libpq's way with a host list: this host is skipped (for server_login_retry) and the next
@@ -262,10 +276,29 @@ void Pool::on_server_login_failed(Server& server, std::string_view message) {
   }
   SharedLimits::login_failed(limit_slots_, now, message);
   server.close(message);  // after the "server login failed" line
-  // Nobody can be served while no server can log in: tell the waiting clients now rather than
-  // let them hang until their timeout. (The other workers' waiting clients are told when the
-  // login's end wakes them: launch_for_waiters.)
-  if (server_count() == 0 && no_logged_in_server()) fail_waiters_after_login_failure(message);
+  if (!refuses_waiters(code)) return;
+  // PostgreSQL refused the login (a wrong password, no such database, pg_hba.conf) or the
+  // pooler could not answer it: the waiting clients would get the same answer, so they hear it
+  // now (PgBouncer's kill_pool_logins), unless a logged-in server of the pool still serves.
+  if (server_count() != 0 || !no_logged_in_server()) return;
+  fail_waiters_after_login_failure(message, now);
+  // The other workers' shares: their clients waiting since before this failure hear it too.
+  std::string text(message);
+  const LimitSlots slots = limit_slots_;
+  worker_.group().for_each_worker([&](Worker& w) {
+    if (&w == &worker_) return;
+    w.post([&w, slots, text, now] {
+      if (Pool* share = w.find_pool(slots)) share->fail_waiters_after_login_failure(text, now);
+    });
+  });
+}
+
+bool Pool::refuses_waiters(std::string_view code) {
+  // A connection that could not be made (refused, timed out, TLS failed, closed during the
+  // login) or a PostgreSQL that is starting up or shutting down (57P03) says nothing about the
+  // next attempt: the clients keep waiting for it, after server_login_retry (PgBouncer's
+  // rule). Every other failure is an answer to this login that the next would get too.
+  return code != sqlstate::kConnectionFailure && code != sqlstate::kCannotConnectNow;
 }
 
 Pool::ServerList* Pool::list_for(Server::State state) {
@@ -294,6 +327,24 @@ namespace {
 bool logging_in(Server::State s) {
   return s == Server::State::connecting || s == Server::State::login;
 }
+// A server past its login that serves the pool's clients (no_logged_in_server); a moving one
+// is on its way to another worker's share and still counts.
+bool logged_in(Server::State s) {
+  switch (s) {
+    case Server::State::idle:
+    case Server::State::active:
+    case Server::State::resetting:
+    case Server::State::replicating:
+    case Server::State::moving:
+      return true;
+    case Server::State::connecting:
+    case Server::State::login:
+    case Server::State::listening:
+    case Server::State::closing:
+      return false;
+  }
+  return false;
+}
 }  // namespace
 
 void Pool::move_server(Server& server, Server::State from, Server::State to) {
@@ -307,6 +358,9 @@ void Pool::move_server(Server& server, Server::State from, Server::State to) {
       login_wake_ |= wake;
       if (to != Server::State::idle) wake_login_waiters();
     }
+  }
+  if (logged_in(from) != logged_in(to)) {
+    SharedLimits::add_logged_in(limit_slots_, logged_in(to) ? 1 : -1);
   }
   if (ServerList* list = list_for(from); list != nullptr && server.pool_node.linked()) {
     list->remove(server);
@@ -343,7 +397,7 @@ void Pool::on_server_idle(Server& server) {
     return;
   }
   if (server.timing.close_needed) {
-    server.close("reconnect requested (RECONNECT or a changed database)");
+    server.close("reconnect requested (RECONNECT, a changed database or server TLS settings)");
     return;
   }
   if (paused_ && close_on_release_) {
@@ -399,9 +453,13 @@ void Pool::check_timeouts(uint64_t now_ms) {
   }
   auto timeout = static_cast<uint64_t>(worker_.settings().query_wait_timeout.count());
   if (timeout == 0) return;
-  while (!waiting_.empty() && waiting_.front().wait_started_ms() + timeout <= now_ms) {
-    Client* client = waiting_.pop_front();
-    client->fail(sqlstate::kQueryCanceled, "query_wait_timeout");
+  // A client waiting for its greeting waits for a server too (PgBouncer counts it so): for a
+  // pool whose servers cannot be reached, this is where its wait ends.
+  for (ClientList* list : {&welcome_waiting_, &waiting_}) {
+    while (!list->empty() && list->front().wait_started_ms() + timeout <= now_ms) {
+      Client* client = list->pop_front();
+      client->fail(sqlstate::kQueryCanceled, "query_wait_timeout" + login_failure_note());
+    }
   }
   while (!replication_waiting_.empty() &&
          replication_waiting_.front().wait_started_ms() + timeout <= now_ms) {
@@ -460,12 +518,22 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
   }
 }
 
-void Pool::mark_close_needed() {
-  idle_.for_each([](Server& s) { s.close("reconnect requested"); });
+void Pool::mark_close_needed(std::string_view reason) {
+  idle_.for_each([reason](Server& s) { s.close(reason); });
   // Replication servers close at the janitor's next round (maintain): they may never end.
   for (ServerList* list : {&login_, &active_, &resetting_, &replicating_}) {
     list->for_each([](Server& s) { s.timing.close_needed = true; });
   }
+}
+
+void Pool::on_server_tls_changed() {
+  mark_close_needed("database configuration changed: server TLS settings");
+  // The failed attempts were made with other settings: the next login may well succeed.
+  SharedLimits::login_succeeded(limit_slots_);
+  hosts_.reset(db_);
+  trouble_since_ms_ = 0;
+  no_usable_host_ = false;
+  if (!paused_) launch_for_waiters();
 }
 
 size_t Pool::close_needed_count() {

@@ -62,8 +62,12 @@ class Pool {
   // A reload changed the database line or the pool size: applied to new work at once, and to
   // servers with other connection settings at their next release.
   void apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size);
-  // RECONNECT: idle servers close now, busy ones when they are released.
-  void mark_close_needed();
+  // RECONNECT: idle servers close now (`reason` in the log), busy ones when they are released.
+  void mark_close_needed(std::string_view reason = "reconnect requested");
+  // The server TLS settings changed (RELOAD, SET): servers that logged in under the old ones
+  // are replaced as after RECONNECT (PgBouncer: "obsolete connection"), and a login that failed
+  // under them no longer holds clients back for server_login_retry.
+  void on_server_tls_changed();
   // A reload removed the database: the pool drains. Its clients go on being served (new ones
   // are refused by the lookup), idle servers close, busy ones when released with nobody waiting.
   void mark_removed();
@@ -106,6 +110,9 @@ class Pool {
   // The pooler's own queries (auth_query lookups, auth_query.h): `ready` gets an idle server for
   // one Server::run_query, before queued clients, or nullptr when no server can log in.
   void request_for_pooler(std::function<void(Server*)> ready);
+  // " (the last server login failed: …)" while the pool's last login failed, else empty: what a
+  // client whose wait for a server times out is told besides the timeout.
+  [[nodiscard]] std::string login_failure_note() const;
   // A queued (or greeting-waiting) client left or timed out.
   void forget_client(Client& client);
 
@@ -119,7 +126,9 @@ class Pool {
 
   // --- servers ---
   void on_server_login_ok(Server& server);
-  void on_server_login_failed(Server& server, std::string_view message);
+  // `code` is the SQLSTATE of the failure: whether the waiting clients hear it or keep waiting
+  // (refuses_waiters).
+  void on_server_login_failed(Server& server, std::string_view code, std::string_view message);
   // At the login's ReadyForQuery: whether the server's role fits target_session_attrs (else it
   // is closed, its host skipped for a moment, and the next host tried; pool_hosts.h).
   bool accept_role(Server& server);
@@ -257,8 +266,12 @@ class Pool {
   [[nodiscard]] bool no_logged_in_server() const;
   // server_login_retry: fails the client (true) while logins keep failing and no server is left.
   bool refuse_while_login_blocked(Client& client);
-  // Every client and pooler task waiting here fails with the login's error.
-  void fail_waiters_after_login_failure(std::string_view message);
+  // Every client waiting here since failed_ms or earlier, and every pooler task, fails with the
+  // login's error.
+  void fail_waiters_after_login_failure(std::string_view message, uint64_t failed_ms);
+  // Whether a login failure with this SQLSTATE is told to the waiting clients (else they wait
+  // for the next attempt).
+  static bool refuses_waiters(std::string_view code);
 
   Worker& worker_;
   DatabaseEntry db_;

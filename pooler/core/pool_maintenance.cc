@@ -97,14 +97,9 @@ void Pool::launch_for_waiters(bool evict) {
   if (paused_ || worker_.stopping()) return;
   // Replication clients first: each needs a server of its own, which no release gives them.
   if (!replication_waiting_.empty()) launch_replication_waiters(evict);
-  // Another worker's login of this pool failed while clients waited here (its end woke this
-  // share): they fail now, as that worker's own waiting clients did.
-  if (login_retry_blocked(worker_.now_ms())) {
-    if (!waiting_.empty() || !welcome_waiting_.empty() || !pooler_waiting_.empty()) {
-      fail_waiters_after_login_failure(SharedLimits::login_error(limit_slots_));
-    }
-    return;
-  }
+  // A login failed (here or on another worker) within server_login_retry: the clients wait,
+  // and the janitor's round asks again once it is over.
+  if (login_retry_blocked(worker_.now_ms())) return;
   const bool greeting = !has_welcome_ && !welcome_waiting_.empty();
   if (!greeting && (asking_ || !queue_wants_server())) return;
   // One login of the pool at a time, on whichever worker: told when it ends.

@@ -171,9 +171,10 @@ void Server::on_connect_timeout(uv_timer_t* timer) {
 
 // --- login ---
 
-// The SQLSTATE each caller names goes only to a replication client (its own login failed);
-// waiting clients get 08006 with the message (as PgBouncer's "server login failed"), and the log
-// line has the message.
+// The SQLSTATE each caller names goes to a replication client (its own login failed) and decides
+// whether the pool's waiting clients hear the failure (08006, a connection that could not be
+// made, and 57P03 leave them waiting: Pool::refuses_waiters); they get 08006 with the message
+// (as PgBouncer's "server login failed"), and the log line has the message.
 void Server::login_failed(std::string_view code, std::string_view message,
                           std::string_view severity) {
   if (state_ == State::closing) return;
@@ -188,7 +189,7 @@ void Server::login_failed(std::string_view code, std::string_view message,
     close(message);  // the relay tries again, later
     return;
   }
-  pool_->on_server_login_failed(*this, message);
+  pool_->on_server_login_failed(*this, code, message);
 }
 
 void Server::refuse_server_login(std::string_view code, std::string_view message) {

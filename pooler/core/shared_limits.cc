@@ -233,12 +233,4 @@ std::string SharedLimits::login_error(const LimitSlots& slots) {
   return slots.pool->login_error;
 }
 
-int SharedLimits::others_logged_in(const LimitSlots& slots, int worker, int own_logins) {
-  const LimitCounter& c = *slots.pool;
-  const int others = c.servers.load(std::memory_order_acquire) -
-                     c.held[static_cast<size_t>(worker)].load(std::memory_order_acquire);
-  const int other_logins = c.logins.load(std::memory_order_acquire) - own_logins;
-  return std::max(0, others - std::max(0, other_logins));
-}
-
 }  // namespace pgsluice

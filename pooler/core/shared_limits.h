@@ -43,6 +43,10 @@ struct LimitCounter {
   // server_login_retry over every worker: when the pool's last login failed (now_ms; 0: the
   // last login succeeded), and what PostgreSQL said. Only the pool's own counter keeps them.
   std::atomic<uint64_t> login_failed_ms{0};
+  // Servers of the pool that are logged in, on every worker (a server moving between workers
+  // stays counted; one whose login failed never was, even while its socket is still closing).
+  // Only the pool's own counter keeps it.
+  std::atomic<int> logged_in{0};
   std::mutex login_error_mutex;
   std::string login_error;
 };
@@ -138,9 +142,12 @@ class SharedLimits {
     return slots.pool->login_failed_ms.load(std::memory_order_acquire);
   }
   [[nodiscard]] static std::string login_error(const LimitSlots& slots);
-  // Servers of the pool that other workers than `worker` hold and that are logged in (a
-  // login in flight does not count: PgBouncer's fast fail ignores new servers too).
-  [[nodiscard]] static int others_logged_in(const LimitSlots& slots, int worker, int own_logins);
+  static void add_logged_in(const LimitSlots& slots, int delta) {
+    slots.pool->logged_in.fetch_add(delta, std::memory_order_acq_rel);
+  }
+  [[nodiscard]] static int logged_in(const LimitSlots& slots) {
+    return slots.pool->logged_in.load(std::memory_order_acquire);
+  }
 
   // `worker` could not start a server (the verdict names the full limit) while other workers
   // may hold slots. True when it was not marked already (the others should be told once).

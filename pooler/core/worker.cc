@@ -315,8 +315,13 @@ void Worker::janitor_round() {
   auto login_timeout = static_cast<uint64_t>(settings().client_login_timeout.count());
   clients_.for_each([&](Client& c) {
     bool logging_in = c.state() == Client::State::startup || c.state() == Client::State::auth;
-    if (logging_in && login_timeout > 0 && c.connected_ms() + login_timeout <= now) {
-      c.fail(sqlstate::kProtocolViolation, "client_login_timeout");
+    // Authenticated, but no server of its pool has logged in to greet it (PgBouncer's words).
+    bool greeting = c.state() == Client::State::welcome_wait &&
+                    c.replication() == protocol::ReplicationMode::none;
+    if ((logging_in || greeting) && login_timeout > 0 && c.connected_ms() + login_timeout <= now) {
+      c.fail(sqlstate::kProtocolViolation,
+             greeting ? "client_login_timeout (server down)" + c.pool()->login_failure_note()
+                      : "client_login_timeout");
     } else if (c.state() == Client::State::idle) {
       // At most once a tick per client: the next read allocates again (measured: the idle
       // client's cost falls from ~20 kB to a few kB, see the note of the performance issue).

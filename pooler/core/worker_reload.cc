@@ -34,7 +34,9 @@ void Worker::apply_config(std::shared_ptr<const Config> config) {
   if (c.settings.tcp_defer_accept != previous_config_->settings.tcp_defer_accept) {
     set_listeners_defer_accept();  // only the primary has listeners
   }
+  const bool tls_changed = server_tls_changed(was, c.settings);
   for (auto& [key, pool] : pools_) {
+    if (tls_changed) pool->on_server_tls_changed();
     // A database removed from the file drains (Pool::mark_removed): its clients finish, new
     // ones are refused; a changed line applies to new work, and to servers at their next release.
     std::optional<DatabaseEntry> db = c.find_database(pool->database().name);

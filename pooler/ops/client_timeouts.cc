@@ -7,6 +7,7 @@
 
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
+#include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/stats.h"
 #include "pooler/core/worker.h"
@@ -108,6 +109,10 @@ void enforce_client_timeouts(Worker& worker, uint64_t now_ms) {
       case Client::State::idle:
         in.idle = true;
         break;
+      case Client::State::welcome_wait:
+        // A replication client's wait is its own (Pool::check_timeouts).
+        if (c.replication() != protocol::ReplicationMode::none) return;
+        [[fallthrough]];
       case Client::State::waiting:
         in.waiting = true;
         in.wait_started_ms = c.wait_started_ms();
@@ -143,7 +148,11 @@ void enforce_client_timeouts(Worker& worker, uint64_t now_ms) {
     }
     // The client's close hands the server back: rolled back and reused when it was idle in
     // its transaction, closed when a reply was still on its way. Never returned mid-query.
-    client->fail(e.sqlstate, e.message);
+    std::string message(e.message);
+    if (timeout == ClientTimeout::query_waiting && client->pool() != nullptr) {
+      message += client->pool()->login_failure_note();
+    }
+    client->fail(e.sqlstate, message);
   }
 }
 

@@ -762,5 +762,29 @@ TEST(ConfigTest, PgBouncerConfigLoadsWithWarnings) {
   EXPECT_FALSE(c.databases.empty());
 }
 
+TEST(ConfigTest, ServerTlsChangedOnlyWhenServersWouldLogInDifferently) {
+  // RELOAD / SET replace the servers only then (Worker::apply_config).
+  Settings was;
+  was.server_tls.sslmode = SslMode::disable;
+  Settings now = was;
+  now.server_tls.ca_file = "/etc/ca.pem";  // TLS off before and after: nothing to replace
+  EXPECT_FALSE(server_tls_changed(was, now));
+  now.server_tls.sslmode = SslMode::require;
+  EXPECT_TRUE(server_tls_changed(was, now));
+  EXPECT_TRUE(server_tls_changed(now, was));  // and back
+  was = now;
+  EXPECT_FALSE(server_tls_changed(was, now));
+  now.query_timeout = milliseconds(5);  // not a TLS setting
+  EXPECT_FALSE(server_tls_changed(was, now));
+  now.server_tls.protocols = "tlsv1.3";
+  EXPECT_TRUE(server_tls_changed(was, now));
+  now = was;
+  now.server_tls_direct = true;
+  EXPECT_TRUE(server_tls_changed(was, now));
+  now = was;
+  now.client_tls.sslmode = SslMode::require;  // the client side is not the servers'
+  EXPECT_FALSE(server_tls_changed(was, now));
+}
+
 }  // namespace
 }  // namespace pgsluice

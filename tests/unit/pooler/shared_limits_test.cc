@@ -308,18 +308,22 @@ TEST(SharedLimits, ALoginFailureAndItsMessageAreThePoolsAndOneSuccessClearsThem)
   EXPECT_EQ(SharedLimits::login_failed_ms(app), 0u);
 }
 
-TEST(SharedLimits, OthersLoggedInCountsOtherWorkersServersButNotTheirLogins) {
+TEST(SharedLimits, AFailedLoginIsNotALoggedInServerWhileItsSlotIsStillHeld) {
+  // The fast fail (server_login_retry) holds while no server of the pool is logged in. A server
+  // whose login failed keeps its slot until its socket is closed; it must not count meanwhile
+  // (a client on another worker was let through, and a second login started at once).
   SharedLimits limits;
   const LimitSlots app = limits.slots_for("app", "app");
-  EXPECT_EQ(limits.reserve(app, sized(4), 0), LaunchVerdict::allowed);  // worker 0: logged in
-  EXPECT_EQ(limits.reserve(app, sized(4), 1), LaunchVerdict::allowed);  // worker 1: logging in
+  EXPECT_EQ(limits.reserve(app, sized(4), 0), LaunchVerdict::allowed);
   SharedLimits::login_started(app);
-  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/1, /*own_logins=*/1), 1);
-  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/0, /*own_logins=*/0), 0);
-  SharedLimits::login_ended(app);  // worker 1's login is done
-  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/0, /*own_logins=*/0), 1);
-  SharedLimits::release(app, 0);
-  EXPECT_EQ(SharedLimits::others_logged_in(app, /*worker=*/1, /*own_logins=*/0), 0);
+  SharedLimits::login_ended(app);  // failed: the slot is held until the socket closes
+  EXPECT_EQ(SharedLimits::logged_in(app), 0);
+  EXPECT_EQ(limits.reserve(app, sized(4), 1), LaunchVerdict::allowed);
+  SharedLimits::add_logged_in(app, 1);  // worker 1's login succeeded
+  EXPECT_EQ(SharedLimits::logged_in(limits.slots_for("app", "app")), 1);  // the pool's, one count
+  EXPECT_EQ(SharedLimits::logged_in(limits.slots_for("app", "other")), 0);
+  SharedLimits::add_logged_in(app, -1);  // closed
+  EXPECT_EQ(SharedLimits::logged_in(app), 0);
 }
 
 }  // namespace
