@@ -236,7 +236,7 @@ def test_changing_server_tls_settings_replaces_the_servers(pg, make_pooler):
         admin.execute("SET query_timeout = 0")
         assert c.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
         admin.execute("SET server_tls_sslmode = 'require'")
-        assert p.wait_for_log(r"S-\d+ app@app \S+ closing: database configuration changed: "
+        assert p.wait_for_log(r"S-\d+ app@app \S+ closing because: database configuration changed: "
                               r"server TLS settings"), p.log()[-2000:]
         new_pid, ssl = c.execute(SSL_OF_BACKEND.replace("ssl", "pid, ssl", 1)).fetchone()
         assert ssl is True and new_pid != pid
