@@ -365,7 +365,7 @@ def test_login_retry_is_one_pools_on_every_worker(pg, make_pooler):
         # both workers, and the clients were neither failed nor served meanwhile.
         assert all(at > failed_at - started + 2.5 for at, _ in outcomes), outcomes
         # One failed attempt in all (its warning line; the server's closing line says it too).
-        failures = re.findall(r"\d login failed: could not connect to server", pooler.log())
+        failures = re.findall(r"\d server login failed: could not connect to server", pooler.log())
         assert len(failures) == 1, pooler.log()[-3000:]
     finally:
         proxy.close()
