@@ -328,6 +328,23 @@ def test_server_never_answers(make_pooler):
         hole.close()
 
 
+def outcome_recorder(pooler, outcomes: list[tuple[float, str]], started: float):
+    """A client thread's body: SELECT 1 through `pooler`, appending (seconds since `started`,
+    "ok" or "SQLSTATE: message") to `outcomes`."""
+    lock = threading.Lock()
+
+    def client() -> None:
+        try:
+            with pooler.raw(timeout=30) as c:
+                outcome = "ok" if c.scalar("SELECT 1") == "1" else "wrong answer"
+        except harness.PgError as e:
+            outcome = f"{e.sqlstate}: {e.message}"
+        with lock:
+            outcomes.append((time.monotonic() - started, outcome))
+
+    return client
+
+
 def test_login_retry_is_one_pools_on_every_worker(pg, make_pooler):
     """server_login_retry holds back the pool, not one worker's share of it: after a login that
     could not connect, the clients of every worker wait (PgBouncer 1.25 keeps them queued), no
@@ -338,17 +355,8 @@ def test_login_retry_is_one_pools_on_every_worker(pg, make_pooler):
                          workers=2, default_pool_size=POOL_SIZE, server_login_retry=3,
                          query_wait_timeout=20)
     outcomes: list[tuple[float, str]] = []
-    lock = threading.Lock()
     started = time.monotonic()
-
-    def client() -> None:
-        try:
-            with pooler.raw(timeout=30) as c:
-                outcome = "ok" if c.scalar("SELECT 1") == "1" else "wrong answer"
-        except harness.PgError as e:
-            outcome = f"{e.sqlstate}: {e.message}"
-        with lock:
-            outcomes.append((time.monotonic() - started, outcome))
+    client = outcome_recorder(pooler, outcomes, started)
 
     # Connections go to the workers in turn: these six reach both.
     threads = [threading.Thread(target=client) for _ in range(6)]
@@ -428,17 +436,8 @@ def test_refused_login_fails_the_clients_waiting_on_every_worker(make_pooler):
         pooler = make_pooler(databases={"app": f"host=127.0.0.1 port={server.port} dbname=app"},
                              workers=2, server_login_retry=3, query_wait_timeout=30)
         outcomes: list[tuple[float, str]] = []
-        lock = threading.Lock()
         started = time.monotonic()
-
-        def client() -> None:
-            try:
-                with pooler.raw(timeout=30) as c:
-                    outcome = "ok" if c.scalar("SELECT 1") == "1" else "wrong answer"
-            except harness.PgError as e:
-                outcome = f"{e.sqlstate}: {e.message}"
-            with lock:
-                outcomes.append((time.monotonic() - started, outcome))
+        client = outcome_recorder(pooler, outcomes, started)
 
         # Six clients on both workers, all waiting before the login's answer comes (1 s).
         first = [threading.Thread(target=client) for _ in range(6)]

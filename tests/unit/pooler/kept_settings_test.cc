@@ -10,20 +10,12 @@
 #include <vector>
 
 #include "pgsluice/protocol/writer.h"
+#include "tests/unit/pooler/session_finding.h"
 
 namespace pgsluice {
 namespace {
 
 namespace pp = pgsluice::protocol;
-
-pp::SessionStateFinding finding(pp::SessionStateKind kind, std::string detail,
-                                pp::SessionStateEffect effect = pp::SessionStateEffect::acquire) {
-  pp::SessionStateFinding f;
-  f.kind = kind;
-  f.detail = std::move(detail);
-  f.effect = effect;
-  return f;
-}
 
 pp::SessionStateFinding set(std::string name) {
   return finding(pp::SessionStateKind::set, std::move(name));
