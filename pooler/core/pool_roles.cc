@@ -45,7 +45,14 @@ bool Pool::take_role_answer(Server& server, uint64_t now_ms) {
     server.close(fmt::format("role check failed: {}", server.role_check().error()));
     return false;
   }
-  if (checked || reports_role(server.parameters())) server.life.role_known_ms = now_ms;
+  // role_known_ms matters only to check_idle_roles, which runs only for a target_session_attrs:
+  // without one, this runs at every release of a server and the lookup was a tenth of a
+  // select-only transaction's instructions (docs/profile.md). An entry reloaded into having one
+  // then checks its idle servers once at the next tick (role_known_ms 0), which is what it needs.
+  if (checked || (db_.target_session_attrs != TargetSessionAttrs::any &&
+                  reports_role(server.parameters()))) {
+    server.life.role_known_ms = now_ms;
+  }
   return true;
 }
 
