@@ -10,6 +10,12 @@
 
 namespace pgsluice {
 
+// Back to T's default state. An overload for a type, in its namespace, may do it cheaper.
+template <class T>
+void reset_slot(T& item) {
+  item = T{};
+}
+
 template <class T>
 class RingQueue {
  public:
@@ -40,15 +46,25 @@ class RingQueue {
     slots_[slot(size_)] = std::move(item);
     ++size_;
   }
+  // A new last element in T's default state, filled in by the caller: a slot outside the queue
+  // is always in that state (pop_front resets it), so nothing is constructed or moved. For the
+  // replies queue this is the one push of every request.
+  T& push_back_default() {
+    grow_if_full();
+    T& item = slots_[slot(size_)];
+    ++size_;
+    return item;
+  }
   void push_front(T item) {
     grow_if_full();
     head_ = (head_ + slots_.size() - 1) & (slots_.size() - 1);
     slots_[head_] = std::move(item);
     ++size_;
   }
-  // The slot is emptied (its element's resources go now, not when the slot is reused).
+  // The slot is emptied (its element's resources go now, not when the slot is reused), by
+  // reset_slot: T = T{} unless T's namespace has a cheaper reset_slot(T&) for it.
   void pop_front() {
-    slots_[head_] = T{};
+    reset_slot(slots_[head_]);
     head_ = (head_ + 1) & (slots_.size() - 1);
     --size_;
   }

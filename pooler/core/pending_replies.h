@@ -72,6 +72,26 @@ struct PendingReply {
   bool retried = false;     // sent again once already: a second 0A000 goes to the client
 };
 
+// RingQueue's reset of a popped slot. Most replies (a Query's, a Sync's, a Bind's) carry only
+// their kind: nothing to free, so the default-constructed temporary and the move of every member
+// (a fifth of the queue's cost per select-only transaction) are skipped for them.
+// A member added to PendingReply changes this size: then add it to reset_slot below too.
+static_assert(sizeof(PendingReply) == 200, "reset_slot(PendingReply&) must reset every member");
+inline void reset_slot(PendingReply& reply) {
+  const auto bare = [](const std::string& s) { return s.capacity() == std::string().capacity(); };
+  if (bare(reply.client_name) && bare(reply.server_name) && bare(reply.answer) &&
+      bare(reply.wire) && reply.client_name.empty() && reply.server_name.empty() &&
+      reply.answer.empty() && reply.wire.empty() && reply.sql == nullptr &&
+      reply.statement == nullptr && reply.sql_prepared == nullptr) {
+    reply.kind = PendingKind::query;
+    reply.statement_id = 0;
+    reply.replayable = false;
+    reply.retried = false;
+    return;
+  }
+  reply = PendingReply{};
+}
+
 using PendingReplies = RingQueue<PendingReply>;
 
 }  // namespace pgsluice

@@ -49,8 +49,8 @@ bool Pool::take_role_answer(Server& server, uint64_t now_ms) {
   // without one, this runs at every release of a server and the lookup was a tenth of a
   // select-only transaction's instructions (docs/profile.md). An entry reloaded into having one
   // then checks its idle servers once at the next tick (role_known_ms 0), which is what it needs.
-  if (checked || (db_.target_session_attrs != TargetSessionAttrs::any &&
-                  reports_role(server.parameters()))) {
+  if (checked ||
+      (db_.target_session_attrs != TargetSessionAttrs::any && reports_role(server.parameters()))) {
     server.life.role_known_ms = now_ms;
   }
   return true;

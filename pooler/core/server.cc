@@ -160,26 +160,26 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
     size_t queued = replies_.pending().size();
     switch (type) {
       case fe::kParse:
-        replies_.pending().push_back(PendingReply{.kind = PendingKind::parse});
+        replies_.pending().push_back_default().kind = PendingKind::parse;
         break;
       case fe::kBind:
-        replies_.pending().push_back(PendingReply{.kind = PendingKind::bind});
+        replies_.pending().push_back_default().kind = PendingKind::bind;
         break;
       case fe::kDescribe:
-        replies_.pending().push_back(PendingReply{.kind = PendingKind::describe});
+        replies_.pending().push_back_default().kind = PendingKind::describe;
         break;
       case fe::kExecute:
-        replies_.pending().push_back(PendingReply{.kind = PendingKind::execute});
+        replies_.pending().push_back_default().kind = PendingKind::execute;
         break;
       case fe::kClose:
-        replies_.pending().push_back(PendingReply{.kind = PendingKind::close});
+        replies_.pending().push_back_default().kind = PendingKind::close;
         break;
       case fe::kSync:
-        replies_.pending().push_back(PendingReply{.kind = PendingKind::sync});
+        replies_.pending().push_back_default().kind = PendingKind::sync;
         break;
       case fe::kQuery:
       case fe::kFunctionCall:
-        replies_.pending().push_back(PendingReply{.kind = PendingKind::query});
+        replies_.pending().push_back_default().kind = PendingKind::query;
         break;
       default:
         break;

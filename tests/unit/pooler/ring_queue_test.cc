@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include "pooler/core/pending_replies.h"
+
 namespace pgsluice {
 namespace {
 
@@ -87,6 +89,51 @@ TEST(RingQueue, APoppedElementIsDestroyedAtOnce) {
   EXPECT_EQ(counted.use_count(), 2);
   q.pop_front();
   EXPECT_EQ(counted.use_count(), 1);
+}
+
+TEST(RingQueue, PushBackDefaultGivesAFreshElementAfterWrapAndGrowth) {
+  RingQueue<std::string> q;
+  for (int round = 0; round < 40; ++round) {
+    // Every slot has held a value before: a reused one must come back empty.
+    EXPECT_TRUE(q.push_back_default().empty());
+    q.back() = "value " + std::to_string(round) + " long enough to leave the small buffer";
+    if (round % 3 != 0) q.pop_front();
+  }
+  size_t n = 0;
+  while (!q.empty()) {
+    EXPECT_FALSE(q.front().empty());
+    q.pop_front();
+    ++n;
+  }
+  EXPECT_EQ(n, 14u);
+}
+
+TEST(PendingReplies, APoppedReplyLeavesNothingForTheNextOne) {
+  PendingReplies q;
+  auto held = std::make_shared<SqlQueryPlan>();
+  for (int round = 0; round < 12; ++round) {
+    PendingReply& fresh = q.push_back_default();
+    EXPECT_EQ(fresh.kind, PendingKind::query);
+    EXPECT_EQ(fresh.statement_id, 0u);
+    EXPECT_TRUE(fresh.client_name.empty());
+    EXPECT_TRUE(fresh.wire.empty());
+    EXPECT_EQ(fresh.sql, nullptr);
+    EXPECT_FALSE(fresh.replayable);
+    EXPECT_FALSE(fresh.retried);
+    if (round % 2 == 0) {
+      fresh.kind = PendingKind::parse;
+      fresh.statement_id = 7;
+      fresh.client_name = "s1";
+      fresh.wire = std::string(100, 'P');
+      fresh.sql = held;
+      fresh.replayable = true;
+      fresh.retried = true;
+    } else {
+      fresh.kind = PendingKind::sync;
+    }
+    q.pop_front();
+  }
+  EXPECT_EQ(held.use_count(), 1);  // released when popped, not when the slot is reused
 }
 
 }  // namespace
