@@ -153,7 +153,7 @@ def test_extended_protocol_psycopg(make_pooler):
         assert [d.name for d in cur.description] == expected["STATS_TOTALS"]
         conn.execute("PAUSE")
         conn.execute("RESUME")
-        with pytest.raises(psycopg.errors.SyntaxError):
+        with pytest.raises(psycopg.errors.ProtocolViolation):  # 08P01, as PgBouncer
             conn.execute("SHOW NOTHING")
         # The session survives the error.
         assert conn.execute("SHOW STATE").fetchall()[0] == ("active", "yes")
@@ -176,13 +176,13 @@ def test_roles_and_errors(make_pooler):
                         "SET default_pool_size = 3"):
             with pytest.raises(harness.PgError) as e:
                 stats.run(command)
-            assert e.value.sqlstate == "42501" and e.value.message == "admin access needed"
+            assert e.value.sqlstate == "08P01" and e.value.message == "admin access needed"
         # Driver noise is accepted from anyone, as PgBouncer does.
         assert stats.run("SET client_encoding = 'UTF8'")[2] == "SET"
         # Unknown commands and bad arguments: an ErrorResponse naming them, not a disconnect.
         with pytest.raises(harness.PgError) as e:
             stats.run("FROBNICATE now")
-        assert e.value.sqlstate == "42601"
+        assert e.value.sqlstate == "08P01"
         assert "FROBNICATE now" in e.value.message
         assert stats.run("show version;")[2] == "SHOW"
     finally:
@@ -191,13 +191,18 @@ def test_roles_and_errors(make_pooler):
     try:
         with pytest.raises(harness.PgError) as e:
             admin.run("PAUSE nosuchdb")
-        assert e.value.sqlstate == "42704" and "nosuchdb" in e.value.message
+        assert e.value.sqlstate == "08P01" and e.value.message == "no such database: nosuchdb"
         with pytest.raises(harness.PgError) as e:
             admin.run("KILL_CLIENT x1")
-        assert e.value.sqlstate == "42601"
-        assert admin.run("RESUME")  # not paused: an error, the session goes on
-    except harness.PgError as e:
-        assert e.sqlstate == "55000"
+        assert e.value.sqlstate == "08P01"
+        assert e.value.message.startswith("invalid client pointer supplied")
+        with pytest.raises(harness.PgError) as e:
+            admin.run("KILL_CLIENT 987654")
+        assert (e.value.sqlstate, e.value.message) == ("08P01", "client not found: 987654")
+        with pytest.raises(harness.PgError) as e:
+            admin.run("RESUME")  # not paused: an error, the session goes on
+        assert e.value.sqlstate == "08P01"
+        assert admin.run("SHOW VERSION")[2] == "SHOW"
     finally:
         admin.close()
     assert pooler.alive()
@@ -439,7 +444,7 @@ def test_reload_picks_up_pool_size(make_pooler):
             f.write(text.replace("default_pool_size = 2", "default_pool_size = lots"))
         with pytest.raises(harness.PgError) as e:
             admin.run("RELOAD")
-        assert "default_pool_size" in e.value.message and e.value.sqlstate == "F0000"
+        assert "default_pool_size" in e.value.message and e.value.sqlstate == "08P01"
         # PgBouncer's words lead the message: scripts (and PgBouncer's own tests) match them.
         assert e.value.message.startswith("RELOAD failed, see logs for additional details")
         assert pool_row(admin)["pool_size"] == "4"
@@ -471,7 +476,7 @@ def test_kill_client_drops_one_client(make_pooler):
         assert "victim" not in names and "bystander" in names
         with pytest.raises(harness.PgError) as e:
             admin.run(f"KILL_CLIENT {victim}")
-        assert e.value.sqlstate == "42704"
+        assert (e.value.sqlstate, e.value.message) == ("08P01", f"client not found: {victim}")
     finally:
         a.close()
         b.close()

@@ -363,7 +363,8 @@ def test_admin_console_refuses_non_admins(make_pooler):
                         "DISABLE app", "KILL_CLIENT 1", "SET default_pool_size = 1"):
             with pytest.raises(harness.PgError) as e:
                 stats.query(command)
-            assert e.value.sqlstate == "42501", (command, e.value.fields)
+            assert e.value.sqlstate == "08P01", (command, e.value.fields)
+            assert e.value.message == "admin access needed", (command, e.value.fields)
     # None of it took effect: not paused, not shut down, pool size unchanged.
     with raw(pooler) as c:
         assert c.scalar("SELECT 'served'") == "served"

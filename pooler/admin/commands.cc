@@ -24,7 +24,7 @@ AdminResult done(std::string tag) {
 
 AdminResult from_error(const std::string& error, const std::string& tag) {
   if (error.empty()) return done(tag);
-  const bool unknown = error.starts_with("no such");
+  const bool unknown = error.starts_with("no such") || error.starts_with("client not found");
   return AdminResult::failure(unknown ? kAdminUnknownObject : kAdminInvalidState, error);
 }
 
@@ -124,8 +124,10 @@ const std::map<std::string, CommandSpec>& commands() {
           uint64_t id = 0;
           auto [ptr, ec] = std::from_chars(c.arg.data(), c.arg.data() + c.arg.size(), id);
           if (ec != std::errc{} || ptr != c.arg.data() + c.arg.size()) {
-            return AdminResult::failure(kAdminSyntaxError,
-                                        "KILL_CLIENT: invalid client id '" + c.arg + "'");
+            return AdminResult::failure(
+                kAdminSyntaxError,
+                "invalid client pointer supplied: KILL_CLIENT takes a client id, not '" + c.arg +
+                    "'");
           }
           return from_error(s.console().control().kill_client(id), "KILL_CLIENT");
         }}},

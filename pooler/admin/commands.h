@@ -14,14 +14,14 @@ namespace pgsluice {
 class AdminSession;
 class Worker;
 
-// SQLSTATEs of console errors. PgBouncer sends 08P01 for all of them; pgsluice names the cause:
-// an invalid command, no privilege, no such database / client, already paused / not paused…,
-// a bad setting in RELOAD/SET.
-inline constexpr const char* kAdminSyntaxError = sqlstate::kSyntaxError;
-inline constexpr const char* kAdminInsufficientPrivilege = sqlstate::kInsufficientPrivilege;
-inline constexpr const char* kAdminUnknownObject = sqlstate::kUndefinedObject;
-inline constexpr const char* kAdminInvalidState = sqlstate::kObjectNotInPrerequisiteState;
-inline constexpr const char* kAdminConfigError = sqlstate::kConfigFileError;
+// SQLSTATEs of console errors: 08P01 for all of them, as PgBouncer sends, so that scripts and
+// tools written against its console (and its own test suite) see the same errors. The names
+// say what kind of error each call site reports: the message text tells the cause.
+inline constexpr const char* kAdminSyntaxError = sqlstate::kProtocolViolation;
+inline constexpr const char* kAdminInsufficientPrivilege = sqlstate::kProtocolViolation;
+inline constexpr const char* kAdminUnknownObject = sqlstate::kProtocolViolation;
+inline constexpr const char* kAdminInvalidState = sqlstate::kProtocolViolation;
+inline constexpr const char* kAdminConfigError = sqlstate::kProtocolViolation;
 
 // `sql` is the command text, for error messages.
 AdminResult execute_admin_command(Worker& worker, AdminSession& session,

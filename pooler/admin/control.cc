@@ -170,7 +170,7 @@ std::string AdminControl::kill_client(uint64_t id) {
   worker_.for_each_client([&](Client& c) {
     if (c.id() == id && c.state() != Client::State::closing) target = &c;
   });
-  if (target == nullptr) return "no such client: " + std::to_string(id);
+  if (target == nullptr) return "client not found: " + std::to_string(id);
   spdlog::info("KILL_CLIENT {} ({})", id, target->log_id());
   target->fail(sqlstate::kAdminShutdown, "client killed by the administrator (KILL_CLIENT)");
   return {};
