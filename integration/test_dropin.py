@@ -270,14 +270,17 @@ def test_suspend_resumes_when_the_console_leaves(make_pooler):
     admin = _admin(pooler)
     other = _admin(pooler)
     admin.query("SUSPEND")
-    with pytest.raises(OSError):
-        socket.create_connection((harness.HOST, pooler.port), timeout=2).close()
+    # The port stays open while suspended (PgBouncer's way): this client waits for the RESUME.
+    waiting = pooler.raw()
+    waiting.send_query("SELECT 3")
     # Another console is still connected: still suspended, as in PgBouncer.
     admin.close()
     time.sleep(1)
     assert other.query("SHOW STATE")[2] == ["suspended", "yes"]
     other.close()
     assert pooler.wait_for_log(r"admin disappeared when suspended, doing RESUME", 5), pooler.log()
+    assert waiting.read_result()[0] == [["3"]]
+    waiting.close()
     with pooler.raw() as c:
         assert c.scalar("SELECT 2") == "2"
 

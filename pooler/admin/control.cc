@@ -79,16 +79,8 @@ std::string AdminControl::pause(const std::string& db) {
 std::string AdminControl::resume(const std::string& db) {
   if (db.empty()) {
     if (mode_ == Mode::active && paused_dbs_.empty()) return "pooler is not paused/suspended";
-    const bool was_suspended = mode_ == Mode::suspended;
     mode_ = Mode::active;
     paused_dbs_.clear();
-    if (was_suspended) {
-      // The ports were closed at SUSPEND: binding them again can fail (another process took
-      // one), which is logged; the pooler resumes on what it could open.
-      if (std::string err = worker_.open_listeners(); !err.empty()) {
-        spdlog::error("RESUME: {}", err);
-      }
-    }
   } else {
     if (!paused_dbs_.contains(db)) return "database " + db + " is not paused";
     if (mode_ != Mode::active) return "pooler is paused/suspended: RESUME without a database";
@@ -101,10 +93,11 @@ std::string AdminControl::resume(const std::string& db) {
 
 std::string AdminControl::suspend() {
   if (mode_ != Mode::active) return "already suspended/paused";
-  // SUSPEND is for a restart of the pooler: stop accepting, hand out no server, keep the
-  // servers (PgBouncer hands them over to its successor; pgsluice has no takeover yet).
+  // SUSPEND is for a restart of the pooler: hand out no server, keep the servers (PgBouncer
+  // hands them over to its successor). The listening sockets stay open, as in PgBouncer: a
+  // client connecting now waits (for its login's first server, or for its query's) until
+  // RESUME instead of being refused.
   mode_ = Mode::suspended;
-  worker_.close_listeners();
   worker_.for_each_pool([](Pool& p) { p.set_paused(true, false); });
   spdlog::info("SUSPEND");
   return {};

@@ -173,8 +173,8 @@ class Worker {
   [[nodiscard]] size_t pool_count() const { return pools_.size(); }
   [[nodiscard]] const AuthSecrets& secrets() const { return *secrets_; }
   [[nodiscard]] uint64_t started_ms() const { return started_ms_; }
-  // SUSPEND / RESUME and SHUTDOWN WAIT_FOR_CLIENTS stop and restart accepting; open_listeners
-  // returns the failure as listen() does.
+  // Opened at start (open_listeners returns the failure as listen() does); a shutdown closes
+  // them.
   std::string open_listeners();
   void close_listeners();
   // Accepts the connections already queued on the listening sockets, so that closing them
