@@ -1,11 +1,56 @@
-"""SUSPEND and RESUME as PgBouncer 1.25 behaves, with real clients (psycopg, the raw protocol
-client): during SUSPEND new connections wait instead of being refused."""
+"""SUSPEND, RESUME and the waiting shutdowns (SIGINT / SHUTDOWN WAIT_FOR_SERVERS, SIGTERM /
+SHUTDOWN WAIT_FOR_CLIENTS) as PgBouncer 1.25 behaves, with real clients (psycopg, the raw
+protocol client): during SUSPEND new connections wait instead of being refused; during a waiting
+shutdown the TCP port is closed but the Unix socket serves the admin console, and RESUME is
+refused."""
 from __future__ import annotations
 
+import os
+import socket
+import struct
 import threading
 import time
 
+import psycopg
+import pytest
+
+import harness
+from test_ops_lifecycle import wait_exit
+
 ADMIN = {"admin_users": "app"}
+
+
+def unix_connect(pooler: harness.Pooler, db: str = "app") -> psycopg.Connection:
+    return pooler.connect(db=db, autocommit=True, host=pooler.dir)
+
+
+def unix_login_error(pooler: harness.Pooler, db: str = "app") -> harness.PgError | None:
+    """A StartupMessage over the Unix socket; the ErrorResponse it gets (None: none)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(os.path.join(pooler.dir, f".s.PGSQL.{pooler.port}"))
+        body = struct.pack("!i", 196608) + b"user\0app\0database\0" + db.encode() + b"\0\0"
+        s.sendall(struct.pack("!i", len(body) + 4) + body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+            if len(data) >= 5 and len(data) >= 1 + struct.unpack("!i", data[1:5])[0]:
+                break
+    if not data.startswith(b"E"):
+        return None
+    fields = {}
+    for part in data[5:1 + struct.unpack("!i", data[1:5])[0]].split(b"\0"):
+        if part:
+            fields[chr(part[0])] = part[1:].decode()
+    return harness.PgError(fields)
+
+
+def tcp_refused(pooler: harness.Pooler) -> bool:
+    try:
+        socket.create_connection((harness.HOST, pooler.port), timeout=2).close()
+    except OSError:
+        return True
+    return False
 
 
 def test_suspend_holds_new_connections_until_resume(make_pooler):
@@ -33,3 +78,42 @@ def test_suspend_holds_new_connections_until_resume(make_pooler):
     thread.join(10)
     assert results == [42], results
     admin.close()
+
+
+@pytest.mark.parametrize("mode", ["WAIT_FOR_CLIENTS", "WAIT_FOR_SERVERS"])
+def test_waiting_shutdown_keeps_the_unix_socket_for_the_console(make_pooler, mode):
+    """The TCP port closes; the Unix socket stays until the exit, for the console only: other
+    logins on it get 57P03 'pooler is shutting down' (PgBouncer's words)."""
+    pooler = make_pooler(unix_socket_dir="{dir}", **ADMIN)
+    path = os.path.join(pooler.dir, f".s.PGSQL.{pooler.port}")
+    c = pooler.raw()
+    c.query("BEGIN")  # holds its server: both modes wait for it
+    with unix_connect(pooler, db="pgsluice") as admin:
+        admin.execute(f"SHUTDOWN {mode}")
+    time.sleep(0.5)
+    assert tcp_refused(pooler)
+    err = unix_login_error(pooler)
+    assert err is not None and err.sqlstate == "57P03", err
+    assert err.message == "pooler is shutting down", err
+    with unix_connect(pooler, db="pgsluice") as admin:
+        assert admin.execute("SHOW VERSION").fetchone()[0]
+    assert pooler.alive()
+    c.query("COMMIT")
+    c.close()
+    assert wait_exit(pooler, 10) == 0
+    assert not os.path.exists(path)  # removed at the exit
+
+
+def test_resume_is_refused_during_a_shutdown(make_pooler):
+    pooler = make_pooler(**ADMIN)
+    c = pooler.raw()
+    assert c.scalar("SELECT 1") == "1"
+    admin = pooler.raw(db="pgsluice")
+    admin.query("PAUSE")
+    admin.query("SHUTDOWN WAIT_FOR_CLIENTS")
+    with pytest.raises(harness.PgError) as e:
+        admin.query("RESUME")
+    assert e.value.message == "pooler is shutting down" and e.value.sqlstate == "55000", e.value
+    admin.close()
+    c.close()
+    assert wait_exit(pooler, 10) == 0

@@ -77,6 +77,9 @@ std::string AdminControl::pause(const std::string& db) {
 }
 
 std::string AdminControl::resume(const std::string& db) {
+  // As PgBouncer: a shutdown's pause (SHUTDOWN WAIT_FOR_SERVERS) is not undone, nor anything
+  // else while the pooler stops.
+  if (shutdown_.mode() != Shutdown::Mode::none) return "pooler is shutting down";
   if (db.empty()) {
     if (mode_ == Mode::active && paused_dbs_.empty()) return "pooler is not paused/suspended";
     mode_ = Mode::active;

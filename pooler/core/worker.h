@@ -173,14 +173,15 @@ class Worker {
   [[nodiscard]] size_t pool_count() const { return pools_.size(); }
   [[nodiscard]] const AuthSecrets& secrets() const { return *secrets_; }
   [[nodiscard]] uint64_t started_ms() const { return started_ms_; }
-  // Opened at start (open_listeners returns the failure as listen() does); a shutdown closes
-  // them.
+  // Opened at start (open_listeners returns the failure as listen() does) and closed at the
+  // exit.
   std::string open_listeners();
-  void close_listeners();
-  // Accepts the connections already queued on the listening sockets, so that closing them
+  // A shutdown closes the TCP ports and keeps the Unix socket for the console (ops/shutdown.h).
+  void close_tcp_listeners();
+  // Accepts the connections already queued on the TCP listening sockets, so that closing them
   // (SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS) resets none of them: behind so_reuseport the other
   // processes take the next ones.
-  void drain_listeners();
+  void drain_tcp_listeners();
   // RELOAD: re-reads the configuration file and the auth_file and applies them to every worker
   // (with the world stopped); on an error nothing changes and the error is returned.
   std::string reload();

@@ -271,18 +271,17 @@ void Worker::hand_off(uv_stream_t* listener, Worker& target) {
   }
 }
 
-void Worker::drain_listeners() {
+void Worker::drain_tcp_listeners() {
   for (auto& listener : listeners_) {
     const int fd = listener_fd(listener.get());
-    if (fd < 0) continue;
-    const bool tcp = listener->type == UV_TCP;
+    if (fd < 0 || listener->type != UV_TCP) continue;
     for (;;) {
       int conn = ::accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (conn < 0) {
         if (errno == EINTR) continue;
         break;  // EAGAIN: the queue is empty
       }
-      adopt_client(conn, tcp);
+      adopt_client(conn, /*tcp=*/true);
     }
   }
 }

@@ -13,8 +13,8 @@
 
 namespace pgsluice {
 
-void Worker::close_listeners() {
-  listeners_.clear();
+void Worker::close_tcp_listeners() {
+  std::erase_if(listeners_, [](const auto& listener) { return listener->type == UV_TCP; });
 }
 
 void Worker::apply_config(std::shared_ptr<const Config> config) {

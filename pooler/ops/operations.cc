@@ -13,7 +13,7 @@ void Operations::start_signals(Worker& primary) {
 }
 
 bool Operations::admit(Worker& worker, Client& client) {
-  return client_limits_admit(worker, client);
+  return shutdown_.admit(client) && client_limits_admit(worker, client);
 }
 
 void Operations::maintain(Worker& worker, uint64_t now_ms) {

@@ -22,7 +22,8 @@ class Operations {
   Shutdown& shutdown() { return shutdown_; }
   void start_signals(Worker& primary);
   void stop_signals() { shutdown_.close_signals(); }
-  // max_db_client_connections / max_user_client_connections; false once the client is failed.
+  // A shutdown's refusal (Shutdown::admit), max_db_client_connections /
+  // max_user_client_connections; false once the client is failed.
   bool admit(Worker& worker, Client& client);
   // Each worker's tick, for its own pools and clients: pool sizes, lifetimes and checks, then
   // client timeouts.

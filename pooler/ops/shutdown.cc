@@ -69,8 +69,11 @@ void Shutdown::on_signal(uv_signal_t* handle, int signum) {
 void Shutdown::wait_for_clients() {
   if (mode_ != Mode::none) return;
   mode_ = Mode::wait_for_clients;
-  worker_.drain_listeners();
-  worker_.close_listeners();
+  // The TCP ports close (behind so_reuseport the other processes take the next connections);
+  // the Unix socket stays for the console until the process exits, as in PgBouncer: an operator
+  // can still look (SHOW) or SHUTDOWN at once. Other logins on it are refused (admit()).
+  worker_.drain_tcp_listeners();
+  worker_.close_tcp_listeners();
   spdlog::info("no longer accepting connections; waiting for {} clients to leave",
                remaining_clients());
   tick(worker_.now_ms());
@@ -79,7 +82,7 @@ void Shutdown::wait_for_clients() {
 void Shutdown::wait_for_servers() {
   if (mode_ == Mode::wait_for_servers || mode_ == Mode::immediate) return;
   mode_ = Mode::wait_for_servers;
-  worker_.close_listeners();
+  worker_.close_tcp_listeners();
   const auto timeout = static_cast<uint64_t>(worker_.settings().shutdown_timeout.count());
   deadline_ms_ = timeout > 0 ? worker_.now_ms() + timeout : 0;
   size_t left = close_finished_clients();
@@ -99,6 +102,15 @@ size_t Shutdown::remaining_clients() {
     if (!c.is_admin_console() && c.state() != Client::State::closing) ++n;
   });
   return n;
+}
+
+bool Shutdown::admit(Client& client) const {
+  // Only the Unix socket is still open (the TCP ports closed when the shutdown began): what
+  // comes on it is for the console. PgBouncer's words; PostgreSQL's SQLSTATE for a server that
+  // is shutting down.
+  if (mode_ == Mode::none || client.is_admin_console() || client.channel().is_tcp()) return true;
+  client.fail(sqlstate::kCannotConnectNow, "pooler is shutting down", "pooler is shutting down");
+  return false;
 }
 
 size_t Shutdown::close_finished_clients() {

@@ -1,16 +1,17 @@
 // How pgsluice stops, PgBouncer (>= 1.23) style. One code path for the signals and the admin
 // console's SHUTDOWN:
-//   SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS  stop accepting; exit when the last client has left
+//   SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS  close the TCP ports; exit when the last client has left
 //                                       (rolling restarts behind so_reuseport); no bound.
-//   SIGINT, SHUTDOWN WAIT_FOR_SERVERS   stop accepting; clients without a transaction in
+//   SIGINT, SHUTDOWN WAIT_FOR_SERVERS   close the TCP ports; clients without a transaction in
 //                                       progress are closed at once, the others as soon as
 //                                       their transaction ends; exit when none is left, or
 //                                       after shutdown_timeout (pgsluice's key; PgBouncer has
 //                                       no bound) - then the remaining servers are closed and
 //                                       PostgreSQL rolls their transactions back.
 //   SIGQUIT, SHUTDOWN, any second signal  exit now.
-// A server is never returned to the pool or left open inside a transaction: it is released at
-// a transaction boundary, or closed.
+// In both waiting modes the Unix socket stays open until the exit, for the admin console only
+// (as in PgBouncer): other logins on it are refused with 57P03. A server is never returned to the
+// pool or left open inside a transaction: it is released at a transaction boundary, or closed.
 #pragma once
 
 #include <uv.h>
@@ -22,6 +23,7 @@
 
 namespace pgsluice {
 
+class Client;
 class Worker;
 
 class Shutdown {
@@ -44,6 +46,10 @@ class Shutdown {
 
   // From the janitor: closes clients whose transaction ended, exits when done or past due.
   void tick(uint64_t now_ms);
+
+  // A login during a shutdown: refused unless it is for the console (the client is failed,
+  // false returned).
+  bool admit(Client& client) const;
 
   // SIGINT: a client whose transaction just ended is closed instead of served again.
   [[nodiscard]] bool draining() const { return mode_ == Mode::wait_for_servers; }
