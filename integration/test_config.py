@@ -136,8 +136,9 @@ def test_reboot_is_refused_with_the_rolling_restart_named(tmp_path):
         assert elapsed < 5
 
 
-# SIGINT closes an idle client at once; SIGTERM waits for clients to leave (PgBouncer >= 1.23,
-# tested in test_ops_lifecycle.py); SIGQUIT stops at once.
+# SIGINT exits at once when no client holds a server (an idle client is closed then); SIGTERM
+# waits for clients to leave (PgBouncer >= 1.23, tested in test_ops_lifecycle.py); SIGQUIT stops
+# at once.
 @pytest.mark.parametrize("sig", [signal.SIGQUIT, signal.SIGINT])
 def test_stops_cleanly_on_signal(pg, sig):
     p = harness.Pooler(pg, BASE)

@@ -461,7 +461,7 @@ def test_sigint_during_pgbench_loses_no_transaction(pg, make_pooler, tmp_path):
     assert rows.get((-1, 1)) == 1 and rows.get((-1, 2)) == 1, rows
     # pgsluice left no backend inside a transaction (nor any at all once it is gone).
     assert wait_until(lambda: not app_backends(pg), 10), app_backends(pg)
-    assert pooler.wait_for_log(r"transactions ended, exiting"), pooler.log()[-3000:]
+    assert pooler.wait_for_log(r"server connections dropped, exiting"), pooler.log()[-3000:]
 
 
 def test_sigint_shutdown_timeout_rolls_back(pg, make_pooler):

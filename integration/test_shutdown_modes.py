@@ -1,11 +1,13 @@
 """SUSPEND, RESUME and the waiting shutdowns (SIGINT / SHUTDOWN WAIT_FOR_SERVERS, SIGTERM /
 SHUTDOWN WAIT_FOR_CLIENTS) as PgBouncer 1.25 behaves, with real clients (psycopg, the raw
 protocol client): during SUSPEND new connections wait instead of being refused; during a waiting
-shutdown the TCP port is closed but the Unix socket serves the admin console, and RESUME is
-refused."""
+shutdown the TCP port is closed but the Unix socket serves the admin console; SIGINT lets a client
+that holds a server (a transaction, or in session mode its session) go on, and closes one without
+a server only when it starts its next transaction."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
 import threading
@@ -15,7 +17,7 @@ import psycopg
 import pytest
 
 import harness
-from test_ops_lifecycle import wait_exit
+from test_ops_lifecycle import read_error, wait_exit
 
 ADMIN = {"admin_users": "app"}
 
@@ -117,3 +119,44 @@ def test_resume_is_refused_during_a_shutdown(make_pooler):
     admin.close()
     c.close()
     assert wait_exit(pooler, 10) == 0
+
+
+def test_sigint_lets_a_session_mode_client_finish(make_pooler):
+    """Session mode: the client holds its server between transactions; SIGINT waits for it to
+    leave (PgBouncer's test_repeated_sigint); a second SIGINT exits at once."""
+    pooler = make_pooler(pool_mode="session")
+    c = pooler.raw()
+    assert c.scalar("SELECT 1") == "1"
+    pooler.proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert c.scalar("SELECT 2") == "2"
+    assert pooler.alive()
+    assert tcp_refused(pooler)
+    pooler.proc.send_signal(signal.SIGINT)
+    assert wait_exit(pooler, 10) == 0
+    err = read_error(c, timeout=5)
+    assert err is not None and err.sqlstate == "57P01", err
+
+
+def test_wait_for_servers_closes_a_client_at_its_next_transaction(make_pooler):
+    """Transaction mode: a client without a server stays connected until it starts a
+    transaction, which is refused (57P01, logged 'server shutting down'); the one inside a
+    transaction finishes it."""
+    pooler = make_pooler(**ADMIN)
+    inside = pooler.raw()
+    inside.query("BEGIN")
+    idle = pooler.raw()
+    assert idle.scalar("SELECT 1") == "1"
+    admin = pooler.raw(db="pgsluice")
+    admin.query("SHUTDOWN WAIT_FOR_SERVERS")
+    time.sleep(0.6)  # a few janitor rounds
+    assert "server shutting down" not in pooler.log(), pooler.log()[-3000:]
+    assert inside.scalar("SELECT 3") == "3"
+    idle.send_query("SELECT 4")
+    err = read_error(idle, timeout=5)
+    assert err is not None and err.sqlstate == "57P01", err
+    assert pooler.wait_for_log(r"server shutting down", 5), pooler.log()[-3000:]
+    assert pooler.alive()
+    inside.query("COMMIT")
+    assert wait_exit(pooler, 10) == 0
+    assert "server connections dropped, exiting" in pooler.log()

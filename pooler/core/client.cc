@@ -487,6 +487,11 @@ void Client::process_regular_input() {
     refuse_type(header.header.type);
     return;
   }
+  // SHUTDOWN WAIT_FOR_SERVERS: a new transaction is never begun (PgBouncer closes the client).
+  if (worker_.extensions().draining()) {
+    fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason);
+    return;
+  }
   set_state(State::waiting);
   wait_started_ms_ = worker_.now_ms();
   pool_->request_server(*this);

@@ -52,7 +52,8 @@ class Extensions {
   // and doing it, on the primary with the world stopped.
   [[nodiscard]] virtual bool janitor_needs_world(uint64_t now_us) = 0;
   virtual void on_janitor(Worker& primary, uint64_t now_ms) = 0;
-  // SIGINT's drain: a client whose transaction ended is closed instead of served again.
+  // SIGINT's drain: a client whose transaction ended, or that starts one, is closed instead of
+  // served.
   [[nodiscard]] virtual bool draining() const = 0;
 };
 

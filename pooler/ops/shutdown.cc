@@ -9,6 +9,7 @@
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/extensions.h"
+#include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
 
@@ -51,7 +52,7 @@ void Shutdown::on_signal(uv_signal_t* handle, int signum) {
   Mode next = mode_for_signal(signum, self->mode_);
   spdlog::info("got {}: {}", signal_name(signum),
                next == Mode::immediate          ? "shutting down now"
-               : next == Mode::wait_for_servers ? "shutting down when transactions end"
+               : next == Mode::wait_for_servers ? "shutting down when servers are released"
                                                 : "shutting down when clients leave");
   switch (next) {
     case Mode::wait_for_clients:
@@ -83,11 +84,15 @@ void Shutdown::wait_for_servers() {
   if (mode_ == Mode::wait_for_servers || mode_ == Mode::immediate) return;
   mode_ = Mode::wait_for_servers;
   worker_.close_tcp_listeners();
+  // As PgBouncer's pause: no server is handed out any more, idle ones close now and busy ones
+  // when released. A client is let be until it starts its next transaction (then closed,
+  // Client::process_regular_input); the queued ones are closed by the next tick, not here, so
+  // that the console's answer comes first.
+  worker_.for_each_pool([](Pool& p) { p.set_paused(true, true); });
   const auto timeout = static_cast<uint64_t>(worker_.settings().shutdown_timeout.count());
   deadline_ms_ = timeout > 0 ? worker_.now_ms() + timeout : 0;
-  size_t left = close_finished_clients();
-  spdlog::info("no longer accepting connections; waiting for {} transactions to end", left);
-  tick(worker_.now_ms());
+  spdlog::info("no longer accepting connections; waiting for {} clients to release their servers",
+               clients_holding_servers());
 }
 
 void Shutdown::immediate() {
@@ -113,22 +118,34 @@ bool Shutdown::admit(Client& client) const {
   return false;
 }
 
-size_t Shutdown::close_finished_clients() {
-  std::vector<Client*> done;
+size_t Shutdown::clients_holding_servers() {
+  size_t busy = 0;
+  worker_.for_each_client([&](Client& c) {
+    if (!c.is_admin_console() && c.replication() == protocol::ReplicationMode::none &&
+        c.state() == Client::State::active && c.server() != nullptr) {
+      ++busy;
+    }
+  });
+  return busy;
+}
+
+size_t Shutdown::close_queued_clients() {
+  std::vector<Client*> queued;
   size_t busy = 0;
   worker_.for_each_client([&](Client& c) {
     if (c.is_admin_console() || c.state() == Client::State::closing) return;
-    Server* server = c.server();
-    // Linked with a transaction (or a request) in progress: it may finish. Everything else -
-    // logging in, idle, queued for a server (its query never began) - is closed now.
-    if (c.state() == Client::State::active && server != nullptr &&
-        !server->at_transaction_boundary()) {
+    // A replication stream has no transaction to finish: closed.
+    if (c.replication() != protocol::ReplicationMode::none) {
+      queued.push_back(&c);
+    } else if (c.state() == Client::State::active && c.server() != nullptr) {
+      // Linked: a transaction (in session mode, the session) in progress, which may finish.
       ++busy;
-      return;
+    } else if (c.state() == Client::State::waiting || c.state() == Client::State::welcome_wait) {
+      // Its request would begin a new transaction: never served (PgBouncer closes them so).
+      queued.push_back(&c);
     }
-    done.push_back(&c);
   });
-  for (Client* c : done) c->fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason);
+  for (Client* c : queued) c->fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason);
   return busy;
 }
 
@@ -144,9 +161,9 @@ void Shutdown::tick(uint64_t now_ms) {
       }
       return;
     case Mode::wait_for_servers: {
-      size_t busy = close_finished_clients();
+      size_t busy = close_queued_clients();
       if (busy == 0) {
-        spdlog::info("transactions ended, exiting");
+        spdlog::info("server connections dropped, exiting");  // PgBouncer's words
         immediate();
       } else if (deadline_ms_ != 0 && now_ms >= deadline_ms_) {
         spdlog::warn(

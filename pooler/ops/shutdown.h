@@ -2,16 +2,19 @@
 // console's SHUTDOWN:
 //   SIGTERM, SHUTDOWN WAIT_FOR_CLIENTS  close the TCP ports; exit when the last client has left
 //                                       (rolling restarts behind so_reuseport); no bound.
-//   SIGINT, SHUTDOWN WAIT_FOR_SERVERS   close the TCP ports; clients without a transaction in
-//                                       progress are closed at once, the others as soon as
-//                                       their transaction ends; exit when none is left, or
+//   SIGINT, SHUTDOWN WAIT_FOR_SERVERS   close the TCP ports; no server is handed out any more:
+//                                       a client is closed when it starts a new transaction (or
+//                                       is queued for a server), one holding a server (inside a
+//                                       transaction; in session mode, its session) is served
+//                                       until it releases it; exit when no client holds one, or
 //                                       after shutdown_timeout (pgsluice's key; PgBouncer has
 //                                       no bound) - then the remaining servers are closed and
 //                                       PostgreSQL rolls their transactions back.
 //   SIGQUIT, SHUTDOWN, any second signal  exit now.
 // In both waiting modes the Unix socket stays open until the exit, for the admin console only
-// (as in PgBouncer): other logins on it are refused with 57P03. A server is never returned to the
-// pool or left open inside a transaction: it is released at a transaction boundary, or closed.
+// (as in PgBouncer): other logins on it are refused with 57P03. A server is never returned to
+// the pool or left open inside a transaction: it is released at a transaction boundary, or
+// closed.
 #pragma once
 
 #include <uv.h>
@@ -57,8 +60,10 @@ class Shutdown {
 
  private:
   static void on_signal(uv_signal_t* handle, int signum);
-  // Closes the clients that have no transaction in progress; returns how many remain.
-  size_t close_finished_clients();
+  // Closes the clients queued for a server (and replication streams); returns how many clients
+  // still hold a server.
+  size_t close_queued_clients();
+  size_t clients_holding_servers();
   size_t remaining_clients();
 
   Worker& worker_;
