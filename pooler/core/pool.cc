@@ -12,13 +12,10 @@
 
 namespace pgsluice {
 
-namespace {
-// The per-server draw of staggered_lifetime_ms(): not security, only spread.
-uint32_t stagger_draw() {
+uint32_t Pool::stagger_draw() {
   thread_local std::minstd_rand engine{std::random_device{}()};
   return static_cast<uint32_t>(engine()) ^ (static_cast<uint32_t>(engine()) << 16);
 }
-}  // namespace
 
 Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, PoolMode mode,
            int pool_size)
@@ -86,10 +83,10 @@ void Pool::fail_waiters_after_login_failure(std::string_view message, uint64_t f
 }
 
 Server* Pool::launch_listener(ListenRelay& relay) {
-  size_t host = hosts_.pick(worker_.now_ms(), static_cast<uint32_t>(worker_.next_server_id()));
+  size_t host = hosts_.pick(worker_.now_ms(), stagger_draw());
   if (host == PoolHosts::kNone) host = 0;
   // Deletes itself when its socket is closed, as every server does.
-  auto* server = new Server(*this, worker_.next_server_id(), host, hosts_.at(host));
+  auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
   server->serve_as_listener(relay);
   server->timing.connect_ms = worker_.now_ms();
   move_server(*server, Server::State::closing, Server::State::connecting);
@@ -99,10 +96,10 @@ Server* Pool::launch_listener(ListenRelay& relay) {
 
 void Pool::launch_server() {
   // try_launch saw a usable host; it is still there (nothing ran in between).
-  size_t host = hosts_.pick(worker_.now_ms(), static_cast<uint32_t>(worker_.next_server_id()));
+  size_t host = hosts_.pick(worker_.now_ms(), stagger_draw());
   if (host == PoolHosts::kNone) host = 0;
   // The server deletes itself when its socket is closed.
-  auto* server = new Server(*this, worker_.next_server_id(), host, hosts_.at(host));
+  auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
   server->timing.connect_ms = worker_.now_ms();
   move_server(*server, Server::State::closing, Server::State::connecting);
   server->connect();

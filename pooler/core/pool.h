@@ -185,6 +185,10 @@ class Pool {
   [[nodiscard]] size_t server_count() const;
 
  private:
+  // A draw that is no secret, only spread: the per-server one of staggered_lifetime_ms(), and
+  // where load_balance_hosts = random starts (it used to take the server's id, which is one
+  // sequence with the clients' now and would lose an id per server).
+  static uint32_t stagger_draw();
   using ServerList = IntrusiveList<Server, &Server::pool_node>;
   ServerList* list_for(Server::State state);
   void launch_server();

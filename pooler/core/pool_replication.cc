@@ -52,11 +52,11 @@ bool Pool::make_room_for_replication(LaunchVerdict verdict) {
 
 void Pool::launch_replication_server(Client& client) {
   const uint64_t now = worker_.now_ms();
-  size_t host = hosts_.pick(now, static_cast<uint32_t>(worker_.next_server_id()));
+  size_t host = hosts_.pick(now, stagger_draw());
   if (host == PoolHosts::kNone) host = 0;
   // The server deletes itself when its socket is closed; its slot is given back then
   // (on_server_destroyed), as any server's.
-  auto* server = new Server(*this, worker_.next_server_id(), host, hosts_.at(host));
+  auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
   server->serve_replication(client);
   client.on_replication_server(*server);
   const uint64_t waited = client.wait_started_us != 0 && now_us() > client.wait_started_us

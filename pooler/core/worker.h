@@ -118,8 +118,7 @@ class Worker {
   PreparedRegistry& prepared_registry() { return group_.prepared_registry(); }
   Refusals& refusals() { return group_.refusals(); }
 
-  uint64_t next_client_id() { return group_.next_client_id(); }
-  uint64_t next_server_id() { return group_.next_server_id(); }
+  uint64_t next_socket_id() { return group_.next_socket_id(); }
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
   void on_client_closed(Client& client);
 

@@ -81,8 +81,11 @@ class WorkerGroup {
   // Connections accepted by the primary and not yet adopted by their worker.
   std::atomic<size_t>& handoffs_in_flight() { return handoffs_; }
 
-  uint64_t next_client_id() { return last_client_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
-  uint64_t next_server_id() { return last_server_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Clients and servers are numbered from one sequence, as PgBouncer numbers its sockets: the
+  // ids SHOW CLIENTS, SHOW SERVERS and SHOW SOCKETS print (and KILL_CLIENT takes) never name
+  // two connections at once, and tools that read them expect a server's id to follow the
+  // client it was opened for.
+  uint64_t next_socket_id() { return last_socket_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
   // The worker that takes the next accepted connection (round robin; called by the primary).
   Worker& next_for_client();
 
@@ -109,8 +112,7 @@ class WorkerGroup {
   Refusals refusals_;
   std::atomic<size_t> clients_{0};
   std::atomic<size_t> handoffs_{0};
-  std::atomic<uint64_t> last_client_id_{0};
-  std::atomic<uint64_t> last_server_id_{0};
+  std::atomic<uint64_t> last_socket_id_{0};
   size_t next_worker_ = 0;
 };
 

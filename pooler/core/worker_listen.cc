@@ -198,7 +198,7 @@ void Worker::on_connection(uv_stream_t* listener, int status) {
 }
 
 void Worker::adopt_client(int fd, bool tcp) {
-  auto* client = new Client(*this, next_client_id());
+  auto* client = new Client(*this, next_socket_id());
   Channel& channel = client->channel();
   int rc = tcp ? channel.init_tcp() : channel.init_pipe();
   if (rc == 0) rc = tcp ? uv_tcp_open(channel.tcp(), fd) : uv_pipe_open(channel.pipe(), fd);
@@ -221,7 +221,7 @@ void Worker::accept_client(uv_stream_t* listener) {
       return;
     }
   }
-  auto* client = new Client(*this, next_client_id());
+  auto* client = new Client(*this, next_socket_id());
   Channel& channel = client->channel();
   int rc = listener->type == UV_TCP ? channel.init_tcp() : channel.init_pipe();
   if (rc == 0) rc = uv_accept(listener, channel.stream());
