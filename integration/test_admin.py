@@ -30,7 +30,8 @@ EXTRA_COLUMNS = {"POOLS": ["sv_pinned", "sv_dirty", "pool_size", "paused",
                  "DATABASES": ["hosts", "target_session_attrs"]}
 IMPLEMENTED = ["POOLS", "STATS", "STATS_TOTALS", "STATS_AVERAGES", "TOTALS", "CLIENTS",
                "SERVERS", "DATABASES", "USERS", "LISTS", "MEM", "STATE", "VERSION", "CONFIG",
-               "PEERS", "PEER_POOLS"]
+               "PEERS", "PEER_POOLS", "SOCKETS", "ACTIVE_SOCKETS", "DNS_HOSTS",
+               "DNS_ZONES"]
 
 
 

@@ -13,6 +13,7 @@
 #include "pooler/admin/control.h"
 #include "pooler/admin/show_own.h"
 #include "pooler/admin/show_peers.h"
+#include "pooler/admin/show_sockets.h"
 #include "pooler/admin/views.h"
 #include "pooler/config/console_database.h"
 #include "pooler/config/settings_table.h"
@@ -25,10 +26,6 @@
 namespace pgsluice {
 
 namespace {
-
-std::string ptr_text(const void* p) {
-  return p == nullptr ? "" : fmt::format("{}", p);
-}
 
 AdminResult show_pools(Worker& worker) {
   AdminResult r;
@@ -182,186 +179,6 @@ AdminResult show_totals(Worker& worker, const AdminControl& control) {
       {"avg_ps_bind_count", avg.bind_count},
   };
   for (const auto& [name, value] : rows) r.row().add(name).add(value);
-  r.set_tag("SHOW");
-  return r;
-}
-
-void socket_columns(AdminResult& r) {
-  r.text("type").text("user").text("database").text("replication").text("state").text("addr");
-  r.int4("port").text("local_addr").int4("local_port").text("connect_time").text("request_time");
-  r.int4("wait").int4("wait_us").int4("close_needed").text("ptr").text("link");
-  r.int4("remote_pid").text("tls").text("application_name").int4("prepared_statements");
-  r.int8("id");
-  // pgsluice's own, after PgBouncer's: what pins the server (session state under `pin`).
-  r.text("pinned_for");
-}
-
-// PgBouncer's tls column: empty for a plain connection or one still connecting.
-std::string tls_info(const Channel& channel) {
-  const TlsSession* tls = channel.tls();
-  return tls != nullptr && tls->handshake_done() ? tls->connection_info() : std::string();
-}
-
-struct Endpoint {
-  std::string addr;
-  int port = 0;
-};
-
-Endpoint endpoint(Channel& channel, bool peer) {
-  Endpoint e;
-  if (!channel.is_tcp()) {
-    e.addr = "unix";
-    return e;
-  }
-  sockaddr_storage ss{};
-  int len = sizeof(ss);
-  int rc = peer ? uv_tcp_getpeername(channel.tcp(), reinterpret_cast<sockaddr*>(&ss), &len)
-                : uv_tcp_getsockname(channel.tcp(), reinterpret_cast<sockaddr*>(&ss), &len);
-  if (rc != 0) return e;
-  char host[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-    uv_ip4_name(in, host, sizeof(host));
-    e.port = ntohs(in->sin_port);
-  } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    uv_ip6_name(in6, host, sizeof(host));
-    e.port = ntohs(in6->sin6_port);
-  }
-  e.addr = host;
-  return e;
-}
-
-const char* client_state(const Client& c) {
-  switch (c.state()) {
-    case Client::State::active:
-      return "active";
-    case Client::State::idle:
-      return "idle";
-    case Client::State::waiting:
-    case Client::State::welcome_wait:
-      return "waiting";
-    case Client::State::startup:
-    case Client::State::auth:
-    case Client::State::closing:
-      return nullptr;  // not shown, as PgBouncer shows only logged-in clients
-  }
-  return nullptr;
-}
-
-AdminResult show_clients(Worker& worker) {
-  AdminResult r;
-  socket_columns(r);
-  const uint64_t now = now_us();
-  worker.for_each_client([&](Client& c) {
-    const char* state = client_state(c);
-    if (state == nullptr) return;
-    if (c.is_admin_console()) state = "active";
-    const bool waiting = c.state() == Client::State::waiting && c.wait_started_us != 0;
-    const uint64_t wait = waiting && now > c.wait_started_us ? now - c.wait_started_us : 0;
-    const Endpoint remote = endpoint(c.channel(), true);
-    const Endpoint local = endpoint(c.channel(), false);
-    const std::string* app = c.tracked_parameters().get("application_name");
-    r.row()
-        .add("C")
-        .add(c.user())
-        .add(c.database())
-        .add(protocol::to_string(c.replication()))
-        .add(state)
-        .add(remote.addr)
-        .add(remote.port)
-        .add(local.addr)
-        .add(local.port)
-        .add(format_loop_time(worker, c.connected_ms()))
-        .add(format_loop_time(worker,
-                              c.wait_started_ms() != 0 ? c.wait_started_ms() : c.connected_ms()))
-        .add(static_cast<int64_t>(wait / 1'000'000))
-        .add(static_cast<int64_t>(wait % 1'000'000))
-        .add(0)
-        .add(ptr_text(&c))
-        .add(ptr_text(c.server()))
-        .add(0)
-        .add(tls_info(c.channel()))
-        .add(app != nullptr ? *app : std::string())
-        .add(static_cast<int64_t>(c.prepared_statement_count()))
-        .add(c.id())
-        .add(c.server() != nullptr ? c.server()->pinned_for() : std::string());
-  });
-  r.set_tag("SHOW");
-  return r;
-}
-
-const char* server_state(Server::State s) {
-  switch (s) {
-    case Server::State::connecting:
-    case Server::State::login:
-      return "new";
-    case Server::State::idle:
-      return "idle";
-    case Server::State::active:
-      return "active";
-    case Server::State::resetting:
-      return "used";
-    case Server::State::listening:
-    case Server::State::replicating:  // PgBouncer keeps them on its active list
-      return "active";
-    case Server::State::closing:
-    case Server::State::moving:
-      return nullptr;
-  }
-  return nullptr;
-}
-
-AdminResult show_servers(Worker& worker) {
-  AdminResult r;
-  socket_columns(r);
-  // pgsluice's own (#20): the [databases] host the server logged in to, as the entry names it
-  // (addr and port are the address it reached), and the role it last told; the protocol version
-  // the login settled on (3.2 with PostgreSQL 18, #21), empty until then; 1 for a pool's LISTEN
-  // relay connection (listen_relay.h).
-  r.text("host").text("role").text("protocol").int4("listener");
-  worker.for_each_pool([&](Pool& p) {
-    auto row = [&](Server& s) {
-      const char* state = server_state(s.state());
-      if (state == nullptr) return;
-      const bool connected = s.state() != Server::State::connecting;
-      const Endpoint remote = connected ? endpoint(s.channel(), true) : Endpoint{};
-      const Endpoint local = connected ? endpoint(s.channel(), false) : Endpoint{};
-      const std::string* app = s.parameters().get("application_name");
-      r.row()
-          .add("S")
-          .add(p.credentials().user)
-          .add(p.database().name)
-          .add(protocol::to_string(s.replication()))
-          .add(state)
-          .add(remote.addr.empty() ? s.address().to_string() : remote.addr)
-          .add(remote.port != 0 ? remote.port : s.address().port)
-          .add(local.addr)
-          .add(local.port)
-          .add(format_loop_time(worker, s.timing.connect_ms))
-          .add(format_loop_time(worker,
-                                s.linked_at_ms() != 0 ? s.linked_at_ms() : s.timing.connect_ms))
-          .add(0)
-          .add(0)
-          .add(s.timing.close_needed)
-          .add(ptr_text(&s))
-          .add(ptr_text(s.client()))
-          .add(s.backend_pid())
-          .add(tls_info(s.channel()))
-          .add(app != nullptr ? *app : std::string())
-          .add(static_cast<int64_t>(s.prepared_statement_count()))
-          .add(s.id())
-          .add(s.pinned_for())
-          .add(s.address().to_string())
-          .add(server_role_name(s))
-          .add(connected && s.state() != Server::State::login
-                   ? fmt::format("3.{}", s.protocol_version() & 0xffff)
-                   : std::string())
-          .add(s.is_listener() ? 1 : 0);
-    };
-    p.for_each_server(row);
-    p.for_each_listener(row);
-  });
   r.set_tag("SHOW");
   return r;
 }
@@ -610,6 +427,7 @@ AdminResult show_help() {
            "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION|STATE"
            "\n\tSHOW LISTS|MEM|WORKERS|LEAKS|LEAK_REPORT|PREPARED|PREPARED_STATEMENTS"
            "\n\tSHOW PEERS|PEER_POOLS"
+           "\n\tSHOW SOCKETS|ACTIVE_SOCKETS|DNS_HOSTS|DNS_ZONES"
            "\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
            "\n\tSET key = arg"
            "\n\tRELOAD"
@@ -675,6 +493,10 @@ std::optional<AdminResult> admin_show(Worker& worker, const AdminControl& contro
   if (subject == "LEAK_REPORT") return show_leak_report(worker);
   if (subject == "PREPARED") return show_prepared(worker);
   if (subject == "PREPARED_STATEMENTS") return show_prepared_statements(worker);
+  if (subject == "SOCKETS") return show_sockets(worker, /*active_only=*/false);
+  if (subject == "ACTIVE_SOCKETS") return show_sockets(worker, /*active_only=*/true);
+  if (subject == "DNS_HOSTS") return show_dns_hosts();
+  if (subject == "DNS_ZONES") return show_dns_zones();
   if (subject == "HELP") return show_help();
   return fake_show(subject);
 }
