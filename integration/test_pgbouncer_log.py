@@ -80,6 +80,44 @@ def test_server_login_failure_lines(make_pooler):
     assert re.search(rf"S-\d+ app@nopg 127\.0\.0\.1:\d+ closing because: {missing}{AGE}", log), log
 
 
+def server_line(db: str, host: str, reason: str) -> str:
+    return rf"S-\d+ app@{db} {host}:\d+ closing because: {reason}{AGE}"
+
+
+def test_connection_not_made_close_lines(make_pooler):
+    # A connection to the server that could not be made closes with PgBouncer's words, which
+    # its log readers match ("server DNS lookup failed", "connect failed", "connect timeout");
+    # the "server login failed" line before it keeps the details. The clients wait for the
+    # retry (server_login_retry) until query_wait_timeout ends their wait.
+    silent = harness.socket.socket()  # accepts (the kernel does) and never answers
+    silent.bind((harness.HOST, 0))
+    silent.listen(8)
+    pooler = make_pooler(
+        databases={"nodns": "host=unresolvable-hostname port={pg_port} dbname=app",
+                   "refused": f"host=127.0.0.1 port={harness.free_port()} dbname=app",
+                   "silent": f"host=127.0.0.1 port={silent.getsockname()[1]} dbname=app"},
+        server_connect_timeout=1, server_login_retry=10, query_wait_timeout=2)
+    try:
+        for db in ("nodns", "refused", "silent"):
+            with pytest.raises(psycopg.OperationalError, match="query_wait_timeout"):
+                pooler.connect(db=db)
+        # A resolver that answers slowly may answer after the client gave up: waited for.
+        assert pooler.wait_for_log("server DNS lookup failed", 30), pooler.log()
+        log = pooler.log()
+        assert re.search(r"S-\d+ app@nodns unresolvable-hostname:\d+ server login failed: "
+                         r'could not resolve host "unresolvable-hostname"', log), log
+        assert re.search(server_line("nodns", "unresolvable-hostname",
+                                     "server DNS lookup failed"), log), log
+        assert re.search(r"S-\d+ app@refused 127\.0\.0\.1:\d+ server login failed: could not "
+                         r"connect to server 127\.0\.0\.1:\d+: connection refused", log), log
+        assert re.search(server_line("refused", r"127\.0\.0\.1", "connect failed"), log), log
+        assert re.search(r"S-\d+ app@silent 127\.0\.0\.1:\d+ server login failed: "
+                         r"server_connect_timeout", log), log
+        assert re.search(server_line("silent", r"127\.0\.0\.1", "connect timeout"), log), log
+    finally:
+        silent.close()
+
+
 @pytest.mark.parametrize("auth_type", ["trust", "md5"])
 def test_no_such_database_close_line(make_pooler, auth_type):
     pooler = make_pooler(auth_type=auth_type)

@@ -266,13 +266,13 @@ void Pool::on_server_login_failed(Server& server, std::string_view code, std::st
     if (hosts_.any_usable(now) || hosts_.any_role_mismatch(now)) {
       spdlog::info("{}: host {} failed ({}), trying the next host", server.log_id(),
                    server.address().to_string(), message);
-      server.close(message);  // after the "server login failed" line
+      server.close(server.login_close_reason(message));  // after "server login failed"
       launch_for_waiters();
       return;
     }
   }
   SharedLimits::login_failed(limit_slots_, now, message);
-  server.close(message);  // after the "server login failed" line
+  server.close(server.login_close_reason(message));  // after "server login failed"
   if (!refuses_waiters(code)) return;
   // PostgreSQL refused the login (a wrong password, no such database, pg_hba.conf) or the
   // pooler could not answer it: the waiting clients would get the same answer, so they hear it

@@ -228,6 +228,13 @@ class Server final : public ChannelOwner {
   // Closes the connection; `reason` is logged (log_disconnections) in PgBouncer's shape,
   // "closing because: <reason> (age=<s>s)".
   void close(std::string_view reason);
+  // The reason a failed login closes with: PgBouncer's words when the connection itself could
+  // not be made ("server DNS lookup failed", "connect failed", "connect timeout"), which log
+  // readers match; otherwise the failure's message. The "server login failed" line keeps the
+  // details either way.
+  [[nodiscard]] std::string_view login_close_reason(std::string_view message) const {
+    return connect_failure_ != nullptr ? std::string_view(connect_failure_) : message;
+  }
 
   [[nodiscard]] State state() const { return state_; }
   [[nodiscard]] uint64_t id() const { return id_; }
@@ -395,6 +402,8 @@ class Server final : public ChannelOwner {
   // `severity`: PostgreSQL's (FATAL), when the login ended in its ErrorResponse.
   void login_failed(std::string_view code, std::string_view message,
                     std::string_view severity = {});
+  // The connection could not be made: `words` are PgBouncer's (login_close_reason).
+  void connect_failed(const char* words, std::string_view message);
   // TLS towards the server (tls_server.cc): the SSLRequest sent before the StartupMessage under
   // server_tls_sslmode != disable, its one-byte answer, and SCRAM channel binding.
   bool request_tls();
@@ -425,6 +434,7 @@ class Server final : public ChannelOwner {
   bool timer_open_ = false;
   bool channel_open_ = false;
   bool resolving_ = false;
+  const char* connect_failure_ = nullptr;  // connect_failed()'s words
   bool connecting_ = false;
   Client* client_ = nullptr;
   // While moving: where to, the duplicated socket, and whether the target asked for it.

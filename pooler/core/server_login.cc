@@ -21,6 +21,9 @@ namespace pgsluice {
 namespace {
 // What a server may send before its login's ReadyForQuery (process_login_input).
 constexpr size_t kMaxLoginBytes = 1024 * 1024;
+// PgBouncer's close reasons for a connection that could not be made (login_close_reason).
+constexpr const char* kDnsFailed = "server DNS lookup failed";
+constexpr const char* kConnectFailed = "connect failed";
 }  // namespace
 
 namespace pp = pgsluice::protocol;
@@ -63,8 +66,7 @@ void Server::connect() {
                      port.c_str(), &hints) == 0) {
     resolving_ = true;
   } else {
-    login_failed(sqlstate::kConnectionFailure,
-                 fmt::format("could not resolve host \"{}\"", address.host));
+    connect_failed(kDnsFailed, fmt::format("could not resolve host \"{}\"", address.host));
   }
 }
 
@@ -77,9 +79,8 @@ void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
     return;
   }
   if (status < 0 || res == nullptr) {
-    self->login_failed(
-        sqlstate::kConnectionFailure,
-        fmt::format("could not resolve host \"{}\": {}", self->address_.host, uv_strerror(status)));
+    self->connect_failed(kDnsFailed, fmt::format("could not resolve host \"{}\": {}",
+                                                 self->address_.host, uv_strerror(status)));
   } else {
     self->start_connect(res->ai_addr);
   }
@@ -113,8 +114,7 @@ void Server::start_connect(const sockaddr* addr) {
   int rc = uv_tcp_connect(&connect_req_, channel_.tcp(), addr, on_connected);
   if (rc != 0) {
     connecting_ = false;
-    login_failed(sqlstate::kConnectionFailure,
-                 fmt::format("could not connect to server: {}", uv_strerror(rc)));
+    connect_failed(kConnectFailed, fmt::format("could not connect to server: {}", uv_strerror(rc)));
   }
 }
 
@@ -123,9 +123,9 @@ void Server::on_connected(uv_connect_t* req, int status) {
   self->connecting_ = false;
   if (self->state_ == State::closing) return;
   if (status < 0) {
-    self->login_failed(sqlstate::kConnectionFailure,
-                       fmt::format("could not connect to server {}: {}", self->address_.to_string(),
-                                   uv_strerror(status)));
+    self->connect_failed(kConnectFailed,
+                         fmt::format("could not connect to server {}: {}",
+                                     self->address_.to_string(), uv_strerror(status)));
     return;
   }
   if (self->worker_->settings().log_connections) {
@@ -164,8 +164,8 @@ void Server::send_startup_message() {
 void Server::on_connect_timeout(uv_timer_t* timer) {
   auto* self = static_cast<Server*>(timer->data);
   if (self->state_ == State::connecting || self->state_ == State::login) {
-    self->login_failed(sqlstate::kConnectionFailure,
-                       "server_connect_timeout: the server did not complete the login in time");
+    self->connect_failed("connect timeout",
+                         "server_connect_timeout: the server did not complete the login in time");
   }
 }
 
@@ -186,10 +186,15 @@ void Server::login_failed(std::string_view code, std::string_view message,
     return;
   }
   if (relay_ != nullptr) {
-    close(message);  // the relay tries again, later
+    close(login_close_reason(message));  // the relay tries again, later
     return;
   }
   pool_->on_server_login_failed(*this, code, message);
+}
+
+void Server::connect_failed(const char* words, std::string_view message) {
+  connect_failure_ = words;
+  login_failed(sqlstate::kConnectionFailure, message);
 }
 
 void Server::refuse_server_login(std::string_view code, std::string_view message) {
