@@ -416,3 +416,24 @@ def test_show_databases_names_load_balance_hosts_of_a_host_list(make_pooler):
             f.write(text.replace("load_balance_hosts=disable", "load_balance_hosts=round-robin"))
         admin.execute("RELOAD")
         assert modes()["pair"] == "round-robin"
+
+
+def test_a_failed_host_is_skipped_by_every_worker(make_pooler):
+    """As PgBouncer, whose one pool remembers a host that failed: the first host of a
+    load_balance_hosts=disable entry does not resolve; the client that found it out is served
+    by the second host, and so is the next one, which lands on the other worker, without
+    trying the first host again (within server_login_retry)."""
+    line = ("host=unresolvable-hostname,127.0.0.1 port={pg_port} dbname=app "
+            "load_balance_hosts=disable")
+    pooler = make_pooler(databases={"badfirst": line}, workers=2, server_login_retry=30,
+                         default_pool_size=4)
+    first = pooler.connect(db="badfirst")
+    first.execute("SELECT 1")  # in a transaction: the server stays with this client
+    # Connections go to the workers in turn: the next client is the other worker's.
+    with pooler.connect(db="badfirst", autocommit=True) as second:
+        second.execute("SELECT 1")
+    first.close()
+    log = pooler.log()
+    assert len(re.findall(r"closing because: server DNS lookup failed", log)) == 1, log
+    assert len(re.findall(r"S-\d+ app@badfirst 127\.0\.0\.1:\d+ new connection to server",
+                          log)) == 2, log

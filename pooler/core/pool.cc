@@ -83,8 +83,7 @@ void Pool::fail_waiters_after_login_failure(std::string_view message, uint64_t f
 }
 
 Server* Pool::launch_listener(ListenRelay& relay) {
-  size_t host = hosts_.pick(worker_.now_ms(), stagger_draw());
-  if (host == PoolHosts::kNone) host = 0;
+  const size_t host = pick_host(worker_.now_ms());
   // Deletes itself when its socket is closed, as every server does.
   auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
   server->serve_as_listener(relay);
@@ -96,8 +95,7 @@ Server* Pool::launch_listener(ListenRelay& relay) {
 
 void Pool::launch_server() {
   // try_launch saw a usable host; it is still there (nothing ran in between).
-  size_t host = hosts_.pick(worker_.now_ms(), stagger_draw());
-  if (host == PoolHosts::kNone) host = 0;
+  const size_t host = pick_host(worker_.now_ms());
   // The server deletes itself when its socket is closed.
   auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
   server->timing.connect_ms = worker_.now_ms();
@@ -260,8 +258,7 @@ void Pool::on_server_login_failed(Server& server, std::string_view code, std::st
   if (hosts_.size() > 1) {
     // libpq's way with a host list: this host is skipped (for server_login_retry) and the next
     // one tried; the pool's login counts as failed only when no host is left.
-    hosts_.login_failed(server.host_index(),
-                        now + static_cast<uint64_t>(worker_.settings().server_login_retry.count()));
+    skip_host(server, now + static_cast<uint64_t>(worker_.settings().server_login_retry.count()));
     note_login_failure(server, message, now);
     if (hosts_.any_usable(now) || hosts_.any_role_mismatch(now)) {
       spdlog::info("{}: host {} failed ({}), trying the next host", server.log_id(),

@@ -253,6 +253,12 @@ class Pool {
   [[nodiscard]] size_t checks_in_flight();
   [[nodiscard]] int reserve_pool() const;
   void link(Server& server, Client& client);
+  // The host the next server logs in to (PoolHosts::pick, 0 when every host is skipped), after
+  // learning which hosts the other workers' shares found failing (pool_failover.cc).
+  size_t pick_host(uint64_t now_ms);
+  void learn_host_failures(uint64_t now_ms);
+  // Host `server` logged in to failed: skipped here and by every worker's share until `until_ms`.
+  void skip_host(const Server& server, uint64_t until_ms);
   // Failover events (pool_failover.cc): logged with their timing.
   void note_login_failure(const Server& server, std::string_view message, uint64_t now_ms);
   // A host failed or answered with the wrong role: the pool may have no usable host left.

@@ -1,10 +1,12 @@
 // Failover events of a multi-host pool, logged with their timing: a host that becomes unusable
 // (its login fails) or usable again, a host whose role changes (a promotion, a demotion), and
 // the pool's time without any usable host, with how many clients waited through it and for how
-// long. One line per event and per worker's share of the pool (each share learns on its own).
+// long. One line per event and per worker's share of the pool. A failed host is skipped by every
+// share (the first failure is shared: pick_host), its other events each share learns on its own.
 #include <spdlog/spdlog.h>
 
 #include "pooler/core/pool.h"
+#include "pooler/core/shared_limits.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
@@ -18,6 +20,25 @@ const char* role_word(bool primary) {
   return primary ? "primary" : "standby";
 }
 }  // namespace
+
+size_t Pool::pick_host(uint64_t now_ms) {
+  learn_host_failures(now_ms);
+  const size_t host = hosts_.pick(now_ms, stagger_draw());
+  return host == PoolHosts::kNone ? 0 : host;
+}
+
+void Pool::learn_host_failures(uint64_t now_ms) {
+  if (hosts_.size() < 2) return;
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    const uint64_t until = SharedLimits::host_skip_until(limit_slots_, hosts_.at(i).to_string());
+    if (until > now_ms) hosts_.learn_failed(i, until);
+  }
+}
+
+void Pool::skip_host(const Server& server, uint64_t until_ms) {
+  hosts_.login_failed(server.host_index(), until_ms);
+  SharedLimits::host_failed(limit_slots_, server.address().to_string(), until_ms);
+}
 
 void Pool::note_login_failure(const Server& server, std::string_view message, uint64_t now_ms) {
   if (hosts_.start_failing(server.host_index(), now_ms)) {
@@ -47,6 +68,7 @@ void Pool::note_role_told(const Server& server, const ServerRole& role) {
 
 void Pool::note_login_ok(const Server& server, uint64_t now_ms) {
   if (hosts_.size() < 2) return;
+  SharedLimits::host_logged_in(limit_slots_, server.address().to_string());
   if (const uint64_t since = hosts_.failing_since(server.host_index()); since != 0) {
     spdlog::info("{}@{}: host {} usable again after {:.1f} s", credentials_.user, db_.name,
                  server.address().to_string(), seconds_between(since, now_ms));

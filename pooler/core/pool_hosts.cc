@@ -39,6 +39,10 @@ void PoolHosts::login_failed(size_t i, uint64_t until_ms) {
   hosts_[i].mismatched = false;
 }
 
+void PoolHosts::learn_failed(size_t i, uint64_t until_ms) {
+  if (hosts_[i].skip_until_ms < until_ms) login_failed(i, until_ms);
+}
+
 void PoolHosts::role_mismatched(size_t i, uint64_t now_ms, bool primary) {
   hosts_[i].skip_until_ms = now_ms + kRoleRecheckMs;
   hosts_[i].mismatched = true;

@@ -33,6 +33,8 @@ class PoolHosts {
   size_t pick(uint64_t now_ms, uint32_t random);
 
   void login_failed(size_t i, uint64_t until_ms);
+  // Another worker's share saw host `i` fail: skipped until `until_ms`, unless skipped longer.
+  void learn_failed(size_t i, uint64_t until_ms);
   void role_mismatched(size_t i, uint64_t now_ms, bool primary);
   void logged_in(size_t i);
 

@@ -43,6 +43,7 @@ bool Pool::try_launch(bool evict, bool ask_first) {
   if (paused_ || worker_.stopping() || login_retry_blocked(worker_.now_ms())) return false;
   // Every host of a multi-host entry is skipped for now (failed, or of the wrong role during a
   // failover): the clients wait, and the janitor's next round asks again.
+  learn_host_failures(worker_.now_ms());
   if (!hosts_.any_usable(worker_.now_ms())) return false;
   const LaunchVerdict verdict = launch_verdict(launch_input());
   if (launch_allowed(verdict) && limits_shared()) {

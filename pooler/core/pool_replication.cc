@@ -52,8 +52,7 @@ bool Pool::make_room_for_replication(LaunchVerdict verdict) {
 
 void Pool::launch_replication_server(Client& client) {
   const uint64_t now = worker_.now_ms();
-  size_t host = hosts_.pick(now, stagger_draw());
-  if (host == PoolHosts::kNone) host = 0;
+  const size_t host = pick_host(now);
   // The server deletes itself when its socket is closed; its slot is given back then
   // (on_server_destroyed), as any server's.
   auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));

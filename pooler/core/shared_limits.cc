@@ -233,4 +233,22 @@ std::string SharedLimits::login_error(const LimitSlots& slots) {
   return slots.pool->login_error;
 }
 
+void SharedLimits::host_failed(const LimitSlots& slots, const std::string& host,
+                               uint64_t until_ms) {
+  std::lock_guard lock(slots.pool->hosts_mutex);
+  uint64_t& until = slots.pool->host_skip_until_ms[host];
+  until = std::max(until, until_ms);
+}
+
+void SharedLimits::host_logged_in(const LimitSlots& slots, const std::string& host) {
+  std::lock_guard lock(slots.pool->hosts_mutex);
+  slots.pool->host_skip_until_ms.erase(host);
+}
+
+uint64_t SharedLimits::host_skip_until(const LimitSlots& slots, const std::string& host) {
+  std::lock_guard lock(slots.pool->hosts_mutex);
+  auto it = slots.pool->host_skip_until_ms.find(host);
+  return it == slots.pool->host_skip_until_ms.end() ? 0 : it->second;
+}
+
 }  // namespace pgsluice

@@ -49,6 +49,12 @@ struct LimitCounter {
   std::atomic<int> logged_in{0};
   std::mutex login_error_mutex;
   std::string login_error;
+  // The hosts of a multi-host entry whose login failed, by host:port, and until when every
+  // worker's share skips them (server_login_retry): a host that failed for one worker's client
+  // is not tried again for the next client that lands on another worker. Only the pool's own
+  // counter keeps them; a reload that changes the hosts leaves an entry to expire.
+  std::mutex hosts_mutex;
+  std::unordered_map<std::string, uint64_t> host_skip_until_ms;
 };
 
 // The three counters a pool's servers take a slot of: the pool's own (pool_size), its
@@ -142,6 +148,11 @@ class SharedLimits {
     return slots.pool->login_failed_ms.load(std::memory_order_acquire);
   }
   [[nodiscard]] static std::string login_error(const LimitSlots& slots);
+  // A host of the pool failed a login (skipped by every share until `until_ms`) or logged a
+  // server in (usable again at once); until when a share should skip it (0: not skipped).
+  static void host_failed(const LimitSlots& slots, const std::string& host, uint64_t until_ms);
+  static void host_logged_in(const LimitSlots& slots, const std::string& host);
+  [[nodiscard]] static uint64_t host_skip_until(const LimitSlots& slots, const std::string& host);
   static void add_logged_in(const LimitSlots& slots, int delta) {
     slots.pool->logged_in.fetch_add(delta, std::memory_order_acq_rel);
   }
