@@ -284,6 +284,24 @@ def test_server_check_query_replaces_a_failing_server(pg, make_pooler):
     assert first not in backend_pids(pg)
 
 
+def test_default_server_check_query_is_an_empty_query(pg, make_pooler):
+    # PgBouncer 1.25's default (`<empty>`): an idle server is checked with an empty query, which
+    # PostgreSQL logs (log_statement = all) as "statement: " with nothing after it.
+    pg.psql("ALTER ROLE app SET log_statement = 'all'")
+    try:
+        pooler = make_pooler(default_pool_size=1, server_check_delay=0)
+        with pooler.connect(autocommit=True) as c:
+            first = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+            with open(pg.logfile) as f:
+                f.seek(0, 2)
+                second = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+                logged = f.read()
+        assert second == first  # the check passed: the same server
+        assert len(re.findall(r" LOG:  statement: \n", logged)) == 1, logged
+    finally:
+        pg.psql("ALTER ROLE app RESET log_statement")
+
+
 def test_server_reset_query_always_resets_in_transaction_mode(pg, make_pooler):
     def leaked(**settings) -> str:
         # warn: under the default (keep) the setting would not reach b in either case.

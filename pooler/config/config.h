@@ -199,7 +199,9 @@ struct Settings {
   int max_user_connections = 0;                             // 0: unlimited
   Duration server_lifetime = std::chrono::seconds(3600);  // staggered per server, see pool_limits.h
   Duration server_idle_timeout = std::chrono::seconds(600);  // 0 disables
-  std::string server_check_query = "select 1";               // empty: no check
+  // PgBouncer 1.25's default, `<empty>`: the check is an empty query (the cheapest round trip;
+  // PostgreSQL answers EmptyQueryResponse). An empty value turns checks off.
+  std::string server_check_query = "<empty>";
   Duration server_check_delay = std::chrono::seconds(30);
   // How often the idle servers of a pool whose target_session_attrs is not `any` are asked their
   // role (pgsluice's own key; pool_maintenance.cc): a promotion or a demotion closes them

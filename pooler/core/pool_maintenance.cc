@@ -222,7 +222,8 @@ Server* Pool::take_idle_server() {
                    delay, now)) {
       return &server;
     }
-    server.run_check(s.server_check_query);  // off the idle list until it answers
+    // Off the idle list until it answers. PgBouncer's `<empty>` (the default) is an empty query.
+    server.run_check(s.server_check_query == "<empty>" ? std::string() : s.server_check_query);
     if (server.state() == Server::State::idle) return &server;  // could not start: use as is
   }
   return nullptr;

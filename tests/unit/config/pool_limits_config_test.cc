@@ -21,7 +21,7 @@ TEST(PoolLimitsConfig, DefaultsArePgBouncers) {
   EXPECT_EQ(s.max_user_connections, 0);
   EXPECT_EQ(s.server_lifetime, milliseconds(3'600'000));
   EXPECT_EQ(s.server_idle_timeout, milliseconds(600'000));
-  EXPECT_EQ(s.server_check_query, "select 1");
+  EXPECT_EQ(s.server_check_query, "<empty>");
   EXPECT_EQ(s.server_check_delay, milliseconds(30'000));
   EXPECT_FALSE(s.server_reset_query_always);
   EXPECT_FALSE(s.server_fast_close);
