@@ -102,6 +102,7 @@ void Server::start_connect(const sockaddr* addr) {
   }
   channel_open_ = true;
   uv_tcp_nodelay(channel_.tcp(), 1);
+  channel_.set_send_chunk(static_cast<size_t>(worker_->settings().tcp_socket_buffer));
   // tcp_keepalive and the other TCP options, before the connect as PgBouncer sets them.
   uv_os_fd_t fd = -1;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(channel_.tcp()), &fd) == 0) {

@@ -178,6 +178,7 @@ void Worker::set_listeners_defer_accept() {
 bool Worker::tune_client_socket(Client& client) {
   Channel& channel = client.channel();
   uv_tcp_nodelay(channel.tcp(), 1);
+  channel.set_send_chunk(static_cast<size_t>(settings().tcp_socket_buffer));
   uv_os_fd_t fd = -1;
   std::string err = uv_fileno(reinterpret_cast<uv_handle_t*>(channel.tcp()), &fd) == 0
                         ? apply_tcp_options(fd, settings())

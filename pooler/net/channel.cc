@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -199,7 +200,7 @@ void Channel::send(std::string& pending) {
     write_failed(error);
     return;
   }
-  ssize_t written = ::send(fd_, pending.data(), pending.size(), MSG_NOSIGNAL);
+  ssize_t written = send_bytes(pending.data(), pending.size());
   if (written > 0) {
     bytes_sent_ += static_cast<uint64_t>(written);
     if (static_cast<size_t>(written) == pending.size()) {
@@ -221,9 +222,22 @@ void Channel::send(std::string& pending) {
   update_poll();
 }
 
+ssize_t Channel::send_bytes(const char* data, size_t size) {
+  if (send_chunk_ == 0) return ::send(fd_, data, size, MSG_NOSIGNAL);
+  size_t total = 0;
+  while (total < size) {
+    const size_t piece = std::min(send_chunk_, size - total);
+    const ssize_t written = ::send(fd_, data + total, piece, MSG_NOSIGNAL);
+    if (written <= 0) return total > 0 ? static_cast<ssize_t>(total) : written;
+    total += static_cast<size_t>(written);
+    if (static_cast<size_t>(written) < piece) break;
+  }
+  return static_cast<ssize_t>(total);
+}
+
 void Channel::continue_write() {
   const size_t left = in_flight_.size() - in_flight_sent_;
-  ssize_t written = ::send(fd_, in_flight_.data() + in_flight_sent_, left, MSG_NOSIGNAL);
+  ssize_t written = send_bytes(in_flight_.data() + in_flight_sent_, left);
   if (written < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
     on_write_done(uv_translate_sys_error(errno));
