@@ -29,6 +29,7 @@ PostgreSQL 15 whatever PG_BIN says: npm's 17 and 18 ship no pg_basebackup):
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -285,13 +286,18 @@ def test_hba_replication_keyword_matches_physical_connections_only(pg, make_pool
 def test_postgresql_refusing_a_replication_login_reaches_the_client_only(pg, make_pooler):
     p = pooler(make_pooler, server_login_retry=30)
     # app passes pgsluice's authentication, but PostgreSQL's pg_hba.conf has no replication line
-    # for it: the client gets PostgreSQL's error, SQLSTATE and all.
+    # for it: the client gets PostgreSQL's error and SQLSTATE, after PgBouncer's "login failed"
+    # (its suite matches the words), and both close lines say "login failed" as PgBouncer's do.
     with pytest.raises(harness.PgError) as info:
         harness.RawClient(HOST, p.port, "app", "replication", "app",
                           params={"replication": "true"}).close()
     assert info.value.fields["C"] == "28000", info.value.fields
-    assert ('no pg_hba.conf entry for replication connection from host "127.0.0.1", user "app"'
-            in info.value.fields["M"]), info.value.fields
+    assert info.value.fields["M"].startswith(
+        'login failed: no pg_hba.conf entry for replication connection from host "127.0.0.1", '
+        'user "app"'), info.value.fields
+    assert harness.wait_until(
+        lambda: len(re.findall(r"closing because: login failed \(age=", p.log())) == 2, 5), \
+        p.log()[-3000:]
     # The same pool's normal clients are not failed by it (server_login_retry is not started).
     rc, out, err = p.psql("SELECT current_database()", db="replication")
     assert (rc, out.strip()) == (0, "postgres"), err

@@ -94,7 +94,10 @@ void Client::on_replication_ready(Server& server) {
 
 void Client::on_replication_refused(std::string_view code, std::string_view message) {
   server_ = nullptr;
-  fail(code.empty() ? std::string_view(sqlstate::kConnectionFailure) : code, message);
+  // PostgreSQL's SQLSTATE and message, after PgBouncer's "login failed" (PgBouncer sends only
+  // those two words; the reason is what the client needs to fix its role or pg_hba.conf).
+  fail(code.empty() ? std::string_view(sqlstate::kConnectionFailure) : code,
+       fmt::format("login failed: {}", message), "login failed");
 }
 
 void Client::relay_replication_input() {

@@ -53,10 +53,12 @@ void Server::replication_login_failed(std::string_view code, std::string_view me
   // Not the pool's login failure: a replication login fails for reasons of its own (no
   // REPLICATION attribute, no pg_hba.conf line for replication, max_wal_senders reached)
   // while normal logins work, so it neither fails the waiting clients nor starts
-  // server_login_retry (PgBouncer's rule too). The client gets PostgreSQL's own error.
+  // server_login_retry (PgBouncer's rule too). The message is in the "server login failed"
+  // line; the close lines of both sides say "login failed", PgBouncer's words, which its suite
+  // and operators' tools match.
   Client* client = client_;
   client_ = nullptr;
-  close(message);  // after the "server login failed" line
+  close("login failed");
   if (client != nullptr) client->on_replication_refused(code, message);
 }
 
