@@ -326,6 +326,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
   // max_db/user_client_connections, DISABLE db: refused clients are failed there.
   if (!worker_.extensions().admit(worker_, *this)) return false;
 
+  log_login_attempt();
   begin_authentication();  // client_login.cc
   return false;
 }

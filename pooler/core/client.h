@@ -199,6 +199,8 @@ class Client final : public ChannelOwner {
   // Authentication (client_login.cc): the method (auth_type, or the auth_hba_file rule that
   // matches), the secret (auth_file, or auth_query), then the exchange.
   void begin_authentication();
+  // log_connections: PgBouncer's "login attempt: db= user= tls= replication=" line.
+  void log_login_attempt();
   std::optional<AuthType> decide_by_hba();
   bool peer_matches();
   // The connecting process's uid (SO_PEERCRED); none over TCP.

@@ -34,6 +34,19 @@ bool has_verified_certificate(TlsSession* tls) {
 
 }  // namespace
 
+void Client::log_login_attempt() {
+  if (!worker_.settings().log_connections) return;
+  // PgBouncer's words and values (tls=no, replication=no/yes/database), which operators' tools
+  // and PgBouncer's suite match; the TLS part is SHOW CLIENTS' tls column.
+  TlsSession* tls = channel_.tls();
+  const std::string tls_info = tls != nullptr ? tls->connection_info() : "no";
+  const char* replication = replication_ == pp::ReplicationMode::none       ? "no"
+                            : replication_ == pp::ReplicationMode::physical ? "yes"
+                                                                            : "database";
+  spdlog::info("{} login attempt: db={} user={} tls={} replication={}", log_id_, database_, user_,
+               tls_info, replication);
+}
+
 void Client::begin_authentication() {
   if (admin_console_ && user_ == "pgbouncer" && peer_uid() == getuid()) {
     // PgBouncer's rule, which its tools and its own test suite rely on: the OS user the pooler

@@ -158,7 +158,7 @@ SSL_CTX* build_ssl_ctx(TlsContext::Role role, const TlsSettings& settings, std::
   if (!settings.tls13_ciphers.empty() &&
       SSL_CTX_set_ciphersuites(ctx, settings.tls13_ciphers.c_str()) != 1) {
     return fail((role == Role::accept ? "client" : "server") +
-                std::string("_tls13_ciphers: invalid TLS 1.3 cipher suites \"") +
+                std::string("_tls13_ciphers: failed to set the TLSv1.3 cipher suites \"") +
                 settings.tls13_ciphers + "\"");
   }
   // No compression (CRIME), no renegotiation (a memory-BIO write must never wait for a read).
