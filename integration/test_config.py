@@ -123,19 +123,6 @@ def test_version_and_help():
         assert "pgsluice" in out + err and "--version" in out + err, out + err
 
 
-def test_reboot_is_refused_with_the_rolling_restart_named(tmp_path):
-    # PgBouncer's -R (online restart, deprecated since 1.20): pgsluice does not take over a
-    # running process's sockets; it says so and names the replacement instead of starting
-    # beside the old process or failing later on its port (docs/operations.md).
-    path = str(tmp_path / "any.ini")  # never read: the option is refused first
-    for flag in ("-R", "--reboot"):
-        rc, out, err, elapsed = run_binary([flag, path])
-        assert rc == 1, (rc, out, err)
-        assert "FATAL" in err and "so_reuseport" in err and "SIGTERM" in err, err
-        assert "docs/operations.md" in err, err
-        assert elapsed < 5
-
-
 # SIGINT exits at once when no client holds a server (an idle client is closed then); SIGTERM
 # waits for clients to leave (PgBouncer >= 1.23, tested in test_ops_lifecycle.py); SIGQUIT stops
 # at once.

@@ -9,10 +9,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pgsluice/protocol/pg_query_library.h"
 #include "pooler/auth/sources.h"
 #include "pooler/config/config.h"
+#include "pooler/core/takeover.h"
 #include "pooler/core/worker.h"
 #include "pooler/core/worker_group.h"
 #include "pooler/features.h"
@@ -39,8 +41,9 @@ constexpr const char* kUsage =
     "  -q, --quiet     do not log to stderr (the logfile, when set, gets every line)\n"
     "  -V, --version   print the version and exit\n"
     "  -h, --help      print this help and exit\n"
-    "  -R, --reboot    PgBouncer's online restart: not supported, exits with status 1; restart\n"
-    "                  with so_reuseport instead (docs/operations.md, \"Rolling restarts\")\n"
+    "  -R, --reboot    online restart: take over the listening sockets and the idle clients\n"
+    "                  of the pgsluice running on this configuration's Unix socket, which then\n"
+    "                  exits once its other clients have left (docs/operations.md)\n"
     "\n"
     "Signals: SIGINT stops when running transactions end (shutdown_timeout), SIGTERM when\n"
     "clients leave, SIGQUIT (or a second signal) at once; SIGHUP reloads the configuration;\n"
@@ -61,6 +64,7 @@ struct Options {
   int verbosity = 0;
   bool quiet = false;
   bool daemon = false;
+  bool reboot = false;
   std::string config_path;
   std::optional<int> exit_code;
 };
@@ -79,24 +83,14 @@ Options parse_options(int argc, char** argv) {
       o.exit_code = 0;
       return o;
     }
-    if (arg == "-R" || arg == "--reboot") {
-      // PgBouncer's takeover of the running process's sockets over its Unix socket, which
-      // PgBouncer itself deprecated (1.20) for so_reuseport rolling restarts and refuses under
-      // a service manager. Starting normally instead would leave the old process running, or
-      // fail on its port: a clear refusal that names the replacement is what a script needs.
-      std::fprintf(stderr,
-                   "pgsluice: FATAL -R/--reboot (online restart) is not supported: start the new "
-                   "pgsluice beside the running one with so_reuseport = 1, then stop the old one "
-                   "with SIGTERM (docs/operations.md, \"Rolling restarts with so_reuseport\")\n");
-      o.exit_code = 1;
-      return o;
-    }
     if (arg == "-d" || arg == "--daemon") {
       o.daemon = true;
     } else if (arg == "-v" || arg == "--verbose") {
       ++o.verbosity;
     } else if (arg == "-vv") {
       o.verbosity += 2;
+    } else if (arg == "-R" || arg == "--reboot") {
+      o.reboot = true;
     } else if (arg == "-q" || arg == "--quiet") {
       o.quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -157,6 +151,33 @@ bool parser_loadable() {
   return false;
 }
 
+// -R: the sockets of the pgsluice running on this configuration's Unix socket (core/takeover.h);
+// nobody there, a normal start, as PgBouncer's. Returns the failure, empty on success.
+std::string take_over_running(const pgsluice::Settings& s, pgsluice::Worker& primary) {
+  if (s.unix_socket_dir.empty())
+    return "-R/--reboot needs unix_socket_dir (the old process's console)";
+  const std::string path = s.unix_socket_dir + "/.s.PGSQL." + std::to_string(s.listen_port);
+  std::vector<pgsluice::TakeoverSocket> sockets;
+  std::string error;
+  if (!pgsluice::take_over(path, sockets, error)) {
+    if (!error.empty()) return "online restart failed: " + error;
+    spdlog::info("online restart: no process on {}, starting normally", path);
+    return {};
+  }
+  spdlog::info("online restart: took {} sockets from the process on {}", sockets.size(), path);
+  primary.set_taken_over(std::move(sockets));
+  return {};
+}
+
+// The listeners: the running process's with -R, else bound here. Returns the failure.
+std::string start_listening(const pgsluice::Settings& s, pgsluice::WorkerGroup& workers,
+                            bool reboot) {
+  if (reboot) {
+    if (std::string error = take_over_running(s, workers.primary()); !error.empty()) return error;
+  }
+  return workers.listen();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,7 +192,8 @@ int main(int argc, char** argv) {
   std::optional<pgsluice::UserAccount> account;
   if (!find_account(config.settings, account)) return 1;
   std::string pid_error;
-  if (!config.settings.pidfile.empty() &&
+  // -R: the pidfile names the process being replaced.
+  if (!options.reboot && !config.settings.pidfile.empty() &&
       !pgsluice::PidFile::check(config.settings.pidfile, pid_error)) {
     std::fprintf(stderr, "pgsluice: %s\n", pid_error.c_str());
     return 1;
@@ -235,7 +257,8 @@ int main(int argc, char** argv) {
   workers.set_tls(tls);
   features = std::make_unique<pgsluice::Features>(workers.primary());
   workers.set_extensions(*features);
-  if (std::string error = workers.listen(); !error.empty()) {
+  if (std::string error = start_listening(config.settings, workers, options.reboot);
+      !error.empty()) {
     fatal(error);
     return 1;
   }

@@ -1,14 +1,18 @@
 // The admin console's command table; see admin_commands.h.
 #include "pooler/admin/commands.h"
 
+#include <spdlog/spdlog.h>
+
 #include <charconv>
 #include <functional>
 #include <map>
 
+#include "pgsluice/protocol/writer.h"
 #include "pooler/admin/console.h"
 #include "pooler/admin/control.h"
 #include "pooler/admin/session.h"
 #include "pooler/admin/show.h"
+#include "pooler/core/takeover.h"
 #include "pooler/core/worker.h"
 #include "pooler/ops/shutdown.h"
 
@@ -150,6 +154,40 @@ const std::map<std::string, CommandSpec>& commands() {
   return table;
 }
 
+// Online restart (core/takeover.h): only the pooler's own OS user over the Unix socket (the
+// `pgbouncer` login client_login.cc admits), as in PgBouncer; the descriptors go with the rows.
+AdminResult show_fds(Worker& worker, AdminSession& session) {
+  Client& client = session.client();
+  if (!client.is_own_user()) {
+    return AdminResult::failure(kAdminInsufficientPrivilege,
+                                "SHOW FDS: only the pooler's own OS user over the Unix socket");
+  }
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(client.channel().stream()), &fd) != 0 ||
+      !client.channel().output().empty()) {
+    return AdminResult::failure(kAdminInvalidState, "SHOW FDS: the console socket is busy");
+  }
+  std::string err = worker.group().primary().hand_over_sockets(fd);
+  if (!err.empty()) {
+    // Rows may have gone before: the new process stops at the error and starts as without -R.
+    spdlog::error("{}", err);
+    return AdminResult::failure(kAdminInvalidState, err);
+  }
+  // The end of the reply goes now, as its rows did: with no client left the shutdown below ends
+  // at once, and its end fails the console sessions, this one too. The session answers nothing
+  // more; the new process closes the connection.
+  std::string end;
+  protocol::write_command_complete(end, "SHOW");
+  protocol::write_ready_for_query(end, protocol::TransactionStatus::idle);
+  if (!send_all(fd, end)) spdlog::warn("SHOW FDS: the console connection failed at its end");
+  // The clients that could not move (in a transaction, holding a session server) finish here.
+  AdminControl& control = session.console().control();
+  if (!worker.group().primary().post([&control] { control.shutdown_when_clients_gone(); })) {
+    control.shutdown_when_clients_gone();
+  }
+  return AdminResult::pending();
+}
+
 AdminResult run_set(Worker& worker, AdminSession& session, const AdminCommand& cmd) {
   if (is_fake_setting(cmd.set_key)) {
     AdminResult r;
@@ -177,6 +215,7 @@ AdminResult execute_admin_command(Worker& worker, AdminSession& session,
   };
   if (command.verb == "SHOW") {
     if (!command.has_arg) return invalid();
+    if (command.arg == "FDS") return show_fds(worker, session);
     std::optional<AdminResult> r = admin_show(worker, session.console().control(), command.arg);
     return r ? std::move(*r) : invalid();
   }

@@ -35,6 +35,7 @@ class ConsoleSession;
 class Forwarder;
 class ListenRelay;
 struct AuthLookupResult;
+struct TakeoverClient;
 class Pool;
 class Server;
 class Worker;
@@ -96,6 +97,12 @@ class Client final : public ChannelOwner {
   // Its walsender's login failed: the client gets PostgreSQL's own error (a missing REPLICATION
   // attribute, no pg_hba.conf line for replication), not a generic one.
   void on_replication_refused(std::string_view sqlstate, std::string_view message);
+
+  // --- online restart (client_takeover.cc, takeover.h) ---
+  // Old process: what the client carries to the new one; false when it cannot move now.
+  bool export_state(TakeoverClient& out) const;
+  // New process: a client taken over on this (adopted) socket goes on as logged in.
+  bool resume(TakeoverClient state);
 
   // --- from AuthQuery: the secret of a user without an auth_file entry (client_login.cc) ---
   void on_auth_lookup(const AuthLookupResult& result);

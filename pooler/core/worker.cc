@@ -190,6 +190,7 @@ std::string Worker::listen() {
     uv_run(&loop_, UV_RUN_NOWAIT);  // the closes complete, so that the loop can be closed
     return error;
   }
+  resume_taken_clients();  // -R: posted to their workers, which serve them once running
   uv_signal_start(&sighup_, on_sighup, SIGHUP);
   uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   return {};

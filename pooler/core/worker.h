@@ -26,6 +26,7 @@
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/prepared_statements.h"
+#include "pooler/core/takeover.h"
 #include "pooler/core/worker_group.h"
 #include "pooler/net/listen_addresses.h"
 #include "pooler/net/tls_context.h"
@@ -60,6 +61,17 @@ class Worker {
   [[nodiscard]] WorldPause pause_world() { return WorldPause(group_.world(), index_); }
   // A connection the primary accepted and handed to this worker.
   void adopt_client(int fd, bool tcp);
+  // --- online restart (worker_takeover.cc, takeover.h) ---
+  // Old process, primary, world stopped: SHOW FDS's RowDescription and rows on the console
+  // `socket`, each with its descriptor; then this process stops listening and forgets the
+  // clients it passed. Returns the failure, empty on success (the caller adds CommandComplete).
+  std::string hand_over_sockets(int socket);
+  // New process, primary, before listen(): what take_over() got; listen() adopts the listeners
+  // instead of binding and then hands each client to its worker.
+  void set_taken_over(std::vector<TakeoverSocket> sockets);
+  void resume_client(int fd, bool tcp, TakeoverClient state);
+  // A taken-over client keeps the cancel key it was given by the old process.
+  void adopt_cancel_key(Client& client);
   // Another worker freed a slot this worker starved for: its pools of those keys try again.
   void retry_starving(const LimitSlots& slots);
   // Another worker's server went and its slots passed to this worker's share of the pool.
@@ -190,6 +202,9 @@ class Worker {
 
  private:
   bool listen_tcp(const ListenAddress& address);
+  // The taken-over listeners; false with `error` empty when there are none.
+  bool adopt_taken_listeners(std::string& error);
+  void resume_taken_clients();
   std::string listen_unix(const std::string& dir, int port);
   // tcp_defer_accept on every TCP listener (at start and when the setting changes).
   void set_listeners_defer_accept();
@@ -215,6 +230,7 @@ class Worker {
   std::shared_ptr<const AuthSecrets> secrets_;
   uv_loop_t loop_{};
   std::vector<std::unique_ptr<uv_stream_t, void (*)(uv_stream_t*)>> listeners_;
+  std::vector<TakeoverSocket> taken_over_;  // set_taken_over, until listen() used them
   uv_signal_t sighup_{};
   uv_timer_t janitor_{};
   // Runs before each wait for events: the next turn reads the clock again (turn_now_us).

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "pooler/core/takeover.h"
 #include "pooler/core/worker.h"
 #include "pooler/net/listen_socket.h"
 #include "pooler/net/socket_options.h"
@@ -67,6 +68,8 @@ std::string unix_socket_path(const std::string& dir, int port) {
 
 std::string Worker::open_listeners() {
   const Settings& s = settings();
+  // -R: the old process's sockets, which are this port's already.
+  if (std::string err; adopt_taken_listeners(err) || !err.empty()) return err;
   // As PgBouncer, before any port is taken: a live process on the Unix socket is one already
   // serving this port.
   if (!s.unix_socket_dir.empty() &&

@@ -140,6 +140,11 @@ class Channel {
   // base backup at 1.6 MB/s. Sends of the buffer's size keep two segments in flight, which the
   // peer acknowledges at once, as PgBouncer's sends of pkt_buf do.
   void set_send_chunk(size_t bytes) { send_chunk_ = bytes; }
+  // Nothing half-read, nothing unsent, no TLS: the socket may be handed to another process.
+  [[nodiscard]] bool idle_for_takeover() const {
+    return tls_ == nullptr && !writing_ && !closing_ && output_.empty() &&
+           input_.unread_size() == 0;
+  }
 
  private:
   static void on_poll(uv_poll_t* poll, int status, int events);

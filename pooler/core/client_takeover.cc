@@ -1,0 +1,80 @@
+// A client moving to the new process of an online restart (members of Client, kept apart from
+// client.cc; the protocol is takeover.h): what it carries out of the old process, and how the
+// new one goes on serving it, as if it had logged in there.
+#include <spdlog/spdlog.h>
+
+#include "pgsluice/protocol/scram.h"
+#include "pooler/core/client.h"
+#include "pooler/core/pool.h"
+#include "pooler/core/takeover.h"
+#include "pooler/core/worker.h"
+#include "pooler/net/socket_names.h"
+
+namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
+
+bool Client::export_state(TakeoverClient& out) const {
+  // Only what the new process can rebuild from these fields: a client between transactions with
+  // no server (a linked server's session, a TLS session, prepared statements and LISTENs live
+  // in this process and cannot move), nothing half-read or unsent.
+  if (state_ != State::idle || server_ != nullptr || pool_ == nullptr || admin_console_ ||
+      replication_ != pp::ReplicationMode::none || channel_.tls() != nullptr ||
+      !statements_.empty() || !sql_statements_.empty() || !listen_channels_.empty() ||
+      relay_ != nullptr || !relayed_.empty() || !channel_.idle_for_takeover()) {
+    return false;
+  }
+  const ServerCredentials& cred = pool_->credentials();
+  out = TakeoverClient{.user = user_,
+                       .database = database_,
+                       .protocol_version = protocol_version_,
+                       .cancel_pid = cancel_pid_,
+                       .cancel_key = cancel_key_,
+                       .scram_client_key = cred.scram_client_key,
+                       .scram_server_key = cred.scram_server_key,
+                       .reported = reported_,
+                       .extras = extras_,
+                       .settings = settings_};
+  return true;
+}
+
+bool Client::resume(TakeoverClient state) {
+  peer_ = channel_.is_tcp() ? tcp_peer_name(channel_.tcp()) : "unix";
+  user_ = std::move(state.user);
+  database_ = std::move(state.database);
+  log_id_ = fmt::format("C-{} {}@{} {}", id_, user_, database_, peer_);
+  connected_ms_ = last_request_ms_ = worker_.now_ms();
+  std::optional<DatabaseEntry> entry = worker_.config().find_database(database_);
+  if (!entry) {
+    close("taken over, but its database is no longer configured");
+    return false;
+  }
+  protocol_version_ = state.protocol_version;
+  reported_ = std::move(state.reported);
+  extras_ = std::move(state.extras);
+  settings_ = std::move(state.settings);
+  pool_ = &worker_.pool_for(*entry, user_);
+  ServerCredentials& cred = pool_->credentials();
+  if (state.scram_client_key && !cred.scram_client_key && cred.user == user_ &&
+      pp::is_scram_verifier(cred.password)) {
+    // SCRAM pass-through: the pool logs in with the keys the client proved to the old process.
+    cred.scram_client_key = state.scram_client_key;
+    cred.scram_server_key = state.scram_server_key;
+  }
+  session_policy_ = worker_.config().session_policy_for(*entry, user_, pool_->mode());
+  session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
+  relays_listen_ = session_checks_ &&
+                   session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
+  set_cancel_key(state.cancel_pid, std::move(state.cancel_key));
+  worker_.adopt_cancel_key(*this);
+  registered_for_cancel_ = true;
+  if (worker_.settings().log_connections) spdlog::info("{} taken over", log_id_);
+  // Past the startup packet: regular messages, within max_packet_size (as after a login here).
+  channel_.input().set_phase(pp::FramePhase::regular);
+  channel_.input().set_max_length(worker_.settings().max_packet_size);
+  set_state(State::idle);
+  channel_.start_reading();
+  return true;
+}
+
+}  // namespace pgsluice
