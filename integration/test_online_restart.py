@@ -9,7 +9,8 @@ passed with SCM_RIGHTS), and the old one exits once the clients it kept have lef
 - a client in a transaction at the restart finishes it on the old process, which exits (0)
   when it has left; new connections meanwhile reach the new process;
 - with nothing running on the Unix socket, -R starts normally, as PgBouncer's does;
-- SHOW FDS is refused to anyone but the pooler's own OS user over the Unix socket.
+- SHOW FDS is refused to anyone but the pooler's own OS user over the Unix socket, and to
+  that user's sessions other than a takeover's (a psql would take the listeners away).
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ def test_show_fds_is_for_the_pooler_own_user_over_the_unix_socket_only(pg, make_
     rc, out, err = p.psql("SHOW FDS", db="pgbouncer")
     assert rc != 0 and "only the pooler's own OS user over the Unix socket" in err, (out, err)
     assert p.alive()  # nothing was passed: the process goes on serving
+    # The own user over the Unix socket, but not a takeover (a psql by mistake): refused too,
+    # the listeners stay.
+    rc, out, err = harness.run(["psql", "-X", "-At", "-h", p.dir, "-p", str(p.port), "-U",
+                                "pgbouncer", "-d", "pgbouncer", "-c", "SHOW FDS"])
+    assert rc != 0 and "only pgsluice -R runs it" in err, (out, err)
     rc, out, err = p.psql("SELECT 1")
     assert rc == 0 and out.strip() == "1", err
 

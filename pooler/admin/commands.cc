@@ -162,6 +162,14 @@ AdminResult show_fds(Worker& worker, AdminSession& session) {
     return AdminResult::failure(kAdminInsufficientPrivilege,
                                 "SHOW FDS: only the pooler's own OS user over the Unix socket");
   }
+  // It gives the sockets away and stops this process listening: a psql that ran it by mistake
+  // would take the listeners with it. Only a new process's takeover names itself so.
+  const std::string* app = client.tracked_parameters().get("application_name");
+  if (app == nullptr || *app != kTakeoverApplicationName) {
+    return AdminResult::failure(kAdminInvalidState,
+                                "SHOW FDS hands this process's sockets over: only pgsluice -R "
+                                "runs it (docs/operations.md, \"Online restart\")");
+  }
   uv_os_fd_t fd = -1;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(client.channel().stream()), &fd) != 0 ||
       !client.channel().output().empty()) {

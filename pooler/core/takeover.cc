@@ -319,8 +319,10 @@ bool take_over(const std::string& socket_path, std::vector<TakeoverSocket>& sock
   {
     ConsoleReader reader(fd);
     std::string out;
-    const std::pair<std::string_view, std::string_view> params[] = {{"user", "pgbouncer"},
-                                                                    {"database", "pgbouncer"}};
+    const std::pair<std::string_view, std::string_view> params[] = {
+        {"user", "pgbouncer"},
+        {"database", "pgbouncer"},
+        {"application_name", kTakeoverApplicationName}};
     pp::write_startup_message(out, pp::kProtocolVersion30, params);
     if (!send_all(fd, out) || !read_until_ready(reader, nullptr, error)) {
       if (error.empty()) error = "could not log in to the running process's console";

@@ -23,6 +23,9 @@
 
 namespace pgsluice {
 
+// The new process's application_name on the console: SHOW FDS answers no other session.
+inline constexpr const char* kTakeoverApplicationName = "pgsluice -R";
+
 // What a moving client carries (Client::export_state, Client::resume).
 struct TakeoverClient {
   std::string user;
