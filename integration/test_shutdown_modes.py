@@ -115,7 +115,7 @@ def test_resume_is_refused_during_a_shutdown(make_pooler):
     admin.query("SHUTDOWN WAIT_FOR_CLIENTS")
     with pytest.raises(harness.PgError) as e:
         admin.query("RESUME")
-    assert e.value.message == "pooler is shutting down" and e.value.sqlstate == "55000", e.value
+    assert e.value.message == "pooler is shutting down" and e.value.sqlstate == "08P01", e.value
     admin.close()
     c.close()
     assert wait_exit(pooler, 10) == 0
