@@ -30,6 +30,9 @@ class Features final : public Extensions {
     // The console is never DISABLEd; its sessions are counted against the client limits.
     return ops_.admit(worker, client) && (client.is_admin_console() || console_.admit(client));
   }
+  [[nodiscard]] bool database_disabled(const std::string& db) const override {
+    return console_.db_disabled(db);
+  }
   void on_new_pool(Pool& pool) override { console_.on_new_pool(pool); }
   void on_worker_janitor(Worker& worker, uint64_t now_ms) override {
     ops_.maintain(worker, now_ms);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "pooler/admin/control.h"
 #include "pooler/admin/pause_signals.h"
@@ -32,6 +33,7 @@ class Console {
   std::unique_ptr<ConsoleSession> open(Worker& worker, Client& client);
   // DISABLE db refuses new connections; false once the client is failed.
   bool admit(Client& client) { return control_.admit(client); }
+  [[nodiscard]] bool db_disabled(const std::string& db) const { return control_.db_disabled(db); }
   void on_new_pool(Pool& pool) { control_.on_new_pool(pool); }
   // PAUSE / WAIT_CLOSE replies, stats_period, SHUTDOWN WAIT_FOR_CLIENTS (from the janitor).
   void tick() { control_.tick(); }

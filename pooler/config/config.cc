@@ -13,6 +13,7 @@
 
 #include "pooler/base/read_file.h"
 #include "pooler/base/text.h"
+#include "pooler/config/console_database.h"
 #include "pooler/config/database_line.h"
 #include "pooler/config/settings_table.h"
 #include "pooler/config/value_parsers.h"
@@ -175,6 +176,12 @@ class Loader {
     if (config_->settings.auth_type == AuthType::hba && config_->settings.auth_hba_file.empty()) {
       // Without rules every connection would be refused: a mistake, not a policy.
       error({top_name_, 0}, "auth_type", "auth_type = hba needs auth_hba_file");
+    }
+    if (is_admin_database(config_->settings.auth_dbname)) {
+      // The console has no server to run auth_query on (PgBouncer's words).
+      error({top_name_, 0}, "auth_dbname",
+            "cannot use the reserved \"" + config_->settings.auth_dbname +
+                "\" database as an auth_dbname");
     }
     if (config_->settings.server_tls_direct &&
         config_->settings.server_tls.sslmode < SslMode::require) {

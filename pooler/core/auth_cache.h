@@ -17,6 +17,9 @@ struct AuthLookupResult {
   Status status = Status::failed;
   std::optional<std::string> secret;  // found: the secret; nullopt for a NULL password
   std::string error;                  // failed: why, for the log
+  // failed because of the query itself (PostgreSQL refused it, wrong columns): the pooler's
+  // configuration is wrong, not the server unreachable.
+  bool bad_query = false;
 };
 
 class AuthCache {

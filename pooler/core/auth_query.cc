@@ -8,7 +8,10 @@
 
 #include "pgsluice/protocol/writer.h"
 #include "pooler/base/log_level.h"
+#include "pooler/base/sqlstate.h"
+#include "pooler/config/console_database.h"
 #include "pooler/core/client.h"
+#include "pooler/core/extensions.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
@@ -74,9 +77,14 @@ struct AuthQuery::Lookup final : ServerQuerySink {
     r.error = std::move(why);
     return r;
   }
+  static AuthLookupResult bad_query(std::string why) {
+    AuthLookupResult r = failed(std::move(why));
+    r.bad_query = true;
+    return r;
+  }
   [[nodiscard]] AuthLookupResult result() const {
-    if (!error.empty()) return failed(error);
-    if (rows > 1) return failed("auth_query returned more than one row");
+    if (!error.empty()) return bad_query(error);
+    if (rows > 1) return bad_query("auth_query returned more than one row");
     AuthLookupResult r;
     r.status = rows == 0 ? AuthLookupResult::Status::not_found : AuthLookupResult::Status::found;
     r.secret = secret;
@@ -101,7 +109,8 @@ AuthQuery& Worker::auth_query() {
   return *auth_query_;
 }
 
-std::optional<AuthQuery::Target> AuthQuery::target_for(const DatabaseEntry* db) const {
+std::optional<AuthQuery::Target> AuthQuery::target_for(const DatabaseEntry* db,
+                                                       std::string_view console_name) const {
   const Config& config = worker_.config();
   const Settings& s = config.settings;
   Target t;
@@ -110,17 +119,36 @@ std::optional<AuthQuery::Target> AuthQuery::target_for(const DatabaseEntry* db) 
   t.query = db != nullptr && !db->auth_query.empty() ? db->auth_query : s.auth_query;
   const std::string& dbname =
       db != nullptr && !db->auth_dbname.empty() ? db->auth_dbname : s.auth_dbname;
+  // PgBouncer's log lines and client messages (its users and its suite match them); the client
+  // learns that the pooler is misconfigured, nothing about the user.
+  auto refuse = [&t](std::string log_line, std::string client_message, std::string_view code) {
+    t.error = std::move(log_line);
+    t.client_message = std::move(client_message);
+    t.sqlstate = code;
+    return t;
+  };
+  // The console has no server to ask, whether named by auth_dbname or asked for by the client
+  // with no auth_dbname set.
+  if (is_admin_database(dbname) || (dbname.empty() && db == nullptr)) {
+    return refuse(fmt::format("cannot use the reserved \"{}\" database as an auth_dbname",
+                              dbname.empty() ? console_name : std::string_view(dbname)),
+                  "bouncer config error", sqlstate::kConnectionFailure);
+  }
   if (!dbname.empty()) {
     std::optional<DatabaseEntry> entry = config.find_database(dbname);
     if (!entry) {
-      t.error = fmt::format("auth_dbname \"{}\" is not a database in [databases]", dbname);
-      return t;
+      return refuse(fmt::format("authentication database \"{}\" is not configured", dbname),
+                    "bouncer config error", sqlstate::kConnectionFailure);
     }
     t.database = std::move(*entry);
-  } else if (db != nullptr) {
-    t.database = *db;
   } else {
-    return std::nullopt;  // the admin console has no server of its own to ask
+    t.database = *db;
+  }
+  // A DISABLEd database takes no new connections, the lookup's included.
+  if (worker_.extensions().database_disabled(t.database.name)) {
+    std::string message =
+        fmt::format("authentication database \"{}\" is disabled", t.database.name);
+    return refuse(message, message, sqlstate::kCannotConnectNow);
   }
   // The lookup logs in as auth_user whatever user= the database line forces on its clients.
   t.database.user.clear();
@@ -161,10 +189,6 @@ void AuthQuery::store(const std::string& key, const AuthLookupResult& result) {
 }
 
 void AuthQuery::start(const Target& target, const std::string& user, Client& client) {
-  if (!target.error.empty()) {
-    client.on_auth_lookup(Lookup::failed(target.error));
-    return;
-  }
   const std::string key = key_of(target, user);
   waiting_[&client] = key;
   if (auto it = pending_.find(key); it != pending_.end()) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "pooler/config/config.h"
@@ -36,7 +37,11 @@ class AuthQuery {
     std::string auth_user;
     std::string query;
     DatabaseEntry database;  // the entry the lookup connects with (auth_dbname's, or the client's)
-    std::string error;       // a setting that cannot work (auth_dbname not in [databases])
+    // A setting that cannot work (auth_dbname not in [databases], the console, DISABLEd): the
+    // log line, and what the client is told with which SQLSTATE.
+    std::string error;
+    std::string client_message;
+    std::string_view sqlstate;
   };
 
   explicit AuthQuery(Worker& worker);
@@ -45,8 +50,10 @@ class AuthQuery {
   ~AuthQuery();
 
   // The lookup target for clients of `db` (nullptr: the admin console, which needs
-  // auth_dbname); nullopt when no auth_user applies.
-  [[nodiscard]] std::optional<Target> target_for(const DatabaseEntry* db) const;
+  // auth_dbname); nullopt when no auth_user applies. `console_name`: the console database the
+  // client asked for, when db is nullptr.
+  [[nodiscard]] std::optional<Target> target_for(const DatabaseEntry* db,
+                                                 std::string_view console_name = {}) const;
   // A fresh cached result for `user`, if any.
   std::optional<AuthLookupResult> cached(const Target& target, const std::string& user);
   // Looks `user` up (or joins the lookup under way); the result comes to

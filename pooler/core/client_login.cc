@@ -78,7 +78,14 @@ void Client::begin_authentication() {
     // No lookup for a database that does not exist (nor in PgBouncer): the exchange runs
     // against no secret and fails as a wrong password does.
     std::optional<AuthQuery::Target> target;
-    if (!unknown_database_) target = lookups.target_for(admin_console_ ? nullptr : db_entry_.get());
+    if (!unknown_database_) {
+      target = lookups.target_for(admin_console_ ? nullptr : db_entry_.get(), database_);
+    }
+    if (target && !target->error.empty()) {
+      spdlog::error("{} {}", log_id_, target->error);
+      fail(target->sqlstate, target->client_message);
+      return;
+    }
     if (target) {
       if (std::optional<AuthLookupResult> hit = lookups.cached(*target, user_)) {
         on_auth_lookup(*hit);
@@ -112,9 +119,11 @@ void Client::on_auth_lookup(const AuthLookupResult& result) {
   if (state_ == State::closing) return;
   if (result.status == AuthLookupResult::Status::failed) {
     // The reason (a server down, auth_user's password, a bad auth_query) is in the log; the
-    // client learns nothing about the user.
+    // client learns nothing about the user. A query PostgreSQL refused gets PgBouncer's words.
     fail(sqlstate::kConnectionFailure,
-         fmt::format("could not look up the password of user \"{}\" (auth_query)", user_));
+         result.bad_query
+             ? std::string("bouncer config error")
+             : fmt::format("could not look up the password of user \"{}\" (auth_query)", user_));
     return;
   }
   secret_from_lookup_ = true;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace pgsluice {
 
@@ -42,6 +43,8 @@ class Extensions {
   // A client whose user and database are known asks to log in: false once it has been failed
   // (max_db_client_connections, a DISABLEd database, …).
   virtual bool admit(Worker& worker, Client& client) = 0;
+  // The database was DISABLEd from the console (an auth_dbname's lookups stop too).
+  [[nodiscard]] virtual bool database_disabled(const std::string& db) const = 0;
   // A pool was created (a PAUSEd database's new pool starts paused).
   virtual void on_new_pool(Pool& pool) = 0;
   // Each worker's janitor tick, on its own thread and for its own clients and pools (pool
@@ -65,6 +68,7 @@ class NoExtensions final : public Extensions {
   void stop(Worker&) override {}
   std::unique_ptr<ConsoleSession> open_console(Worker&, Client&) override { return nullptr; }
   bool admit(Worker&, Client&) override { return true; }
+  [[nodiscard]] bool database_disabled(const std::string&) const override { return false; }
   void on_new_pool(Pool&) override {}
   void on_worker_janitor(Worker&, uint64_t) override {}
   [[nodiscard]] bool janitor_needs_world(uint64_t) override { return false; }
