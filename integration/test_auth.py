@@ -281,3 +281,16 @@ def test_auth_query_failure_is_logged_and_refused(pg, make_pooler):
         assert err.message == "bouncer config error", err.fields  # PgBouncer's words
     assert p.wait_for_log(r'auth_query failed: relation "no_such_table" does not exist')
     assert p.log().count("auth_query failed") == 2, p.log()
+
+
+def test_server_secret_of_the_wrong_type(pg, make_pooler):
+    """A forced server user whose only secret is a SCRAM verifier, with no client proof to reuse
+    (trust): the server login cannot answer SCRAM, and the client hears PgBouncer's words."""
+    pooler = make_pooler(auth_type="trust", users={"app": "app",
+                                                   "scramuser": pg.scram_verifier("scramuser")},
+                         databases={"forced": "host=127.0.0.1 port={pg_port} dbname=app "
+                                              "user=scramuser"})
+    err = login_error(pooler, "app", None, db="forced")
+    assert err.message.startswith("server login failed: wrong password type: "), err.fields
+    assert pooler.wait_for_log(r"server login failed: wrong password type: the server asks for "
+                               r'SCRAM .* for user "scramuser"'), pooler.log()

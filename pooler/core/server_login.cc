@@ -350,6 +350,18 @@ bool Server::handle_negotiation(const pp::Message& message) {
   return true;
 }
 
+namespace {
+// The secret pgsluice holds cannot answer what the server asks: PgBouncer's "wrong password
+// type" first (its users and tools match it), then which secret was missing.
+std::string wrong_password_type(std::string_view asks, std::string_view has,
+                                const std::string& user) {
+  return fmt::format(
+      "wrong password type: the server asks for {} and pgsluice has {} for user "
+      "\"{}\"",
+      asks, has, user);
+}
+}  // namespace
+
 bool Server::handle_authentication(const pp::Message& message) {
   auto auth = pp::parse_authentication(message.body);
   if (!auth) {
@@ -375,8 +387,7 @@ bool Server::handle_authentication(const pp::Message& message) {
     case pp::AuthCode::cleartext_password:
       if (!secret_is_plain) {
         login_failed(sqlstate::kInvalidPassword,
-                     "the server asks for a cleartext password and pgsluice has none for user \"" +
-                         cred.user + "\"");
+                     wrong_password_type("a cleartext password", "none", cred.user));
         return false;
       }
       pp::write_password_message(out, secret);
@@ -384,9 +395,7 @@ bool Server::handle_authentication(const pp::Message& message) {
     case pp::AuthCode::md5_password:
       if (secret.empty() || pp::is_scram_verifier(secret)) {
         login_failed(sqlstate::kInvalidPassword,
-                     "the server asks for an MD5 password and pgsluice has no password or MD5 "
-                     "hash for user \"" +
-                         cred.user + "\"");
+                     wrong_password_type("an MD5 password", "no password or MD5 hash", cred.user));
         return false;
       }
       pp::write_password_message(out,
@@ -411,10 +420,10 @@ bool Server::handle_authentication(const pp::Message& message) {
         scram_ = pp::ScramClient::with_keys(*cred.scram_client_key, *cred.scram_server_key);
         scram_->set_max_iterations(worker_->settings().scram_max_iterations);
       } else {
-        login_failed(sqlstate::kInvalidPassword,
-                     "the server asks for SCRAM and pgsluice has neither a password nor SCRAM "
-                     "keys proven by a client for user \"" +
-                         cred.user + "\"");
+        login_failed(
+            sqlstate::kInvalidPassword,
+            wrong_password_type("SCRAM", "neither a password nor SCRAM keys proven by a client",
+                                cred.user));
         return false;
       }
       std::string_view mechanism = choose_scram_mechanism(offers_plus);
