@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "pooler/auth/conf_fields.h"
 #include "pooler/base/read_file.h"
 
 namespace pgsluice {
@@ -16,16 +17,6 @@ namespace pgsluice {
 namespace {
 
 constexpr int kMaxIncludeDepth = 10;
-
-struct Token {
-  std::string text;
-  bool quoted = false;
-};
-using Field = std::vector<Token>;  // one blank-separated field: a comma-separated list
-
-bool is_blank(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v';
-}
 
 std::string directory_of(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -38,70 +29,6 @@ std::string resolve(const std::string& including_file, const std::string& name) 
   return directory_of(including_file) + "/" + name;
 }
 
-// Splits one logical line into fields of comma-separated tokens, as PostgreSQL's tokenizer:
-// blanks separate fields, a comma joins the next token (after blanks) to the same field,
-// double quotes keep anything (a doubled quote is one quote), `#` outside quotes ends the line.
-bool split_fields(std::string_view line, std::vector<Field>& fields, std::string& error) {
-  size_t i = 0;
-  const size_t n = line.size();
-  auto skip_blanks = [&] {
-    while (i < n && is_blank(line[i])) ++i;
-  };
-  for (;;) {
-    skip_blanks();
-    if (i >= n || line[i] == '#') return true;
-    Field field;
-    for (;;) {
-      Token token;
-      bool in_quote = false;
-      while (i < n) {
-        const char c = line[i];
-        if (in_quote) {
-          if (c == '"' && i + 1 < n && line[i + 1] == '"') {
-            token.text += '"';
-            i += 2;
-          } else if (c == '"') {
-            in_quote = false;
-            ++i;
-          } else {
-            token.text += c;
-            ++i;
-          }
-          continue;
-        }
-        if (is_blank(c) || c == ',' || c == '#') break;
-        if (c == '"') {
-          in_quote = true;
-          token.quoted = true;
-        } else {
-          token.text += c;
-        }
-        ++i;
-      }
-      if (in_quote) {
-        error = "unterminated quoted string";
-        return false;
-      }
-      if (token.text.empty()) {
-        error = token.quoted ? "empty quoted name" : "empty name in a comma-separated list";
-        return false;
-      }
-      field.push_back(std::move(token));
-      if (i < n && line[i] == ',') {
-        ++i;
-        skip_blanks();
-        if (i >= n || line[i] == '#') {
-          error = "a list ends with ','";
-          return false;
-        }
-        continue;
-      }
-      break;
-    }
-    fields.push_back(std::move(field));
-  }
-}
-
 class Parser {
  public:
   Parser(std::string name, const HbaFileReader& reader) : name_(std::move(name)), reader_(reader) {
@@ -109,31 +36,9 @@ class Parser {
   }
 
   HbaLoadResult run(const std::string& text) {
-    size_t pos = 0;
-    int lineno = 0;
-    while (pos < text.size()) {
-      // A trailing backslash joins the next physical line; the record keeps its first line's
-      // number.
-      std::string logical;
-      const int first_line = lineno + 1;
-      for (;;) {
-        size_t end = text.find('\n', pos);
-        if (end == std::string::npos) end = text.size();
-        std::string_view physical(text.data() + pos, end - pos);
-        pos = end + 1;
-        ++lineno;
-        while (!physical.empty() && physical.back() == '\r') physical.remove_suffix(1);
-        if (!physical.empty() && physical.back() == '\\' && pos < text.size()) {
-          physical.remove_suffix(1);
-          logical.append(physical);
-          continue;
-        }
-        if (!physical.empty() && physical.back() == '\\') physical.remove_suffix(1);
-        logical.append(physical);
-        break;
-      }
-      line_ = first_line;
-      parse_line(logical);
+    for (ConfLine& l : conf_logical_lines(text)) {
+      line_ = l.line;
+      parse_line(l.text);
     }
     HbaLoadResult result;
     result.errors = std::move(errors_);
@@ -146,16 +51,16 @@ class Parser {
     errors_.push_back(name_ + ":" + std::to_string(line_) + ": " + message);
   }
 
-  static bool single_keyword(const Field& f, std::string& out) {
+  static bool single_keyword(const ConfField& f, std::string& out) {
     if (f.size() != 1 || f[0].quoted) return false;
     out = f[0].text;
     return true;
   }
 
   void parse_line(std::string_view line) {
-    std::vector<Field> fields;
+    std::vector<ConfField> fields;
     std::string err;
-    if (!split_fields(line, fields, err)) {
+    if (!conf_split_fields(line, fields, err)) {
       error(err);
       return;
     }
@@ -214,9 +119,9 @@ class Parser {
   }
 
   // The names of a DATABASE or USER field, @file lists expanded in place.
-  bool parse_names(const Field& field, bool is_database, HbaNames& out, const std::string& file,
+  bool parse_names(const ConfField& field, bool is_database, HbaNames& out, const std::string& file,
                    int depth) {
-    for (const Token& t : field) {
+    for (const ConfToken& t : field) {
       if (t.quoted) {
         out.names.insert(t.text);
         continue;
@@ -271,12 +176,12 @@ class Parser {
       std::string_view line(text.data() + pos, end - pos);
       pos = end + 1;
       ++lineno;
-      std::vector<Field> fields;
-      if (!split_fields(line, fields, err)) {
+      std::vector<ConfField> fields;
+      if (!conf_split_fields(line, fields, err)) {
         error("@" + name + ": " + path + ":" + std::to_string(lineno) + ": " + err);
         return false;
       }
-      for (const Field& f : fields) {
+      for (const ConfField& f : fields) {
         if (!parse_names(f, is_database, out, path, depth + 1)) return false;
       }
     }
@@ -296,13 +201,13 @@ class Parser {
     return false;
   }
 
-  bool parse_address(const std::vector<Field>& fields, size_t& next, HbaRule& rule) {
-    const Field& f = fields[next];
+  bool parse_address(const std::vector<ConfField>& fields, size_t& next, HbaRule& rule) {
+    const ConfField& f = fields[next];
     if (f.size() != 1) {
       error("an address field cannot be a list");
       return false;
     }
-    const Token& t = f[0];
+    const ConfToken& t = f[0];
     ++next;
     if (!t.quoted && t.text == "all") {
       rule.any_address = true;
@@ -349,7 +254,7 @@ class Parser {
     return true;
   }
 
-  bool parse_method(const Field& f, HbaRule& rule) {
+  bool parse_method(const ConfField& f, HbaRule& rule) {
     std::string word;
     if (!single_keyword(f, word)) {
       error("invalid authentication method");
@@ -390,7 +295,7 @@ class Parser {
     return true;
   }
 
-  bool parse_option(const Field& f, HbaRule& rule) {
+  bool parse_option(const ConfField& f, HbaRule& rule) {
     if (f.size() != 1) {
       error("an option cannot be a list");
       return false;
