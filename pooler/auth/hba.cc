@@ -350,19 +350,16 @@ bool names_match(const HbaNames& n, std::string_view name, std::string_view othe
 }
 
 // The client's address bytes as the rule's family sees them: an IPv4-mapped IPv6 client (a
-// listener on "::") matches IPv4 rules, and an IPv4 client matches an IPv6 rule as ::ffff:a.b.c.d
-// (PostgreSQL does the same).
+// listener on "::") matches IPv4 rules. An IPv4 client matches no IPv6 rule, as in PostgreSQL
+// and PgBouncer: a file that says `::/0 md5` before `0.0.0.0/0 cert` means the IPv4 clients to
+// reach the second line.
 bool client_bytes(const sockaddr* sa, int rule_family, std::array<uint8_t, 16>& out) {
   out.fill(0);
   if (sa == nullptr) return false;
   if (sa->sa_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    if (rule_family == AF_INET) {
-      std::memcpy(out.data(), &in->sin_addr, 4);
-      return true;
-    }
-    out[10] = out[11] = 0xff;
-    std::memcpy(out.data() + 12, &in->sin_addr, 4);
+    if (rule_family != AF_INET) return false;
+    std::memcpy(out.data(), &in->sin_addr, 4);
     return true;
   }
   if (sa->sa_family == AF_INET6) {

@@ -155,8 +155,13 @@ TEST(AuthHba, AddressForms) {
   EXPECT_EQ(match(*rules, "10.0.0.2", "x", "d"), 0);
   // A listener on "::" sees IPv4 clients as ::ffff:a.b.c.d: they match IPv4 rules.
   EXPECT_EQ(match(*rules, "::ffff:10.0.0.1", "x", "d"), 4);
-  // And an IPv4 client matches an IPv6 rule for the mapped range, as in PostgreSQL.
-  EXPECT_EQ(match(*rules, "1.2.3.4", "x", "e"), 5);
+  // An IPv4 client matches no IPv6 rule, not even ::/0 or the mapped range (PostgreSQL,
+  // PgBouncer).
+  EXPECT_EQ(match(*rules, "1.2.3.4", "x", "e"), 0);
+  auto any6 = parse_hba_ok("host all all ::/0 md5\nhost all all 0.0.0.0/0 trust\n");
+  ASSERT_NE(any6, nullptr);
+  EXPECT_EQ(match(*any6, "127.0.0.1", "x", "y"), 2);
+  EXPECT_EQ(match(*any6, "::1", "x", "y"), 1);
 }
 
 TEST(AuthHba, HostBitsOutsideTheMaskAreIgnored) {
