@@ -1,7 +1,8 @@
 """auth_type = hba: the auth_hba_file (pg_hba.conf format, PgBouncer's subset) decides each
 connection's method by its first matching line — allow and deny as written, PostgreSQL's messages
 for a rejected or unmatched connection, hostssl/hostnossl, cert and clientcert, peer over the
-Unix socket, @file lists — and is re-read on SIGHUP (a broken file keeps the old rules)."""
+Unix socket, @file lists, map= with auth_ident_file — and is re-read on SIGHUP (a broken file
+keeps the old rules)."""
 
 from __future__ import annotations
 
@@ -209,3 +210,70 @@ def test_bad_file_stops_startup_with_file_and_line(make_pooler, tmp_path):
     finally:
         shutil.rmtree(p.dir, ignore_errors=True)
     assert rc == 1 and "auth_type = hba needs auth_hba_file" in out + err, out + err
+
+
+# --- map= and auth_ident_file ----------------------------------------------------------------
+
+
+def test_cert_with_an_ident_map(pg, make_pooler, tmp_path):
+    """map=: the certificate's CN (app) may log in as the users the map lists for it, and only
+    as those (its own name included only when listed), as PgBouncer 1.25 and PostgreSQL."""
+    t = pg.tls
+    ident = tmp_path / "ident.conf"
+    ident.write_text("# MAPNAME SYSTEM-USERNAME PG-USERNAME\n"
+                     "certs  app  md5user\ncerts  \"app\"  scramuser\n")
+    rules = "hostssl app all 127.0.0.1/32 cert map=certs\n"
+    p, _ = hba_pooler(make_pooler, tmp_path, rules, auth_ident_file=str(ident),
+                      client_tls_sslmode="require", client_tls_key_file=t.server_key,
+                      client_tls_cert_file=t.server_cert, client_tls_ca_file=t.ca_cert)
+
+    def psql(user):
+        dsn = (f"host={harness.HOST} port={p.port} dbname=app user={user} sslmode=require "
+               f"sslcert={t.client_cert} sslkey={t.client_key}")  # CN=app
+        return harness.run(["psql", "-X", "-At", "-c", "SELECT current_user", dsn],
+                           env=p.client_env(None), timeout=60)
+
+    for user in ("md5user", "scramuser"):
+        rc, out, err = psql(user)
+        assert rc == 0, err
+        assert out.strip() == user
+    for user in ("trustuser", "app"):
+        rc, _, err = psql(user)
+        assert rc != 0 and f'certificate authentication failed for user "{user}"' in err, err
+    assert p.log().count("ident map: certs does not have a match") == 2, p.log()
+
+
+def test_peer_with_an_ident_map_and_reload(make_pooler, tmp_path):
+    me = pwd.getpwuid(os.getuid()).pw_name
+    if me in ("app", "md5user", "scramuser"):
+        pytest.skip(f"the OS user is {me}")
+    ident = tmp_path / "ident.conf"
+    ident.write_text(f"os {me} app\nos {me} md5user\n")
+    p, _ = hba_pooler(make_pooler, tmp_path, "local all all peer map=os\n",
+                      auth_ident_file=str(ident), unix_socket_dir="{dir}")
+    cmd = ["psql", "-X", "-At", "-h", p.dir, "-p", str(p.port), "-d", "app", "-c",
+           "SELECT current_user"]
+
+    def login(user):
+        return harness.run(cmd + ["-U", user], env=p.client_env(None))
+
+    for user in ("app", "md5user"):
+        rc, out, err = login(user)
+        assert rc == 0, err
+        assert out.strip() == user
+    rc, _, err = login("scramuser")
+    assert rc != 0 and 'Peer authentication failed for user "scramuser"' in err, err
+    assert p.wait_for_log(r"ident map os cannot be matched"), p.log()
+    # RELOAD reads the maps again: `all` lets the OS user be anyone.
+    ident.write_text(f"os {me} all\n")
+    os.kill(p.proc.pid, signal.SIGHUP)
+    assert p.wait_for_log(r"SIGHUP: configuration reloaded", 10), p.log()
+    rc, out, err = login("scramuser")
+    assert rc == 0 and out.strip() == "scramuser", err
+    # A rule naming a map the file lacks: the reload fails and the old maps stay.
+    ident.write_text(f"other {me} all\n")
+    os.kill(p.proc.pid, signal.SIGHUP)
+    assert p.wait_for_log(r"SIGHUP: reload failed", 10), p.log()
+    assert 'pgsluice_hba.conf:1: ident map "os" is not in auth_ident_file' in p.log(), p.log()
+    rc, out, err = login("scramuser")
+    assert rc == 0 and out.strip() == "scramuser", err

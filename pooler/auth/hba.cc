@@ -329,10 +329,21 @@ class Parser {
       return true;
     }
     if (key == "map") {
-      error("authentication option \"map\" is not supported (as in PgBouncer)");
-    } else {
-      error("unknown or unsupported authentication option \"" + key + "\"");
+      // PostgreSQL's rule, for the methods pgsluice has: the map names who may be whom.
+      if (rule.method != HbaMethod::peer && rule.method != HbaMethod::cert) {
+        error(
+            "authentication option \"map\" is only valid for authentication methods peer "
+            "and cert");
+        return false;
+      }
+      if (value.empty()) {
+        error("authentication option \"map\" needs a map name");
+        return false;
+      }
+      rule.map = value;
+      return true;
     }
+    error("unknown or unsupported authentication option \"" + key + "\"");
     return false;
   }
 

@@ -13,7 +13,9 @@
 //             field. Not host names, samehost or samenet (as PgBouncer).
 //   METHOD    trust, reject, md5, password, scram-sha-256, cert (hostssl only), peer (local
 //             only).
-//   OPTIONS   clientcert=verify-ca|verify-full (hostssl only), as PostgreSQL.
+//   OPTIONS   clientcert=verify-ca|verify-full (hostssl only), as PostgreSQL; map=NAME (peer
+//             and cert): who may log in as whom comes from auth_ident_file's map NAME (ident.h)
+//             instead of the OS user or certificate CN being the user.
 //
 // As in PostgreSQL: fields are separated by blanks, `#` starts a comment, a double-quoted name
 // keeps blanks, commas and `#` and loses any keyword meaning ("all" is a user named all), a
@@ -61,6 +63,7 @@ struct HbaRule {
   std::array<uint8_t, 16> mask{};
   HbaMethod method = HbaMethod::reject;
   HbaClientCert clientcert = HbaClientCert::none;
+  std::string map;  // map=: the auth_ident_file map (peer, cert); empty: the user's own name
 };
 
 // Who is connecting, as the rules see it.

@@ -5,6 +5,33 @@
 
 namespace pgsluice {
 
+namespace {
+
+// auth_ident_file, and every map= of the rules found in it: a rule naming a missing map could
+// only refuse, and is a mistake (PgBouncer drops such a line; pgsluice refuses the file, as for
+// any bad line).
+void load_ident_maps(const Settings& settings, AuthSecrets& secrets, AuthSourcesResult& result) {
+  if (!settings.auth_ident_file.empty()) {
+    IdentLoadResult ident = load_ident_file(settings.auth_ident_file);
+    if (!ident.errors.empty()) {
+      for (auto& e : ident.errors) result.errors.push_back(std::move(e));
+      result.errors.push_back("auth_ident_file " + settings.auth_ident_file + " could not be used");
+      return;
+    }
+    secrets.ident = std::move(ident.maps);
+  }
+  if (!secrets.hba) return;
+  for (const HbaRule& rule : secrets.hba->rules()) {
+    if (rule.map.empty() || (secrets.ident && secrets.ident->has(rule.map))) continue;
+    result.errors.push_back(rule.file + ":" + std::to_string(rule.line) + ": ident map \"" +
+                            rule.map + "\" is not in auth_ident_file" +
+                            (settings.auth_ident_file.empty() ? std::string(" (not set)")
+                                                              : " " + settings.auth_ident_file));
+  }
+}
+
+}  // namespace
+
 AuthSourcesResult load_auth_sources(const Settings& settings) {
   AuthSourcesResult result;
   auto secrets = std::make_shared<AuthSecrets>();
@@ -30,6 +57,7 @@ AuthSourcesResult load_auth_sources(const Settings& settings) {
     } else {
       secrets->hba = std::move(hba.rules);
     }
+    load_ident_maps(settings, *secrets, result);
   } else if (!settings.auth_hba_file.empty()) {
     result.warnings.push_back("auth_hba_file is set but auth_type is " +
                               std::string(to_string(settings.auth_type)) +

@@ -1,6 +1,6 @@
 // What authentication reads from files besides the configuration: the auth_file's secrets and,
-// under auth_type = hba, the auth_hba_file's rules. Loaded together at startup and at every
-// RELOAD/SIGHUP into one immutable snapshot that workers share.
+// under auth_type = hba, the auth_hba_file's rules and the auth_ident_file's maps they name. Loaded
+// together at startup and at every RELOAD/SIGHUP into one immutable snapshot that workers share.
 #pragma once
 
 #include <map>
@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "pooler/auth/hba.h"
+#include "pooler/auth/ident.h"
 #include "pooler/config/config.h"
 
 namespace pgsluice {
 
 struct AuthSecrets {
   std::map<std::string, std::string> by_user;
-  std::shared_ptr<const HbaRules> hba;  // null unless auth_type = hba
+  std::shared_ptr<const HbaRules> hba;     // null unless auth_type = hba
+  std::shared_ptr<const IdentMaps> ident;  // auth_ident_file's maps, null when unset
 };
 
 struct AuthSourcesResult {

@@ -159,7 +159,8 @@ struct Settings {
   int tcp_socket_buffer = 0;
   AuthType auth_type = AuthType::md5;
   std::string auth_file;
-  std::string auth_hba_file;  // pg_hba.conf format, read under auth_type = hba (auth_hba.h)
+  std::string auth_hba_file;    // pg_hba.conf format, read under auth_type = hba (auth_hba.h)
+  std::string auth_ident_file;  // pg_ident.conf format: the maps of map= hba rules (ident.h)
   // A user without an auth_file entry: its secret is looked up on the server with auth_query,
   // logged in as auth_user (whose password is in auth_file), in the client's database or in
   // auth_dbname's; results are kept auth_query_cache_ttl (0: looked up at every login).

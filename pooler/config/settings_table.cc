@@ -224,8 +224,9 @@ std::vector<SettingDef> make_table() {
       row("application_name_add_host", bool_value(&S::application_name_add_host)),
       row("auth_dbname", string_value(&S::auth_dbname)),
       row("auth_file", string_value(&S::auth_file)),
-      // Read at start and RELOAD only (the rules are loaded with the auth_file).
+      // Read at start and RELOAD only (the rules and maps are loaded with the auth_file).
       row("auth_hba_file", string_value(&S::auth_hba_file), kReload),
+      row("auth_ident_file", string_value(&S::auth_ident_file), kReload),
       row("auth_query", string_value(&S::auth_query)),
       row("auth_query_cache_ttl", duration_value(&S::auth_query_cache_ttl), kOnline, kOwn),
       row("auth_type", enum_value(&S::auth_type, parse_auth_type)),
@@ -315,10 +316,9 @@ std::vector<SettingDef> make_table() {
 
 // PgBouncer 1.25's main-section keys that pgsluice does not implement yet, sorted.
 constexpr std::string_view kPgBouncerOnlyKeys[] = {
-    "auth_ident_file", "auth_ldap_options", "autodb_idle_timeout",   "conffile",
-    "dns_max_ttl",     "dns_nxdomain_ttl",  "dns_zone_check_period", "job_name",
-    "pkt_buf",         "resolv_conf",       "sbuf_loopcnt",          "service_name",
-    "suspend_timeout",
+    "auth_ldap_options", "autodb_idle_timeout",   "conffile",     "dns_max_ttl",
+    "dns_nxdomain_ttl",  "dns_zone_check_period", "job_name",     "pkt_buf",
+    "resolv_conf",       "sbuf_loopcnt",          "service_name", "suspend_timeout",
 };
 
 }  // namespace
@@ -358,7 +358,7 @@ bool is_changeable_setting(std::string_view key) {
   const SettingDef* d = find_setting(key);
   if (d == nullptr) return false;
   return d->apply == SettingApply::online ||
-         (d->apply == SettingApply::reload && key != "auth_hba_file");
+         (d->apply == SettingApply::reload && key != "auth_hba_file" && key != "auth_ident_file");
 }
 
 bool is_tls_setting(std::string_view key) {

@@ -19,7 +19,8 @@ namespace pgsluice {
 enum class SettingApply {
   online,   // read anew at each use: SET may change it, RELOAD applies it
   reload,   // RELOAD applies it (files read again, new clients and servers); SET applies it
-            // as RELOAD would (is_changeable_setting), but for auth_hba_file
+            // as RELOAD would (is_changeable_setting), but for auth_hba_file and
+            // auth_ident_file
   restart,  // used once at startup: RELOAD warns that it waits for the next start
 };
 
@@ -59,7 +60,8 @@ struct SettingRow {
 };
 std::vector<SettingRow> describe_settings(const Config& config);
 // The settings SET may change, as PgBouncer's SET does: the online ones, and the reload ones but
-// auth_hba_file (its rules are read with the auth_file, which RELOAD does and SET does not).
+// auth_hba_file and auth_ident_file (read with the auth_file, which RELOAD does and SET does
+// not).
 bool is_changeable_setting(std::string_view key);
 // The TLS settings of either side: SET builds the TLS contexts anew, as RELOAD does.
 bool is_tls_setting(std::string_view key);

@@ -210,6 +210,8 @@ class Client final : public ChannelOwner {
   void log_login_attempt();
   std::optional<AuthType> decide_by_hba();
   bool peer_matches();
+  // The auth_ident_file map of the hba rule lets `system_user` log in as the client's user.
+  [[nodiscard]] bool ident_permits(std::string_view system_user) const;
   // The connecting process's uid (SO_PEERCRED); none over TCP.
   std::optional<uid_t> peer_uid();
   void start_exchange(std::optional<std::string> secret);
@@ -328,6 +330,7 @@ class Client final : public ChannelOwner {
   bool auth_lookup_pending_ = false;      // waiting for AuthQuery
   bool secret_from_lookup_ = false;       // the secret came from auth_query
   bool peer_verified_ = false;            // hba peer: the kernel named the user, who may be unknown
+  std::string ident_map_;                 // the hba rule's map= (peer, cert): who may be whom
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;
   ParameterSet reported_;  // the client's view of every parameter the server reports

@@ -208,6 +208,7 @@ std::optional<AuthType> Client::decide_by_hba() {
     return std::nullopt;
   }
   spdlog::debug("{} {}:{} matches: {}", log_id_, rule->file, rule->line, to_string(rule->method));
+  ident_map_ = rule->map;
   if (rule->method == HbaMethod::reject) {
     fail(sqlstate::kInvalidAuthorizationSpecification,
          conn.physical_replication
@@ -278,6 +279,11 @@ std::optional<uid_t> Client::peer_uid() {
   return cred.uid;
 }
 
+bool Client::ident_permits(std::string_view system_user) const {
+  const IdentMaps* maps = worker_.secrets().ident.get();
+  return maps != nullptr && maps->permits(ident_map_, system_user, user_);
+}
+
 bool Client::peer_matches() {
   const std::optional<uid_t> uid = peer_uid();
   if (!uid) return false;
@@ -286,6 +292,12 @@ bool Client::peer_matches() {
   char buf[4096];
   if (getpwuid_r(*uid, &pw, buf, sizeof(buf), &found) != 0 || found == nullptr) {
     spdlog::warn("{} peer authentication: could not look up local user ID {}", log_id_, *uid);
+    return false;
+  }
+  if (!ident_map_.empty()) {
+    // map=: the auth_ident_file says which users this OS user may be (PgBouncer's log line).
+    if (ident_permits(pw.pw_name)) return true;
+    spdlog::error("{} ident map {} cannot be matched", log_id_, ident_map_);
     return false;
   }
   if (user_ != pw.pw_name) {

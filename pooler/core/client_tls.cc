@@ -76,7 +76,14 @@ void Client::login_by_certificate() {
   // peer_common_name() is empty unless a certificate was sent and verified against
   // client_tls_ca_file.
   std::string name = tls != nullptr ? tls->peer_common_name() : std::string();
-  if (name.empty() || name != user_) {
+  if (!name.empty() && !ident_map_.empty() && !ident_permits(name)) {
+    // map=: the auth_ident_file says which users this CN may be (PgBouncer's log line).
+    spdlog::error("{} ident map: {} does not have a match", log_id_, ident_map_);
+    fail(sqlstate::kInvalidAuthorizationSpecification,
+         fmt::format("certificate authentication failed for user \"{}\"", user_));
+    return;
+  }
+  if (name.empty() || (ident_map_.empty() && name != user_)) {
     spdlog::warn("{} login failed: {}", log_id_,
                  tls == nullptr ? "auth_type = cert needs a TLS connection"
                  : name.empty() ? "no verified client certificate"

@@ -232,9 +232,11 @@ TEST(AuthHba, ErrorsNameFileAndLine) {
             "/etc/pgsluice/hba.conf:1: peer authentication is only supported on local sockets");
   EXPECT_EQ(parse_error("host all all 127.0.0.1/32 md5 clientcert=verify-ca\n"),
             "/etc/pgsluice/hba.conf:1: clientcert can only be configured for \"hostssl\" rows");
-  EXPECT_EQ(parse_error("local all all peer map=omicron\n"),
-            "/etc/pgsluice/hba.conf:1: authentication option \"map\" is not supported (as in "
-            "PgBouncer)");
+  EXPECT_EQ(parse_error("host all all 127.0.0.1/32 md5 map=omicron\n"),
+            "/etc/pgsluice/hba.conf:1: authentication option \"map\" is only valid for "
+            "authentication methods peer and cert");
+  EXPECT_EQ(parse_error("local all all peer map=\n"),
+            "/etc/pgsluice/hba.conf:1: authentication option \"map\" needs a map name");
   EXPECT_EQ(parse_error("host \"unterminated all 127.0.0.1/32 trust\n"),
             "/etc/pgsluice/hba.conf:1: unterminated quoted string");
   EXPECT_EQ(parse_error("host app, all 127.0.0.1/32 trust, \n"),
