@@ -52,7 +52,7 @@ std::string Pool::login_failure_note() const {
 }
 
 bool Pool::no_logged_in_server() const {
-  return SharedLimits::logged_in(limit_slots_) == 0;
+  return servers_obsolete_ || SharedLimits::logged_in(limit_slots_) == 0;
 }
 
 bool Pool::refuse_while_login_blocked(Client& client) {
@@ -212,6 +212,7 @@ void Pool::serve_waiters() {
 }
 
 void Pool::on_server_login_ok(Server& server) {
+  servers_obsolete_ = false;
   note_login_ok(server, worker_.now_ms());
   hosts_.logged_in(server.host_index());
   SharedLimits::login_succeeded(limit_slots_);
@@ -274,7 +275,9 @@ void Pool::on_server_login_failed(Server& server, std::string_view code, std::st
   // PostgreSQL refused the login (a wrong password, no such database, pg_hba.conf) or the
   // pooler could not answer it: the waiting clients would get the same answer, so they hear it
   // now (PgBouncer's kill_pool_logins), unless a logged-in server of the pool still serves.
-  if (server_count() != 0 || !no_logged_in_server()) return;
+  // A server marked to close (RECONNECT) serves no waiting client: without that, a client
+  // holding the old server would keep the waiters, and a login retried at each release, going.
+  if (!servers_obsolete_ && (server_count() != 0 || !no_logged_in_server())) return;
   fail_waiters_after_login_failure(message, now);
   // The other workers' shares: their clients waiting since before this failure hear it too.
   std::string text(message);
@@ -513,6 +516,7 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
 }
 
 void Pool::mark_close_needed(std::string_view reason) {
+  servers_obsolete_ = true;
   idle_.for_each([reason](Server& s) { s.close(reason); });
   // Replication servers close at the janitor's next round (maintain): they may never end.
   for (ServerList* list : {&login_, &active_, &resetting_, &replicating_}) {

@@ -272,7 +272,9 @@ class Pool {
   bool take_role_answer(Server& server, uint64_t now_ms);
   void serve_waiters();
   bool login_retry_blocked(uint64_t now_ms) const;
-  // No server of the pool is logged in on any worker (logins in flight may be).
+  // No server of the pool is logged in on any worker (logins in flight may be), or those that
+  // are were marked to close (RECONNECT) and no login has succeeded since: none of them can
+  // serve the waiting clients for long (PgBouncer's pool without welcome_msg_ready).
   [[nodiscard]] bool no_logged_in_server() const;
   // server_login_retry: fails the client (true) while logins keep failing and no server is left.
   bool refuse_while_login_blocked(Client& client);
@@ -293,6 +295,7 @@ class Pool {
   PoolStats stats_;
   SetValueCache set_values_;
   bool paused_ = false;
+  bool servers_obsolete_ = false;   // mark_close_needed ran, and no login succeeded since
   bool close_on_release_ = false;   // PAUSE (not SUSPEND): servers close when released
   bool removed_ = false;            // the database is gone from the configuration: drain
   int closing_open_ = 0;            // closing servers whose socket is not closed yet
