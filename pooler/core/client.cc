@@ -425,14 +425,19 @@ void Client::auth_succeeded() {
   pool_->request_welcome(*this);
 }
 
-void Client::on_welcome(const ParameterSet& server_parameters) {
-  if (state_ != State::welcome_wait) return;
+bool Client::register_for_cancel() {
   if (!worker_.register_cancel_key(*this)) {
     spdlog::error("{} could not generate a random cancel key", log_id_);
     fail(sqlstate::kInternalError, "could not generate random cancel key");
-    return;
+    return false;
   }
   registered_for_cancel_ = true;
+  return true;
+}
+
+void Client::on_welcome(const ParameterSet& server_parameters) {
+  if (state_ != State::welcome_wait) return;
+  if (!register_for_cancel()) return;
   std::string& out = channel_.output();
   pp::write_authentication_ok(out);
   // One allocation for what the server reports (some 14 parameters) rather than five growing

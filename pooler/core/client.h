@@ -194,6 +194,9 @@ class Client final : public ChannelOwner {
   bool handle_startup_packet(const protocol::Message& message);
   bool handle_startup_message(const protocol::StartupPacket& packet);
   void handle_cancel_request(const protocol::StartupPacket& packet);
+  // A cancel key of the pooler's own for the client, registered with the worker (at its
+  // welcome, or its replication start); false (the client failed) when no random key came.
+  bool register_for_cancel();
   // TLS (tls_client.cc): answers an SSLRequest with 'S' and starts the handshake (false: decline
   // with 'N'); refuses a plaintext StartupMessage under client_tls_sslmode >= require; logs in
   // by the certificate's CN under auth_type = cert.

@@ -69,12 +69,7 @@ void Client::begin_replication() {
 
 void Client::on_replication_ready(Server& server) {
   if (state_ != State::welcome_wait) return;
-  if (!worker_.register_cancel_key(*this)) {
-    spdlog::error("{} could not generate a random cancel key", log_id_);
-    fail(sqlstate::kInternalError, "could not generate random cancel key");
-    return;
-  }
-  registered_for_cancel_ = true;
+  if (!register_for_cancel()) return;
   server_ = &server;
   // The walsender's own ParameterStatus set (it got the client's parameters at its login), the
   // pooler's cancel key (a cancel reaches the walsender through Server::cancel_running_query).
