@@ -191,10 +191,8 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
       type == fe::kExecute) {
-    timing.on_request(worker_->turn_now_us());  // stats: the query (and transaction) clock starts
-  }
-  if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kExecute) {
-    ++pool_->counters().queries;
+    // stats: the query (and transaction) clock starts
+    if (timing.on_request(worker_->turn_now_us())) ++pool_->counters().queries;
   }
   replies_.on_client_message(type);
 }

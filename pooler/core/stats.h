@@ -18,7 +18,7 @@ uint64_t now_us();
 struct PoolCounters {
   uint64_t server_assignments = 0;  // a client got a server
   uint64_t transactions = 0;        // ReadyForQuery 'I' ended a transaction
-  uint64_t queries = 0;             // Query, FunctionCall and Execute messages forwarded
+  uint64_t queries = 0;             // requests to ReadyForQuery (ServerTiming::on_request)
   uint64_t bytes_received = 0;      // from clients, forwarded to servers
   uint64_t bytes_sent = 0;          // from servers, forwarded to clients
   uint64_t xact_time_us = 0;
@@ -104,11 +104,14 @@ struct ServerTiming {
 
   // A client message that starts work (Query, Parse, Bind, Execute, FunctionCall). `now` is the
   // worker's loop-turn time (Worker::turn_now_us), as PgBouncer's cached time: one clock read
-  // per loop turn instead of two per transaction.
-  void on_request(uint64_t now) {
-    if (query_start_us != 0) return;
+  // per loop turn instead of two per transaction. True when it starts a query: as PgBouncer
+  // counts them, a query is what the client sends until the next ReadyForQuery, so a pipeline
+  // up to its Sync is one, and so is a Parse + Sync on its own (psycopg prepares that way).
+  bool on_request(uint64_t now) {
+    if (query_start_us != 0) return false;
     query_start_us = now;
     if (xact_start_us == 0) xact_start_us = query_start_us;
+    return true;
   }
   // A ReadyForQuery for the client, with the server's transaction status and the server
   // socket's byte counters.
