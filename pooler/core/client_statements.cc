@@ -169,8 +169,9 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   Server& server = *server_;
   auto bind = pp::parse_bind(message.body);
   if (!bind) return Routed::as_is;
-  ++pool_->counters().bind_count;
+  // As PgBouncer, Binds of named statements only: the unnamed one is not in the registry.
   if (bind.value.statement.empty()) return Routed::as_is;
+  ++pool_->counters().bind_count;
   auto it = statements_.find(std::string(bind.value.statement));
   // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
   if (it == statements_.end()) return Routed::as_is;

@@ -134,6 +134,7 @@ void Server::link(Client& client) {
     spdlog::debug("{} linked to {}", log_id(), client.log_id());
   }
   set_state(State::active);
+  apply_statement_settings();
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
                                                 client.session_settings(), extras_);

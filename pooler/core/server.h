@@ -185,6 +185,9 @@ class Server final : public ChannelOwner {
                          std::string& out);
   // DEALLOCATE ALL or DISCARD ALL ran on this server: it has no statement left.
   void forget_statements();
+  // Rewriting on or off, and the cache's size, from max_prepared_statements and the pool mode
+  // as they are now (a SET on the console): called at each link.
+  void apply_statement_settings();
   // A client sent DEALLOCATE ALL or DISCARD ALL, which the server may skip after an error. Its
   // SQL statements (kept ones) are then unknown: forgotten, and DEALLOCATE ALL at the release.
   void statements_may_be_gone();
@@ -464,6 +467,9 @@ class Server final : public ChannelOwner {
   size_t passthrough_remaining_ = 0;
 
   std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
+  // The cache while rewriting is off (max_prepared_statements set to 0): its statements stay on
+  // the server, and are closed before the next Parse once rewriting is back on.
+  std::unique_ptr<ServerStatementCache> statements_off_;
   ServerSqlStatements sql_statements_;
   // SQL statements no client holds any more (sql_prepared.h): their DEALLOCATE queries.
   std::vector<std::string> dead_sql_statement_queries();

@@ -88,7 +88,31 @@ void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out
 
 void Server::forget_statements() {
   if (statements_ != nullptr) statements_->clear();
+  if (statements_off_ != nullptr) statements_off_->clear();
   sql_statements_.clear();
+}
+
+// As PgBouncer reads max_prepared_statements at each use, a SET on the console applies to the
+// servers in use, at their next client: a lower value evicts at the next Parse (not at once),
+// 0 passes the client's names through from then on, and a server opened at 0 rewrites once the
+// value is raised (else a name it passed through could meet another client's Parse of the same
+// name: 42P05). Only between requests: the reply queue is kept only while rewriting.
+void Server::apply_statement_settings() {
+  if (!replies_.pending().empty()) return;
+  const int max = worker_->settings().max_prepared_statements;
+  if (!shares_servers(pool_->mode()) || max <= 0) {
+    if (statements_ != nullptr) statements_off_ = std::move(statements_);
+    return;
+  }
+  if (statements_ == nullptr && statements_off_ != nullptr) {
+    // Clients' own names went through meanwhile, and a DISCARD ALL may have run: what the
+    // cache holds is closed before the next Parse and prepared again where used.
+    statements_ = std::move(statements_off_);
+    statements_->close_all_later();
+  } else if (statements_ == nullptr) {
+    statements_ = std::make_unique<ServerStatementCache>(static_cast<size_t>(max));
+  }
+  statements_->set_capacity(static_cast<size_t>(max));
 }
 
 void Server::statements_may_be_gone() {
