@@ -101,6 +101,16 @@ def test_per_database_min_pool_size_with_a_forced_user(pg, make_pooler):
     assert refilled and len(refilled) == 2, (first, backend_pids(pg))
 
 
+def test_a_forced_user_pool_is_filled_before_any_client(pg, make_pooler):
+    # PgBouncer's janitor opens min_pool_size for a forced-user line from the start: the pool
+    # exists before its first client.
+    assert not backend_pids(pg), "backends of app left over by an earlier test"
+    make_pooler(databases={"app": DB_LINE + " user=app min_pool_size=2 pool_size=4"},
+                min_pool_size=0)
+    opened = poll(lambda: (lambda p: p if len(p) >= 2 else None)(backend_pids(pg)))
+    assert opened and len(opened) == 2, backend_pids(pg)
+
+
 # --- reserve pool -----------------------------------------------------------------------------
 
 def test_reserve_pool_serves_a_client_after_reserve_pool_timeout(pg, make_pooler):

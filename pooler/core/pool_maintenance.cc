@@ -334,7 +334,13 @@ void maintain_pools(Worker& worker, uint64_t now_ms) {
   bool any_min =
       config.settings.min_pool_size > 0 ||
       (config.fallback_database && config.fallback_database->min_pool_size.value_or(0) > 0);
-  for (const auto& [name, db] : config.databases) any_min |= db.min_pool_size.value_or(0) > 0;
+  for (const auto& [name, db] : config.databases) {
+    any_min |= db.min_pool_size.value_or(0) > 0;
+    // As PgBouncer's janitor: a database line with a forced user has its pool from the start,
+    // so that min_pool_size opens servers before any client comes (a pool that waits for its
+    // first client would meet the morning's load with none).
+    if (!db.user.empty() && config.min_pool_size_for(db) > 0) worker.pool_for(db, db.user);
+  }
   std::unordered_map<const Pool*, int> clients;
   if (any_min) {
     worker.for_each_own_client([&clients](Client& c) {
