@@ -7,9 +7,11 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -141,8 +143,8 @@ class Client final : public ChannelOwner {
   [[nodiscard]] const std::string& log_id() const { return log_id_; }
   [[nodiscard]] const std::string& peer() const { return peer_; }
 
-  // Protocol-level prepared statements: a name the server skipped (an error earlier in the
-  // batch) is free again.
+  // Protocol-level prepared statements: a name whose Parse failed or the server skipped (an
+  // error earlier in the batch) is free again, and kept aside as an unrun statement.
   void forget_statement(const std::string& name, uint64_t id);
   // The client's protocol-level prepared statements (SHOW CLIENTS).
   [[nodiscard]] size_t prepared_statement_count() const { return statements_.size(); }
@@ -281,6 +283,11 @@ class Client final : public ChannelOwner {
   bool bind_needs_checks(const PreparedStatement& stmt);
   Routed route_describe(const protocol::Message& message, std::string& out);
   Routed route_close(const protocol::Message& message);
+  // The client's statement of that name, an unrun one (below) made the client's again; end()
+  // when it has none.
+  std::unordered_map<std::string, ClientStatement>::iterator find_statement(std::string_view name);
+  void drop_unrun_statement(std::string_view name);
+  void forget_all_statements();
   Routed route_query(const protocol::Message& message, std::string& out);
   // SQL PREPARE kept (client_sql_prepare.cc, sql_prepared.h): a Query, or an unnamed Parse,
   // that names SQL prepared statements, renamed for the server and written to `out`; nullopt
@@ -345,6 +352,14 @@ class Client final : public ChannelOwner {
   bool registered_for_cancel_ = false;
   bool direct_tls_ = false;  // TLS began without an SSLRequest: ALPN must say "postgresql"
   std::unordered_map<std::string, ClientStatement> statements_;
+  // Names whose Parse did not run (forget_statement), with their statement. PostgreSQL would
+  // answer a later Bind or Describe of one with 26000; PgBouncer keeps the name and prepares
+  // the statement where it runs, which psycopg 3.1 relies on (it reuses the names of a pipeline
+  // that failed). Kept as PgBouncer: only a Bind or Describe of such a name, which would fail
+  // otherwise, sees it; a new Parse of the name is PostgreSQL's. The oldest go first past
+  // kUnrunStatementsKept, so that failing Parses cannot pile up.
+  std::deque<std::pair<std::string, PreparedStatementRef>> unrun_statements_;
+  static constexpr size_t kUnrunStatementsKept = 64;
   ClientSqlStatements sql_statements_;
   // A renamed unnamed Parse whose Execute has not come yet (route_execute_or_sync).
   std::shared_ptr<SqlQueryPlan> unexecuted_sql_parse_;

@@ -38,6 +38,7 @@ std::optional<SqlQueryPlan> Client::plan_sql(std::string_view sql, SqlPlanMode m
   for (const SqlEffect& effect : plan->effects) {
     if (effect.kind != SqlEffect::Kind::deallocate_all) continue;
     // DEALLOCATE ALL and DISCARD ALL end the protocol-level statements too.
+    unrun_statements_.clear();
     statements_.clear();
     server.statements_may_be_gone();
     break;

@@ -26,7 +26,35 @@ namespace fe = pgsluice::protocol::frontend;
 
 void Client::forget_statement(const std::string& name, uint64_t id) {
   auto it = statements_.find(name);
-  if (it != statements_.end() && it->second->id == id) statements_.erase(it);
+  if (it == statements_.end() || it->second->id != id) return;
+  drop_unrun_statement(name);
+  if (unrun_statements_.size() >= kUnrunStatementsKept) unrun_statements_.pop_front();
+  unrun_statements_.emplace_back(name, it->second.ref());
+  statements_.erase(it);
+}
+
+std::unordered_map<std::string, ClientStatement>::iterator Client::find_statement(
+    std::string_view name) {
+  auto it = statements_.find(std::string(name));
+  if (it != statements_.end() || unrun_statements_.empty()) return it;
+  auto unrun = std::find_if(unrun_statements_.begin(), unrun_statements_.end(),
+                            [&](const auto& entry) { return entry.first == name; });
+  if (unrun == unrun_statements_.end()) return statements_.end();
+  spdlog::debug("{} statement '{}' was not prepared (an error in its batch): prepared now", log_id_,
+                name);
+  it = statements_.emplace(unrun->first, ClientStatement(unrun->second)).first;
+  unrun_statements_.erase(unrun);
+  return it;
+}
+
+void Client::drop_unrun_statement(std::string_view name) {
+  std::erase_if(unrun_statements_, [&](const auto& entry) { return entry.first == name; });
+}
+
+void Client::forget_all_statements() {
+  statements_.clear();
+  unrun_statements_.clear();
+  sql_statements_.clear();
 }
 
 void Client::note_stale_plan_seen(const PreparedStatement& stmt) {
@@ -102,13 +130,13 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
     pp::DeallocateCommand command = pp::parse_deallocate_command(parse.value.query);
     if (command.kind == pp::DeallocateCommand::Kind::deallocate_all ||
         command.kind == pp::DeallocateCommand::Kind::discard_all) {
-      statements_.clear();
-      sql_statements_.clear();
+      forget_all_statements();
       server.statements_may_be_gone();
     }
     return Routed::as_is;
   }
   std::string name(parse.value.statement);
+  drop_unrun_statement(name);
   ++pool_->counters().client_parse_count;
   auto existing = statements_.find(name);
   if (existing != statements_.end()) {
@@ -172,7 +200,7 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   // As PgBouncer, Binds of named statements only: the unnamed one is not in the registry.
   if (bind.value.statement.empty()) return Routed::as_is;
   ++pool_->counters().bind_count;
-  auto it = statements_.find(std::string(bind.value.statement));
+  auto it = find_statement(bind.value.statement);
   // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
   if (it == statements_.end()) return Routed::as_is;
   ClientStatement& use = it->second;
@@ -223,7 +251,7 @@ Client::Routed Client::route_describe(const pp::Message& message, std::string& o
       describe.value.name.empty()) {
     return Routed::as_is;
   }
-  auto it = statements_.find(std::string(describe.value.name));
+  auto it = find_statement(describe.value.name);
   if (it == statements_.end()) return Routed::as_is;
   ensure_on_server(server, *it->second, out);
   it->second.saw_current();  // the description the client gets is this generation's
@@ -241,6 +269,7 @@ Client::Routed Client::route_close(const pp::Message& message) {
     return Routed::as_is;
   // The statement stays on the servers for other clients; only this client's name goes.
   statements_.erase(std::string(close.value.name));
+  drop_unrun_statement(close.value.name);
   server.expect(PendingReply{.kind = PendingKind::made_close_complete});
   return Routed::answered;
 }
@@ -262,6 +291,7 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
     case pp::DeallocateCommand::Kind::none:
       return Routed::as_is;
     case pp::DeallocateCommand::Kind::deallocate_name:
+      drop_unrun_statement(command.name);
       if (statements_.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
       {
         PendingReply reply{.kind = PendingKind::made_command_done};
@@ -273,8 +303,7 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
     case pp::DeallocateCommand::Kind::discard_all:
       // Runs on the server (it has other effects), and ends the pooler's statements there
       // (unless an error inside a transaction block makes the server refuse it).
-      statements_.clear();
-      sql_statements_.clear();
+      forget_all_statements();
       server.statements_may_be_gone();
       return Routed::as_is;
   }
