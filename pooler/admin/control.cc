@@ -228,6 +228,8 @@ void AdminControl::tick() {
   if (period_us > 0 && now >= stats_new_stamp_us_ + period_us) {
     stats_old_stamp_us_ = stats_new_stamp_us_;
     stats_new_stamp_us_ = now;
+    console_older_ = console_newer_;
+    console_newer_ = console_totals();
     PoolCounters total, older;
     worker_.for_each_pool([&](Pool& p) {
       p.stats().roll();
@@ -239,6 +241,12 @@ void AdminControl::tick() {
       spdlog::info("{}", stats_log_line(compute_averages(total, older, now - stats_old_stamp_us_)));
     }
   }
+}
+
+PoolCounters AdminControl::console_totals() const {
+  PoolCounters c;
+  c.transactions = c.queries = console_commands_.load(std::memory_order_relaxed);
+  return c;
 }
 
 }  // namespace pgsluice

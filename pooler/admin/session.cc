@@ -165,6 +165,7 @@ bool AdminSession::handle_message(const pp::Message& message) {
       return false;
     }
     std::string sql(q.value.sql);
+    console_.control().count_console_command();
     AdminResult result = run(sql);
     if (!result.error() && !result.is_pending() && result.tag().empty() && !result.has_rows()) {
       pp::write_empty_query_response(out);
@@ -175,6 +176,7 @@ bool AdminSession::handle_message(const pp::Message& message) {
     return true;
   }
   if (type == fe::kSync) {
+    console_.control().count_console_command();  // an extended-protocol batch: one query
     skip_to_sync_ = false;
     portals_.erase("");
     pp::write_ready_for_query(out, pp::TransactionStatus::idle);

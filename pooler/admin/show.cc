@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -112,6 +113,9 @@ void add_averages(AdminResult& r, const PoolAverages& a) {
       .add(a.bind_count);
 }
 
+// SHOW STATS's row for the console's commands: PgBouncer's name (pgsluice's alias).
+constexpr const char* kConsoleStatsName = "pgbouncer";
+
 uint64_t stats_duration_us(const AdminControl& control) {
   const uint64_t old = control.stats_old_stamp_us();
   const uint64_t now = now_us();
@@ -136,7 +140,13 @@ AdminResult show_stats(Worker& worker, const AdminControl& control, bool totals,
     r.numeric("avg_bind_count");
   }
   const uint64_t duration = stats_duration_us(control);
-  for (const DatabaseStats& d : collect_database_stats(worker)) {
+  std::vector<DatabaseStats> dbs = collect_database_stats(worker);
+  // The console's row, as PgBouncer's admin database has one, in the order of the names.
+  DatabaseStats console{kConsoleStatsName, control.console_totals(), control.console_older()};
+  dbs.insert(std::find_if(dbs.begin(), dbs.end(),
+                          [](const DatabaseStats& d) { return d.database > kConsoleStatsName; }),
+             std::move(console));
+  for (const DatabaseStats& d : dbs) {
     r.row().add(d.database);
     if (totals) add_counters(r, d.totals);
     if (averages) add_averages(r, compute_averages(d.totals, d.older, duration));
@@ -146,7 +156,7 @@ AdminResult show_stats(Worker& worker, const AdminControl& control, bool totals,
 }
 
 AdminResult show_totals(Worker& worker, const AdminControl& control) {
-  PoolCounters total, older;
+  PoolCounters total = control.console_totals(), older = control.console_older();
   worker.for_each_pool([&](Pool& p) {
     total += p.stats().totals;
     older += p.stats().older;
