@@ -323,6 +323,18 @@ def test_startup_parameters_kept_across_servers(pgbench_data, make_pooler):
     assert any(len(s) > 1 for s in servers_seen), servers_seen
 
 
+def test_a_value_the_server_spells_otherwise_is_set_once(make_pooler):
+    # DateStyle=ISO is 'ISO, MDY' on the server, and PostgreSQL reports no change: the client's
+    # value takes the server's spelling (as PgBouncer's canonical value), so that the next
+    # transaction on the same server does not set it again.
+    pooler = make_pooler(pool_mode="transaction", default_pool_size=1, verbose=2)
+    with pooler.connect(autocommit=True, options="-c DateStyle=ISO") as conn:
+        for _ in range(3):
+            assert conn.execute("SHOW DateStyle").fetchone()[0] == "ISO, MDY"
+        assert conn.info.parameter_status("DateStyle") == "ISO, MDY"
+    assert pooler.log().count("set_config('DateStyle', 'ISO', false)") == 1, pooler.log()
+
+
 def test_connect_query_runs_once_per_server(make_pooler):
     pooler = make_pooler(
         databases={"app": "host=127.0.0.1 port={pg_port} dbname=app "

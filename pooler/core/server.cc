@@ -138,7 +138,10 @@ void Server::link(Client& client) {
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
                                                 client.session_settings(), extras_);
-  if (!sync.empty()) send_internal_query(sync);
+  if (!sync.empty()) {
+    send_internal_query(sync);
+    parameter_sync_owed_ = true;
+  }
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(verifier_, client);
   }
@@ -410,6 +413,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
+      if (parameter_sync_owed_ && replies_.internal_ready_owed() == 0) adopt_canonical_values();
       if (listen_.awaiting() && replies_.internal_ready_owed() == 0) finish_listen_read_back();
       if (kept_.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
       if (pin_check_awaiting_ && replies_.internal_ready_owed() == 0) finish_pin_check();

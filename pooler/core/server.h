@@ -499,6 +499,11 @@ class Server final : public ChannelOwner {
   bool detach_pending_ = false;
   bool pin_may_end_ = false;
   bool pin_check_awaiting_ = false;
+  // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.
+  bool parameter_sync_owed_ = false;
+  // After the sync: a value the server keeps in another spelling (DateStyle 'ISO' is
+  // 'ISO, MDY') becomes the client's, so that the next link does not set it again.
+  void adopt_canonical_values();
   int64_t pin_check_held_ = -1;  // the pin check's answer: what is still held (-1: none came)
   uint64_t pin_checked_ms_ = 0;
   ParameterSet tracked_;  // as reported by ParameterStatus

@@ -8,6 +8,23 @@
 
 namespace pgsluice {
 
+// PostgreSQL reports a parameter only when its value changes: a client's DateStyle=ISO set on
+// a server that has 'ISO, MDY' brings no ParameterStatus, and the client's value would differ
+// from the server's at every link, each link setting it again (PgBouncer keeps the canonical
+// value for the same reason). The server's value is the one PostgreSQL would have reported to
+// the client at its login, so the client is told it too.
+void Server::adopt_canonical_values() {
+  parameter_sync_owed_ = false;
+  if (internal_failed_ || client_ == nullptr) return;
+  std::vector<std::pair<std::string, std::string>> adopted;
+  for (const auto& [name, value] : client_->tracked_parameters().items()) {
+    if (tracked_parameter_name(name).empty()) continue;
+    const std::string* current = tracked_.get(name);
+    if (current != nullptr && *current != value) adopted.emplace_back(name, *current);
+  }
+  for (const auto& [name, value] : adopted) client_->on_server_parameter(name, value);
+}
+
 std::string_view Server::server_version() const {
   const std::string* version = tracked_.get("server_version");
   return version != nullptr ? std::string_view(*version) : std::string_view();
