@@ -60,9 +60,11 @@ TEST(SettingsTable, ParseChangesOnlyItsOwnField) {
   EXPECT_EQ(s.client_tls.ca_file, "");
 }
 
-TEST(SettingsTable, AllButRestartKeysAndTheHbaFileAreChangeable) {
+TEST(SettingsTable, AllButRestartKeysAndTheHbaAndIdentFilesAreChangeable) {
   for (const SettingDef& d : setting_table()) {
-    const bool settable = d.apply != SettingApply::restart && d.key != "auth_hba_file";
+    // The hba and ident files are read with the auth_file, by RELOAD.
+    const bool settable = d.apply != SettingApply::restart && d.key != "auth_hba_file" &&
+                          d.key != "auth_ident_file";
     EXPECT_EQ(is_changeable_setting(d.key), settable) << d.key;
   }
   // PgBouncer's SET changes these; its own tests switch TLS on and off so.
@@ -113,8 +115,8 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
   // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
   // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters,
-  // verbose, syslog, syslog_facility, syslog_ident, user.
-  EXPECT_EQ(rows.size(), 85u);
+  // verbose, syslog, syslog_facility, syslog_ident, user; auth_ident_file.
+  EXPECT_EQ(rows.size(), 86u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
