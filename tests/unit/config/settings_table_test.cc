@@ -63,8 +63,8 @@ TEST(SettingsTable, ParseChangesOnlyItsOwnField) {
 TEST(SettingsTable, AllButRestartKeysAndTheHbaAndIdentFilesAreChangeable) {
   for (const SettingDef& d : setting_table()) {
     // The hba and ident files are read with the auth_file, by RELOAD.
-    const bool settable = d.apply != SettingApply::restart && d.key != "auth_hba_file" &&
-                          d.key != "auth_ident_file";
+    const bool settable =
+        d.apply != SettingApply::restart && d.key != "auth_hba_file" && d.key != "auth_ident_file";
     EXPECT_EQ(is_changeable_setting(d.key), settable) << d.key;
   }
   // PgBouncer's SET changes these; its own tests switch TLS on and off so.
