@@ -208,7 +208,8 @@ AdminResult run_set(Worker& worker, AdminSession& session, const AdminCommand& c
   }
   std::string notice;
   std::string err = worker.set_setting(cmd.set_key, cmd.set_value, notice);
-  if (!err.empty()) return AdminResult::failure(kAdminConfigError, err);
+  // PgBouncer's SET failure is an ordinary console error (08P01); only RELOAD's is F0000.
+  if (!err.empty()) return AdminResult::failure(kAdminInvalidState, err);
   AdminResult r = done("SET");
   if (!notice.empty()) r.notice(notice);
   return r;

@@ -14,14 +14,15 @@ namespace pgsluice {
 class AdminSession;
 class Worker;
 
-// SQLSTATEs of console errors: 08P01 for all of them, as PgBouncer sends, so that scripts and
-// tools written against its console (and its own test suite) see the same errors. The names
-// say what kind of error each call site reports: the message text tells the cause.
+// SQLSTATEs of console errors as PgBouncer sends them, so that scripts and tools written against
+// its console (and its own test suite) see the same errors: 08P01 for all but a failed RELOAD,
+// which is F0000 (config file error). The names say what kind of error each call site reports;
+// the message text tells the cause.
 inline constexpr const char* kAdminSyntaxError = sqlstate::kProtocolViolation;
 inline constexpr const char* kAdminInsufficientPrivilege = sqlstate::kProtocolViolation;
 inline constexpr const char* kAdminUnknownObject = sqlstate::kProtocolViolation;
 inline constexpr const char* kAdminInvalidState = sqlstate::kProtocolViolation;
-inline constexpr const char* kAdminConfigError = sqlstate::kProtocolViolation;
+inline constexpr const char* kAdminConfigError = sqlstate::kConfigFileError;  // RELOAD
 
 // `sql` is the command text, for error messages.
 AdminResult execute_admin_command(Worker& worker, AdminSession& session,
