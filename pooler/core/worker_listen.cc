@@ -76,20 +76,28 @@ std::string Worker::open_listeners() {
       unix_socket_answers(unix_socket_path(s.unix_socket_dir, s.listen_port))) {
     return "unix socket is in use, cannot continue";
   }
-  const std::vector<std::string> named = split_listen_addr(s.listen_addr);
-  if (!named.empty()) {
-    ListenAddresses resolved = resolve_listen_addresses(s.listen_addr, s.listen_port);
-    if (!resolved.error.empty()) return resolved.error;
-    bool any = false;
-    for (const ListenAddress& a : resolved.addresses) any |= listen_tcp(a);
-    // As PgBouncer: one address of several may fail (a name's IPv6 address on a host without
-    // IPv6), but not all of them.
-    if (!any) return "failed to listen on any address in listen_addr list: " + s.listen_addr;
-  }
+  // The Unix socket first, with its mode and group, so that once a TCP port accepts (what
+  // scripts and the tests wait for) the socket file is there as configured.
   if (!s.unix_socket_dir.empty()) {
     if (std::string err = listen_unix(s.unix_socket_dir, s.listen_port); !err.empty()) {
       listeners_.clear();
       return err;
+    }
+  }
+  const std::vector<std::string> named = split_listen_addr(s.listen_addr);
+  if (!named.empty()) {
+    ListenAddresses resolved = resolve_listen_addresses(s.listen_addr, s.listen_port);
+    if (!resolved.error.empty()) {
+      listeners_.clear();
+      return resolved.error;
+    }
+    bool any = false;
+    for (const ListenAddress& a : resolved.addresses) any |= listen_tcp(a);
+    // As PgBouncer: one address of several may fail (a name's IPv6 address on a host without
+    // IPv6), but not all of them.
+    if (!any) {
+      listeners_.clear();
+      return "failed to listen on any address in listen_addr list: " + s.listen_addr;
     }
   }
   if (listeners_.empty()) return "nowhere to listen on: listen_addr and unix_socket_dir are empty";
@@ -147,14 +155,12 @@ std::string Worker::listen_unix(const std::string& dir, int port) {
   uv_pipe_init(&loop_, pipe, 0);
   pipe->data = this;
   int rc = uv_pipe_bind(pipe, path.c_str());
-  if (rc == 0) {
-    rc = uv_listen(reinterpret_cast<uv_stream_t*>(pipe), s.listen_backlog, on_connection);
-  }
   if (rc != 0) {
     close_and_free_listener(reinterpret_cast<uv_stream_t*>(pipe));
     return fmt::format("failed to create unix socket {}: {}", path, uv_strerror(rc));
   }
   listeners_.emplace_back(reinterpret_cast<uv_stream_t*>(pipe), close_and_free_listener);
+  // Group and mode before listen(): no connection is taken while the file has the umask's mode.
   if (gid != static_cast<gid_t>(-1) && ::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
     return fmt::format("chown({}, group {}) failed: {}", path, s.unix_socket_group,
                        std::strerror(errno));
@@ -163,6 +169,8 @@ std::string Worker::listen_unix(const std::string& dir, int port) {
     return fmt::format("chmod({}, 0{:o}) failed: {}", path, s.unix_socket_mode,
                        std::strerror(errno));
   }
+  rc = uv_listen(listeners_.back().get(), s.listen_backlog, on_connection);
+  if (rc != 0) return fmt::format("failed to create unix socket {}: {}", path, uv_strerror(rc));
   spdlog::info("listening on {}", path);
   return {};
 }
