@@ -9,6 +9,7 @@
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
+#include "pooler/core/worker.h"
 
 namespace pgsluice {
 

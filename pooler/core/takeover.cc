@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 
+#include "pgsluice/protocol/startup.h"
 #include "pgsluice/protocol/writer.h"
 
 namespace pgsluice {
