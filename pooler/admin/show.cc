@@ -52,7 +52,7 @@ AdminResult show_pools(Worker& worker) {
         .add(0)
         .add(p.sv_active)
         .add(0)
-        .add(0)
+        .add(p.sv_being_canceled)
         .add(p.sv_idle)
         .add(p.sv_used)
         .add(0)

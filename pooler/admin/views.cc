@@ -55,7 +55,7 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
           break;
         case Server::State::active:
         case Server::State::replicating:  // as PgBouncer counts them
-          ++r.sv_active;
+          ++(s.held_for_cancels() ? r.sv_being_canceled : r.sv_active);
           break;
         case Server::State::resetting:
           ++r.sv_used;

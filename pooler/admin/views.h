@@ -26,6 +26,7 @@ struct PoolRow {
   uint64_t cl_active = 0;   // logged in, linked or not (PgBouncer's active_client_list)
   uint64_t cl_waiting = 0;  // queued for a server (or for the pool's first login)
   uint64_t sv_active = 0;
+  uint64_t sv_being_canceled = 0;  // released, held until its cancel requests are done
   uint64_t sv_idle = 0;
   uint64_t sv_used = 0;  // being cleaned before reuse
   uint64_t sv_login = 0;

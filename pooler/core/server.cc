@@ -71,7 +71,9 @@ Server::Server(Pool& pool, uint64_t id, size_t host, ServerAddress address)
   }
 }
 
-Server::~Server() = default;
+Server::~Server() {
+  if (cancels_) cancels_->server = nullptr;  // a sender's hook may outlive the server
+}
 
 std::string Server::log_id() const {
   return fmt::format("S-{} {}@{} {}", id_, pool_->credentials().user, pool_->database().name,
@@ -424,8 +426,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
           return false;
         }
         if (verifier_.awaiting() && finish_verify()) return true;
-        set_state(State::idle);
-        pool_->on_server_idle(*this);
+        go_idle();
         return state_ == State::idle || state_ == State::active;
       }
       if (state_ == State::active && replies_.internal_ready_owed() == 0 && detach_pending_) {
@@ -560,7 +561,42 @@ void Server::mark_dirty_unknown() {
 
 void Server::cancel_running_query() {
   if ((state_ != State::active && state_ != State::replicating) || backend_key_.empty()) return;
-  worker_->send_cancel(cancel_address_, backend_pid_, backend_key_);
+  if (!cancels_) {
+    cancels_ = std::make_shared<CancelsInFlight>();
+    cancels_->server = this;
+  }
+  ++cancels_->in_flight;
+  CancelHooks hooks;
+  // PostgreSQL closes a cancel request's connection once it has signalled the backend: after
+  // that the request can no longer reach whatever the server runs next.
+  hooks.await_close = true;
+  hooks.done = [cancels = cancels_] {
+    if (--cancels->in_flight == 0 && cancels->server != nullptr) {
+      cancels->server->on_cancels_finished();
+    }
+  };
+  worker_->send_cancel(cancel_address_, backend_pid_, backend_key_, std::move(hooks));
+}
+
+void Server::go_idle() {
+  if (cancels_in_flight() > 0) {
+    // Held, linked to nobody: no client's query may run here before the cancels have landed.
+    if (log_enabled(spdlog::level::debug)) {
+      spdlog::debug("{} released while {} cancel request(s) are in flight: held", log_id(),
+                    cancels_in_flight());
+    }
+    idle_after_cancels_ = true;
+    if (state_ != State::active) set_state(State::active);  // out of resetting: held as active
+    return;
+  }
+  set_state(State::idle);
+  pool_->on_server_idle(*this);
+}
+
+void Server::on_cancels_finished() {
+  if (!std::exchange(idle_after_cancels_, false)) return;
+  if (state_ != State::active || client_ != nullptr) return;  // closed, or taken otherwise
+  go_idle();
 }
 
 // --- closing ---

@@ -206,8 +206,14 @@ class Server final : public ChannelOwner {
   // server owes nothing, the link ends as at a ReadyForQuery.
   void release_if_nothing_owed();
 
-  // Sends the cancel request for whatever this server runs now.
+  // Sends the cancel request for whatever this server runs now. Until PostgreSQL has closed
+  // every such request's connection (or cancel_wait_timeout passed), the server does not go back
+  // to its pool: a request still on its way would cancel the next client's query (PgBouncer's
+  // sv_being_canceled). release_to_pool holds it as active without a client meanwhile.
   void cancel_running_query();
+  [[nodiscard]] int cancels_in_flight() const { return cancels_ ? cancels_->in_flight : 0; }
+  // Released, and held until its cancel requests are done (SHOW POOLS' sv_being_canceled).
+  [[nodiscard]] bool held_for_cancels() const { return idle_after_cancels_; }
 
   // --- replication connections (server_replication.cc) ---
   // Before connect(): this server is `client`'s walsender. It logs in with the client's
@@ -459,6 +465,18 @@ class Server final : public ChannelOwner {
   int32_t protocol_version_ = 0;
   bool login_answered_ = false;  // a message other than NegotiateProtocolVersion arrived
   std::string backend_key_;
+  // The cancel requests sent for this server and not finished; shared with their senders'
+  // completion hooks, which may run after the server is gone (then `server` is null).
+  struct CancelsInFlight {
+    int in_flight = 0;
+    Server* server = nullptr;
+  };
+  std::shared_ptr<CancelsInFlight> cancels_;
+  bool idle_after_cancels_ = false;  // released while cancels were in flight (see above)
+  // Becomes idle (go_idle) once a held release's last cancel request has finished.
+  void on_cancels_finished();
+  // set_state(idle) and the pool's on_server_idle, unless cancels are in flight: then held.
+  void go_idle();
 
   // What is owed and open; see the comment at the top (reply_queue.h).
   ReplyQueue replies_;

@@ -37,8 +37,7 @@ void Server::release_to_pool() {
     clean_and_release(/*session_ended=*/false);
     return;
   }
-  set_state(State::idle);
-  pool_->on_server_idle(*this);
+  go_idle();
 }
 
 void Server::release_if_nothing_owed() {

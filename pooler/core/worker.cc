@@ -285,12 +285,13 @@ void Worker::deliver_cancel(int32_t pid, const std::string& key, const std::stri
   }
 }
 
-void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid,
-                         const std::string& key) {
+void Worker::send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key,
+                         CancelHooks hooks) {
   std::string packet;
   pp::write_cancel_request(packet, backend_pid, key);
   CancelSender::send(&loop_, address, std::move(packet),
-                     static_cast<uint64_t>(settings().cancel_wait_timeout.count()));
+                     static_cast<uint64_t>(settings().cancel_wait_timeout.count()),
+                     std::move(hooks));
 }
 
 // --- janitor and lifecycle ---

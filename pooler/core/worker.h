@@ -28,6 +28,7 @@
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/takeover.h"
 #include "pooler/core/worker_group.h"
+#include "pooler/net/cancel_sender.h"
 #include "pooler/net/listen_addresses.h"
 #include "pooler/net/tls_context.h"
 #include "pooler/session_state/findings.h"
@@ -150,7 +151,8 @@ class Worker {
   // A CancelRequest, delivered by the worker that holds the client (the virtual pid says which).
   void route_cancel(int32_t pid, std::string key, std::string from);
   // Sends a CancelRequest to a server on a connection of its own.
-  void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key);
+  void send_cancel(const ServerAddress& address, int32_t backend_pid, const std::string& key,
+                   CancelHooks hooks = {});
   // --- peering (peer_forwarder.cc) ---
   // A CancelRequest whose key names another peer: passed to the primary's forwarder unless its
   // TTL is spent or the peer is not in [peers] (then logged and dropped).
