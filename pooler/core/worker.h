@@ -213,6 +213,9 @@ class Worker {
   // The TCP options (socket_options.h) on a client's socket just accepted; false: logged and
   // the client closed, as PgBouncer drops a connection it cannot tune.
   bool tune_client_socket(Client& client);
+  // A client on an accepted or taken-over socket, on this worker's list; null (closed with
+  // `failure`, or by the socket options) when the socket cannot be used.
+  Client* open_client(int fd, bool tcp, std::string_view failure);
   static void on_connection(uv_stream_t* listener, int status);
   static void on_sighup(uv_signal_t* handle, int signum);
   static void on_janitor(uv_timer_t* timer);

@@ -209,7 +209,7 @@ void Worker::on_connection(uv_stream_t* listener, int status) {
   self->accept_client(listener);
 }
 
-void Worker::adopt_client(int fd, bool tcp) {
+Client* Worker::open_client(int fd, bool tcp, std::string_view failure) {
   auto* client = new Client(*this, next_socket_id());
   Channel& channel = client->channel();
   int rc = tcp ? channel.init_tcp() : channel.init_pipe();
@@ -218,10 +218,16 @@ void Worker::adopt_client(int fd, bool tcp) {
   group_.client_count().fetch_add(1, std::memory_order_relaxed);
   if (rc != 0) {
     ::close(fd);
-    client->close("accept failed");
-    return;
+    client->close(failure);
+    return nullptr;
   }
-  if (tcp && !tune_client_socket(*client)) return;
+  if (tcp && !tune_client_socket(*client)) return nullptr;
+  return client;
+}
+
+void Worker::adopt_client(int fd, bool tcp) {
+  Client* client = open_client(fd, tcp, "accept failed");
+  if (client == nullptr) return;
   client->start();
 }
 

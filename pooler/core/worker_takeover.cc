@@ -138,19 +138,8 @@ void Worker::resume_taken_clients() {
 }
 
 void Worker::resume_client(int fd, bool tcp, TakeoverClient state) {
-  auto* client = new Client(*this, next_socket_id());
-  Channel& channel = client->channel();
-  int rc = tcp ? channel.init_tcp() : channel.init_pipe();
-  if (rc == 0) rc = tcp ? uv_tcp_open(channel.tcp(), fd) : uv_pipe_open(channel.pipe(), fd);
-  clients_.push_back(*client);
-  group_.client_count().fetch_add(1, std::memory_order_relaxed);
-  if (rc != 0) {
-    ::close(fd);
-    client->close("taken over, but its socket could not be opened");
-    return;
-  }
-  if (tcp && !tune_client_socket(*client)) return;
-  client->resume(std::move(state));
+  Client* client = open_client(fd, tcp, "taken over, but its socket could not be opened");
+  if (client != nullptr) client->resume(std::move(state));
 }
 
 void Worker::adopt_cancel_key(Client& client) {
