@@ -13,6 +13,8 @@ namespace {
 
 using ascii::is_digit;
 using ascii::is_space;
+using ascii::is_word_char;
+using ascii::is_word_start;
 using ascii::lower;
 
 // PostgreSQL's built-in functions that cannot change session state: every pg_catalog name of
@@ -104,27 +106,6 @@ constexpr std::array<std::string_view, 12> kColumnListIntros = {
     "as",        "copy",      "exists",     "function", "into", "only",
     "procedure", "recursive", "references", "table",    "view", "with"};
 static_assert(std::ranges::is_sorted(kColumnListIntros));
-
-// The byte classes of words, one load per byte instead of up to six comparisons: the tokenizer
-// asks for every byte of every word of every statement the prefilter sees. pgbench's SELECT took
-// 1,804 instructions in the prefilter before, 1,576 with the table (callgrind; docs/profile.md).
-enum : uint8_t { kWordStart = 1, kWordChar = 2 };
-constexpr std::array<uint8_t, 256> kByteClass = [] {
-  std::array<uint8_t, 256> t{};
-  for (int c = 0; c < 256; ++c) {
-    const bool start = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
-    if (start) t[c] = kWordStart | kWordChar;
-    if ((c >= '0' && c <= '9') || c == '$') t[c] = kWordChar;
-  }
-  return t;
-}();
-
-bool is_word_start(char c) {
-  return (kByteClass[static_cast<unsigned char>(c)] & kWordStart) != 0;
-}
-bool is_word_char(char c) {
-  return (kByteClass[static_cast<unsigned char>(c)] & kWordChar) != 0;
-}
 
 // Lowercases `word` into `buf` when it fits; an empty view when it does not (no name we look up
 // is that long).
@@ -296,9 +277,6 @@ bool SqlTokenizer::next(SqlToken& out) {
   return true;
 }
 
-namespace {
-
-// The statements that are about session state by their first word.
 bool is_session_leading_word(std::string_view w) {
   switch (w.size()) {
     case 2:
@@ -323,6 +301,8 @@ bool is_session_leading_word(std::string_view w) {
   }
 }
 
+namespace {
+
 // TEMP/TEMPORARY after one of these creates a temporary object: CREATE [GLOBAL|LOCAL] TEMP,
 // CREATE OR REPLACE TEMP VIEW, SELECT … INTO TEMP.
 bool is_temp_intro(std::string_view w) {
@@ -332,7 +312,7 @@ bool is_temp_intro(std::string_view w) {
 
 }  // namespace
 
-bool may_change_session_state(std::string_view sql) {
+bool may_change_session_state_by_tokens(std::string_view sql) {
   SqlTokenizer tokenizer(sql);
   SqlToken token;
   std::array<char, 64> buf{};

@@ -178,6 +178,61 @@ TEST(SqlLexerPrefilter, Cases) {
   }
 }
 
+// The quick pass (prefilter_quick_scan.cc) stops at '(', ';', "temp", "execute" and comments;
+// these put each stop where only the token pass can tell, and where the bytes around a stop
+// mislead: a comment between a name and its '(', a name glued to a parameter, a qualified name.
+// clang-format off
+const PrefilterCase kQuickPassCases[] = {
+    {"SELECT f -- c\n(1)", true},
+    {"SELECT f /* c */ (1)", true},
+    {"SELECT now /* c */ (1)", false},
+    {"SELECT now(), count(*), lower(a) FROM t", false},
+    {"SELECT s . now()", true},
+    {"SELECT pg_catalog . now()", false},
+    {"SELECT $1now()", false},
+    {"SELECT 1e5now()", false},
+    {"SELECT x FROM t WHERE a = (1)", false},
+    {"(SELECT 1)", false},
+    {"  (SELECT myfunc(1))", true},
+    {"SELECT 'a (b' FROM t", false},
+    {"SELECT 'f (b' FROM t", false},
+    {"SELECT 1;  \n ", false},
+    {"SELECT 1; -- trailing", false},
+    {"SELECT 1;;", false},
+    {";SET x = 1", true},
+    {"SELECT 'a;b' FROM t", false},
+    {"SELECT templates FROM t", false},
+    {"SELECT contempt FROM t", false},
+    {"CREATE TEMPORARY VIEW v AS SELECT 1", true},
+    {"SELECT * FROM Pg_Temp_3.t", true},
+    {"SELECT executed FROM t", false},
+    {"EXPLAIN ExEcUtE p", true},
+    {"SELECT a-b, a/b FROM t", false},
+    {"SELECT x FROM \"T\"(1)", true},
+    {"INSERT INTO t (a) VALUES (1)", false},
+    {"SELECT aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa(1)", true},
+    {"/* SET */ SELECT 1", false},
+    {"", false},
+    {"  -- only a comment", false},
+};
+// clang-format on
+
+TEST(SqlLexerPrefilter, QuickPassCases) {
+  for (const PrefilterCase& c : kQuickPassCases) {
+    EXPECT_EQ(may_change_session_state(c.sql), c.flagged) << "SQL: " << c.sql;
+    EXPECT_EQ(may_change_session_state_by_tokens(c.sql), c.flagged) << "SQL: " << c.sql;
+  }
+}
+
+// The quick pass gives the token pass's answer on every case here (it never clears a flagged
+// statement, and never flags: it only hands over).
+TEST(SqlLexerPrefilter, QuickPassAgreesWithTokenPass) {
+  for (const PrefilterCase& c : kPrefilterCases) {
+    EXPECT_EQ(may_change_session_state(c.sql), may_change_session_state_by_tokens(c.sql))
+        << "SQL: " << c.sql;
+  }
+}
+
 TEST(SqlLexerPrefilter, BuiltinLists) {
   EXPECT_TRUE(is_known_safe_builtin("now"));
   EXPECT_TRUE(is_known_safe_builtin("pg_advisory_xact_lock"));
@@ -311,6 +366,29 @@ TEST(SqlLexerPrefilter, RealisticApplicationQueriesPass) {
     ++checked;
   }
   EXPECT_GE(checked, 6000u);
+}
+
+// Statements glued at random from fragments that sit near the quick pass's stops (comments,
+// quotes, names, dots, parameters, ';', TEMP, EXECUTE): the quick pass must agree with the token
+// pass on every one. fuzz_sql_lexer checks the same on arbitrary bytes.
+TEST(SqlLexerPrefilter, QuickPassAgreesOnGluedFragments) {
+  static constexpr std::string_view kFragments[] = {
+      "SELECT ", "f",     "now",   "(",          ")",     ";",       " ",    "\n",      "--c\n",
+      "/*c*/",   "'a(b'", "\"q\"", ".",          "$1",    "$$ ( $$", "temp", "execute", "SET ",
+      "pg_temp", "E'\\'", "into ", "t",          ",",     "1e5",     "x",    "lower",   "s.",
+      "create ", "-",     "/",     "pg_catalog", "COUNT", "*",       "=",    "U&\"a\"", "$a$x$a$"};
+  Lcg rng;
+  int flagged = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string sql;
+    const uint32_t parts = rng.next() % 9 + 1;
+    for (uint32_t p = 0; p < parts; ++p) sql += rng.pick(kFragments);
+    const bool by_tokens = may_change_session_state_by_tokens(sql);
+    ASSERT_EQ(may_change_session_state(sql), by_tokens) << "SQL: " << sql;
+    flagged += by_tokens ? 1 : 0;
+  }
+  EXPECT_GT(flagged, 1000);  // both answers occur: the fragments reach the flagged conditions
+  EXPECT_LT(flagged, 19000);
 }
 
 // Prints the prefilter's cost; asserts nothing about time.

@@ -57,7 +57,19 @@ class SqlTokenizer {
 // ROLE, SESSION and AUTHORIZATION need no rule of their own: they change the session only after a
 // leading SET/RESET. Keywords inside strings, comments, dollar quotes and quoted identifiers never
 // count. Never allocates.
+//
+// Most application statements are answered by a quick pass over the bytes (prefilter_quick_scan.cc)
+// that never says "cannot change" where the token pass would say "may"; the rest by the token pass.
 bool may_change_session_state(std::string_view sql);
+
+// The prefilter's token pass alone. may_change_session_state gives the same answers: its quick
+// pass clears only statements this clears too. Public for the tests and the fuzz target, which
+// check that.
+bool may_change_session_state_by_tokens(std::string_view sql);
+
+// Whether a statement that starts with this word is about session state by its first word: SET,
+// RESET, LISTEN, UNLISTEN, PREPARE, EXECUTE, DEALLOCATE, DECLARE, CLOSE, LOAD, DISCARD, DO.
+bool is_session_leading_word(std::string_view word);
 
 // Whether `lowercase_name` (an unqualified or pg_catalog function name) is a builtin known not to
 // touch session state: PostgreSQL 15's pg_catalog functions by their catalog properties and a

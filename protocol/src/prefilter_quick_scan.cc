@@ -1,0 +1,144 @@
+// The session-state prefilter's quick pass (sql_lexer.h): one look at each byte, stopping only at
+// the few bytes that can start what the token pass flags. Why: the token pass built a token per
+// word and cost 1,365 instructions for pgbench's SELECT, a quarter of pgsluice's own work per
+// `pgbench -S` transaction (docs/profile.md §0e); most application statements hold no '(' that
+// calls an unknown function, no second statement, no TEMP and no EXECUTE, and this pass clears
+// them in a few instructions per byte.
+//
+// The rule that keeps it safe: it answers "cannot change" only where the token pass would too.
+// Every condition the token pass flags needs one of the bytes stopped at here — a leading word
+// (checked on the first token; a later statement needs a ';'), EXECUTE ('x'), TEMP, TEMPORARY and
+// pg_temp* ('m' of "temp"), a call ('(') — and at each stop this pass either proves the
+// condition absent from the bytes alone or hands the statement to the token pass. Comments and
+// quotes are not followed: a comment ("--", "/*") hands over, a stop inside a quoted string at
+// worst hands over a statement the token pass then clears. The fuzz target checks the rule.
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "ascii.h"
+#include "pgsluice/protocol/sql_lexer.h"
+
+namespace pgsluice::protocol {
+namespace {
+
+using ascii::is_space;
+using ascii::is_word_char;
+using ascii::is_word_start;
+using ascii::lower;
+
+enum Stop : uint8_t { kNone = 0, kParen, kSemicolon, kLetterM, kLetterX, kDash, kSlash };
+
+constexpr std::array<uint8_t, 256> kStops = [] {
+  std::array<uint8_t, 256> t{};
+  t['('] = kParen;
+  t[';'] = kSemicolon;
+  t['m'] = t['M'] = kLetterM;
+  t['x'] = t['X'] = kLetterX;
+  t['-'] = kDash;
+  t['/'] = kSlash;
+  return t;
+}();
+
+// Whether the bytes around position `at` (which holds an 'm'/'M' or 'x'/'X') spell `word`,
+// ASCII case-insensitively, with the stop letter at `word[letter]`.
+bool spells_around(std::string_view sql, size_t at, std::string_view word, size_t letter) {
+  if (at < letter || at - letter + word.size() > sql.size()) return false;
+  const std::string_view here = sql.substr(at - letter, word.size());
+  for (size_t i = 0; i < word.size(); ++i) {
+    if (lower(here[i]) != word[i]) return false;
+  }
+  return true;
+}
+
+// Whether the '(' at `paren` opens no call the token pass would flag, judged from the bytes just
+// before it (`from` is where the first token starts: nothing before it but space and comments).
+// Without comments (they hand over before any '(' after them is reached) the byte before the '('
+// past any space is the previous token's last: a word's, a quoted identifier's, or another kind's.
+bool paren_opens_no_unknown_call(std::string_view sql, size_t from, size_t paren) {
+  size_t end = paren;
+  while (end > from && is_space(sql[end - 1])) --end;
+  if (end == from) return true;  // the first token: nothing is called
+  if (!is_word_char(sql[end - 1])) return sql[end - 1] != '"';  // "MyFunc"( is a call
+  size_t start = end;
+  while (start > from && is_word_char(sql[start - 1])) --start;
+  const std::string_view word = sql.substr(start, end - start);
+  // A run that does not start like a word, or holds '$', may be a word glued to a parameter or a
+  // dollar quote: not a name this pass can judge.
+  if (!is_word_start(word.front()) || word.find('$') != std::string_view::npos) return false;
+  size_t before = start;
+  while (before > from && is_space(sql[before - 1])) --before;
+  if (before > from && sql[before - 1] == '.') return false;  // schema.f(: the token pass knows
+  std::array<char, 64> lowered{};
+  if (word.size() > lowered.size()) return false;
+  for (size_t i = 0; i < word.size(); ++i) lowered[i] = lower(word[i]);
+  const std::string_view name(lowered.data(), word.size());
+  return is_paren_keyword(name) || is_known_safe_builtin(name);
+}
+
+// True when the bytes show that no statement of `sql` can change the session; false when the
+// token pass must look.
+bool quick_pass_clears(std::string_view sql) {
+  const size_t n = sql.size();
+  if (n == 0) return true;
+  size_t from = 0;
+  if (is_word_start(sql[0])) {
+    // The usual start, a keyword at the first byte: its run of word bytes is the first token
+    // (a one-letter run may be a prefixed literal such as E'…', but no leading word is that short).
+    size_t end = 1;
+    while (end < n && is_word_char(sql[end])) ++end;
+    if (is_session_leading_word(sql.substr(0, end))) return false;
+  } else {
+    SqlTokenizer tokenizer(sql);
+    SqlToken first;
+    if (!tokenizer.next(first)) return true;  // only space and comments
+    if (first.kind == SqlTokenKind::word && is_session_leading_word(first.text)) return false;
+    from = first.offset;
+  }
+  const auto stop_at = [&sql](size_t i) { return kStops[static_cast<unsigned char>(sql[i])]; };
+  size_t i = from;
+  while (true) {
+    // Eight bytes at a time while none of them is a stop: one OR of eight table loads and one
+    // branch, where a byte at a time took a load, a compare and two branches per byte.
+    while (i + 8 <= n && (stop_at(i) | stop_at(i + 1) | stop_at(i + 2) | stop_at(i + 3) |
+                          stop_at(i + 4) | stop_at(i + 5) | stop_at(i + 6) | stop_at(i + 7)) == 0) {
+      i += 8;
+    }
+    while (i < n && stop_at(i) == kNone) ++i;  // to the stop in these eight, or to the end
+    if (i >= n) return true;
+    switch (stop_at(i)) {
+      case kParen:
+        if (!paren_opens_no_unknown_call(sql, from, i)) return false;
+        break;
+      case kSemicolon:
+        // A statement's closing ';' with nothing after it; anything after may be a statement.
+        for (size_t j = i + 1; j < n; ++j) {
+          if (!is_space(sql[j])) return false;
+        }
+        return true;
+      case kLetterM:
+        if (spells_around(sql, i, "temp", 2)) return false;
+        break;
+      case kLetterX:
+        if (spells_around(sql, i, "execute", 1)) return false;
+        break;
+      case kDash:
+        if (i + 1 < n && sql[i + 1] == '-') return false;
+        break;
+      case kSlash:
+        if (i + 1 < n && sql[i + 1] == '*') return false;
+        break;
+      default:
+        break;
+    }
+    ++i;
+  }
+}
+
+}  // namespace
+
+bool may_change_session_state(std::string_view sql) {
+  return !quick_pass_clears(sql) && may_change_session_state_by_tokens(sql);
+}
+
+}  // namespace pgsluice::protocol
