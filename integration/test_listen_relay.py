@@ -9,6 +9,7 @@ client's transactions run on different servers."""
 from __future__ import annotations
 
 import select
+import struct
 import time
 
 import psycopg
@@ -17,6 +18,7 @@ import pytest
 import harness
 from test_keep_settings import Hopper
 from test_pin import Noise
+from test_prepared import SYNC, bind, describe, execute, parse
 
 
 @pytest.fixture
@@ -65,17 +67,22 @@ def test_idle_listeners_receive_notifications_in_order(pooler):
         a.execute("LISTEN jobs")
         b.execute("LISTEN jobs")
         b.execute('LISTEN "Other"')
-        pids = {pid_of(a) for _ in range(20)}
-        sender_pid = pid_of(sender)
+        # Each NOTIFY in a transaction that also reads the sending backend's pid: the pid every
+        # notification must carry, as on a direct connection.
+        sender_pids = []
         for n in range(20):
-            sender.execute(f"NOTIFY jobs, 'job {n}'")
-        sender.execute("SELECT pg_notify('Other', 'mixed case')")
+            with sender.transaction():
+                sender.execute(f"NOTIFY jobs, 'job {n}'")
+                sender_pids.append(pid_of(sender))
+        sender_pids.append(sender.execute(
+            "SELECT pg_backend_pid(), pg_notify('Other', 'mixed case')").fetchone()[0])
         got_a = collect(a, 20)
         got_b = collect(b, 21)
         assert [n.payload for n in got_a] == [f"job {n}" for n in range(20)]
-        assert {n.pid for n in got_a} <= {sender_pid} | set(pids), got_a
+        assert [n.pid for n in got_a] == sender_pids[:20], (got_a, sender_pids)
         assert [(n.channel, n.payload) for n in got_b] == \
             [("jobs", f"job {n}") for n in range(20)] + [("Other", "mixed case")]
+        assert [n.pid for n in got_b] == sender_pids, (got_b, sender_pids)
         # The pool's servers never keep a LISTEN: only the listener does.
         for _ in range(4):
             assert sender.execute("SELECT count(*) FROM pg_listening_channels()").fetchone()[0] == 0
@@ -256,17 +263,18 @@ def test_asyncpg_listener_receives_while_idle(pooler):
         got: list[tuple[int, str]] = []
         await listener.add_listener("apg_jobs", lambda conn, pid, channel, payload:
                                     got.append((pid, payload)))
-        sender_pids = set()
+        sender_pids = []
         for n in range(10):
-            sender_pids.add(await sender.fetchval("SELECT pg_backend_pid()"))
-            await sender.execute(f"NOTIFY apg_jobs, '{n}'")
+            async with sender.transaction():  # one server: the pid the notification carries
+                await sender.execute(f"NOTIFY apg_jobs, '{n}'")
+                sender_pids.append(await sender.fetchval("SELECT pg_backend_pid()"))
         for _ in range(100):
             if len(got) >= 10:
                 break
             await asyncio.sleep(0.05)  # idle: asyncpg only reads
         await listener.close()
         await sender.close()
-        assert {pid for pid, _ in got} <= sender_pids | {0}, (got, sender_pids)
+        assert [pid for pid, _ in got] == sender_pids, (got, sender_pids)
         return got
 
     with Noise(pooler, clients=2):
@@ -285,3 +293,88 @@ def test_pgjdbc_listener_receives_while_idle(pooler, tmp_path):
         rc, out, err = harness.run_java("ListenThroughPool", str(tmp_path), str(pooler.port),
                                         "10", timeout=120)
     assert rc == 0 and out.strip() == "ok " + ",".join(str(n) for n in range(10)), out + err
+
+
+def replies(raw, messages) -> list[tuple[bytes, object]]:
+    """Every message up to ReadyForQuery of what `messages` (or one Query text) asks; an
+    ErrorResponse or NoticeResponse as its fields without the source file and line (the same
+    server build answers both ways, but the fields are compared as a set)."""
+    if isinstance(messages, str):
+        raw.send_query(messages)
+    else:
+        raw.sendall(b"".join(k + struct.pack("!i", len(b) + 4) + b for k, b in messages))
+    out = []
+    while True:
+        kind, body = raw.read_message()
+        if kind in (b"E", b"N"):
+            fields = raw._fields(body)
+            fields.pop("L", None)
+            out.append((kind, tuple(sorted(fields.items()))))
+        else:
+            out.append((kind, body))
+        if kind == b"Z":
+            return out
+
+
+# What a client says about its channels, and what PostgreSQL answers to each, on a direct
+# connection: tags, NOTICEs (a truncated name), errors (25P02 in a failed block, a syntax error),
+# transaction states.
+LISTEN_SCRIPT = [
+    "LISTEN a", "LISTEN a", 'LISTEN "Mixed Case"', "UNLISTEN a", "UNLISTEN never", "UNLISTEN *",
+    "LISTEN " + "x" * 70,
+    "BEGIN", "LISTEN b", "SELECT 1/0", "LISTEN c", "UNLISTEN *", "ROLLBACK",
+    "LISTEN d; UNLISTEN d; UNLISTEN *", "listen  e ; unlisten e", "LISTEN",
+    "BEGIN", "LISTEN f", "UNLISTEN *", "COMMIT", "UNLISTEN f",
+]
+
+
+def test_listen_and_unlisten_are_answered_byte_for_byte_as_postgresql(pg, pooler):
+    # Through the relay (the default) the same bytes as from PostgreSQL itself, in a Query and
+    # in the extended protocol (pgjdbc sends LISTEN as Parse/Bind/Execute).
+    extended = [[parse("", sql), bind(""), describe("P", ""), execute(), SYNC]
+                for sql in ("LISTEN g", "UNLISTEN g", "UNLISTEN *", "LISTEN")]
+    with Noise(pooler, clients=2):
+        direct = harness.RawClient("127.0.0.1", pg.port, "app", "app", "app")
+        through = pooler.raw()
+        try:
+            for step in LISTEN_SCRIPT + extended:
+                want, got = replies(direct, step), replies(through, step)
+                assert got == want, f"{step!r}: PostgreSQL {want}, through pgsluice {got}"
+        finally:
+            direct.close()
+            through.close()
+
+
+def test_every_listening_client_is_told_of_a_reconnect(pg, pooler):
+    # Three listeners (consecutive connections land on different workers) and one that stopped
+    # listening: each of the three gets the NOTICE once, the fourth none.
+    with Noise(pooler, clients=2):
+        conns = [pooler.connect(autocommit=True) for _ in range(4)]
+        try:
+            notices: list[list[str]] = [[] for _ in conns]
+            for n, c in enumerate(conns):
+                c.execute(f"LISTEN told_{n}")
+                c.add_notice_handler(lambda d, n=n: notices[n].append(d.message_primary or ""))
+            conns[3].execute("UNLISTEN *")
+            rows = listener_rows(pooler)
+            assert len(rows) == 1, rows
+            pg.psql(f"SELECT pg_terminate_backend({int(rows[0][16])})")
+            deadline = time.monotonic() + 10
+            while not all(notices[:3]) and time.monotonic() < deadline:
+                for c in conns:
+                    c.execute("SELECT 1")  # psycopg reads what arrived
+                time.sleep(0.1)
+            for c in conns:
+                c.execute("SELECT 1")
+            for n in range(3):
+                assert len(notices[n]) == 1 and "may have been missed" in notices[n][0], notices
+            assert notices[3] == [], notices
+            # And every one is listening again.
+            with pooler.connect(autocommit=True) as sender:
+                for n in range(3):
+                    sender.execute(f"NOTIFY told_{n}, 'back {n}'")
+            for n in range(3):
+                assert [x.payload for x in collect(conns[n], 1)] == [f"back {n}"]
+        finally:
+            for c in conns:
+                c.close()
