@@ -243,3 +243,52 @@ def test_a_prepared_advisory_lock_pins_at_every_execution(make_pooler):
     asyncio.run(run())
     assert pooler.log().count("(advisory_lock pg_advisory_lock, under the pin action)") == 2, \
         pooler.log()[-3000:]
+
+
+def test_pool_and_metrics_count_pinned_servers_and_each_release_unpins(make_pooler):
+    # SHOW POOLS sv_pinned and /metrics' pgsluice_pool_sv_pinned say how many servers are
+    # pinned, the findings counter why; each thing that releases what pinned (DISCARD ALL, CLOSE
+    # of the last WITH HOLD cursor, DROP of the last temp table, unlock) unpins.
+    import urllib.request
+
+    from harness import free_port
+
+    mport = free_port()
+    pooler = make_pooler(default_pool_size=2, admin_users="app", metrics_port=mport)
+
+    def sv_pinned() -> tuple[int, int]:
+        rc, out, err = pooler.psql("SHOW POOLS", db="pgsluice",
+                                   args=["-F", "\t", "-P", "tuples_only=off", "-P", "footer=off"])
+        assert rc == 0, err
+        header, *lines = out.splitlines()
+        at = header.split("\t").index("sv_pinned")
+        shown = sum(int(line.split("\t")[at]) for line in lines if line.split("\t")[0] == "app")
+        body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read()
+        metric = [line for line in body.decode().splitlines()
+                  if line.startswith('pgsluice_pool_sv_pinned{database="app",user="app"}')]
+        assert len(metric) == 1, body
+        return shown, int(metric[0].split()[-1])
+
+    def unpinned_after(a, release: str) -> None:
+        a.execute(release)
+        deadline = time.monotonic() + 5
+        while sv_pinned() != (0, 0) and time.monotonic() < deadline:
+            a.execute("SELECT 1")  # the boundary where the pin check runs
+            time.sleep(0.1)
+        assert sv_pinned() == (0, 0), release
+
+    pins = [("SELECT pg_advisory_lock(47)", "SELECT pg_advisory_unlock(47)"),
+            ("SELECT pg_advisory_lock(48)", "DISCARD ALL"),
+            ("DECLARE c CURSOR WITH HOLD FOR SELECT 1", "CLOSE c"),
+            ("CREATE TEMP TABLE pinned_t (x int)", "DROP TABLE pinned_t"),
+            ("CREATE TEMP TABLE pinned_u (x int)", "DISCARD ALL")]
+    with Noise(pooler, clients=2), pooler.connect(autocommit=True) as a:
+        assert sv_pinned() == (0, 0)
+        for pin, release in pins:
+            a.execute(pin)
+            assert sv_pinned() == (1, 1), pin
+            unpinned_after(a, release)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
+    for kind, count in (("advisory_lock", 2), ("hold_cursor", 1), ("temp_object", 2)):
+        assert (f'pgsluice_session_state_findings_total{{kind="{kind}",action="pin",'
+                f'database="app",user="app"}} {count}') in body, body
