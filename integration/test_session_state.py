@@ -77,6 +77,9 @@ def test_reject_refuses_with_sqlstate_and_hint(make_pooler):
             a.execute("SET statement_timeout = '777ms'")
         assert "SET LOCAL" in (e.value.diag.message_hint or "")
         assert "pgsluice refused" in str(e.value)
+        # The refusal runs as a DO block on the server (docs/design.md); its CONTEXT ("PL/pgSQL
+        # function inline_code_block …") would show the client a statement it never sent.
+        assert e.value.diag.context is None, e.value.diag.context
         # Nothing reached the server: the next client sees the default.
         assert b.execute("SHOW statement_timeout").fetchone()[0] == "0"
         # The safe forms pass.
@@ -91,6 +94,16 @@ def test_reject_refuses_with_sqlstate_and_hint(make_pooler):
         with pytest.raises(psycopg.errors.FeatureNotSupported):
             a.execute("LISTEN jobs")
         assert a.execute("SELECT 1").fetchone()[0] == 1
+        # The statement is quoted as sent, dollar quotes included (they were printed as _), even
+        # one spelled like the refusal's own DO body.
+        for sql in ("DO $$BEGIN PERFORM pg_advisory_lock(3); END$$",
+                    "SELECT pg_advisory_lock(length($pgsluice$ab$pgsluice$))"):
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+                a.execute(sql)
+            assert f'pgsluice refused "{sql}"' in str(e.value), str(e.value)
+            assert e.value.diag.context is None, e.value.diag.context
+        assert a.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                         ).fetchone()[0] == 0
 
 
 def test_reject_inside_a_transaction_fails_the_transaction(make_pooler):
@@ -98,8 +111,9 @@ def test_reject_inside_a_transaction_fails_the_transaction(make_pooler):
     pooler = make_pooler(default_pool_size=1, session_state_action="reject")
     with pooler.connect() as a:
         a.execute("SELECT 1")
-        with pytest.raises(psycopg.errors.FeatureNotSupported):
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
             a.execute("SET search_path = elsewhere")
+        assert e.value.diag.context is None, e.value.diag.context
         with pytest.raises(psycopg.errors.InFailedSqlTransaction):
             a.execute("SELECT 1")
         a.rollback()
@@ -403,6 +417,9 @@ def test_rejected_parse_with_parameters_without_rewriting(make_pooler, binary):
         with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
             a.execute(f"SELECT pg_advisory_lock({ph})", (5,))
         assert "pg_advisory_xact_lock" in (e.value.diag.message_hint or "")
+        # The statement as the client sent it: its parameter is $1 (it was once printed _1).
+        assert 'pgsluice refused "SELECT pg_advisory_lock($1)"' in str(e.value), str(e.value)
+        assert e.value.diag.context is None, e.value.diag.context
         # A named statement (psycopg prepares it), refused again at each use.
         for _ in range(2):
             with pytest.raises(psycopg.errors.FeatureNotSupported):

@@ -56,12 +56,16 @@ std::string_view hint_for(pp::SessionStateKind kind) {
   return {};
 }
 
-std::string without_dollars(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c == '$') c = '_';
+// The DO body's dollar-quote tag: one that neither text contains, so that the message shows
+// the client's statement as it was sent ($1, $$…$$) and still cannot end the body early.
+std::string body_tag(std::string_view message, std::string_view hint) {
+  std::string tag = "$pgsluice$";
+  for (int n = 0;
+       message.find(tag) != std::string_view::npos || hint.find(tag) != std::string_view::npos;
+       ++n) {
+    tag = fmt::format("$pgsluice{}$", n);
   }
-  return out;
+  return tag;
 }
 
 int64_t unix_now() {
@@ -178,9 +182,10 @@ void refusal_texts(std::string_view sql, const pp::SessionStateFinding& f, Pool*
 }  // namespace
 
 std::string rejection_statement(std::string_view message, std::string_view hint) {
-  return "DO $pgsluice$BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " +
-         quote_literal(without_dollars(message)) +
-         ", HINT = " + quote_literal(without_dollars(hint)) + "; END$pgsluice$";
+  const std::string tag = body_tag(message, hint);
+  return "DO " + tag +
+         "BEGIN RAISE EXCEPTION USING ERRCODE = '0A000', MESSAGE = " + quote_literal(message) +
+         ", HINT = " + quote_literal(hint) + "; END" + tag;
 }
 
 namespace {
