@@ -428,3 +428,48 @@ def test_a_known_set_that_did_not_commit_alone_is_read_back(pg, make_pooler):
         with pytest.raises(psycopg.errors.InvalidParameterValue):
             a.execute("SET work_mem = 'lots'")
         assert settings_over_transactions(a, "work_mem", 6)[0] == {"2MB"}
+
+
+def test_driver_settings_cost_no_query_once_every_server_has_them(pg, make_pooler):
+    # pgjdbc's login SETs (extra_float_digits, application_name), kept for six connections that
+    # stay: once a server carries the values it gets no query of the pooler's for them (no sync
+    # at a link, no read-back); at most one sync per server when it first meets them. At the
+    # default worker count.
+    with statements_logged(pg):
+        pooler = make_pooler(default_pool_size=2, admin_users="app")
+        conns = [pooler.connect(autocommit=True) for _ in range(6)]
+        try:
+            for c in conns:
+                c.execute("SET extra_float_digits = 3")
+                c.execute("SET application_name = 'PostgreSQL JDBC Driver'")
+            for _ in range(5):
+                for c in conns:
+                    c.execute("SELECT 1")
+            with open(pg.logfile, errors="replace") as f:
+                before = f.read().count("statement: ")
+
+            wrong: list[tuple] = []
+
+            def run(c) -> None:
+                for _ in range(50):
+                    row = c.execute("SELECT current_setting('extra_float_digits'), "
+                                    "current_setting('application_name')").fetchone()
+                    if row != ("3", "PostgreSQL JDBC Driver"):
+                        wrong.append(row)
+
+            threads = [threading.Thread(target=run, args=(c,)) for c in conns]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            with open(pg.logfile, errors="replace") as f:
+                after = [line.split("statement: ", 1)[1] for line in f.read().splitlines()
+                         if "statement: " in line][before:]
+        finally:
+            for c in conns:
+                c.close()
+    assert not wrong, wrong[:5]
+    theirs = [s for s in after if s.startswith("SELECT current_setting('extra_float_digits')")]
+    assert len(theirs) == 300, len(theirs)
+    ours = [s for s in after if s not in theirs]
+    assert len(ours) <= 2, ours
