@@ -267,7 +267,43 @@ def test_show_leaks_names_who_did_what(make_pooler):
     assert row[2:7] == ["definite", "keep", "app", "app", "billing"], row
     assert row[8] == "query" and row[9] == "2", row
     assert "search_path" in row[13] and "$1" in row[13], row
+    # What to change in the application, as the refusal's hint says it.
+    assert row[14] == "Use SET LOCAL inside a transaction, or ALTER ROLE/DATABASE … SET for a " \
+        "default.", row
     assert ("advisory_lock", "pg_advisory_lock") in by_kind, rows
+
+
+def test_every_action_is_recorded_with_its_hint(make_pooler):
+    # keep, relay and pin (the defaults), and warn, reject, reset: each a SHOW LEAKS row whose
+    # hint column is the one a refusal of that kind gives.
+    hints: dict[str, str] = {}
+    rejecting = make_pooler(default_pool_size=1, admin_users="app", session_state_action="reject")
+    with rejecting.connect(autocommit=True) as a:
+        for kind, sql in (("set", "SET work_mem = '5MB'"), ("listen", "LISTEN hinted"),
+                          ("advisory_lock", "SELECT pg_advisory_lock(9)"),
+                          ("prepare", "PREPARE hinted AS SELECT 1")):
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+                a.execute(sql)
+            hints[kind] = e.value.diag.message_hint
+    defaults = make_pooler(default_pool_size=2, admin_users="app")
+    others = make_pooler(default_pool_size=1, admin_users="app",
+                         session_state_action="warn,listen:reset")
+    with defaults.connect(autocommit=True) as a, others.connect(autocommit=True) as b:
+        for c in (a, b):
+            c.execute("SET work_mem = '5MB'")
+            c.execute("LISTEN hinted")
+            c.execute("SELECT pg_advisory_lock(9)")
+            c.execute("SELECT pg_advisory_unlock(9)")
+            c.execute("PREPARE hinted AS SELECT 1")
+    rows = leaks(defaults) + leaks(others) + leaks(rejecting)
+    actions = {(r[0], r[3]): r[14] for r in rows if r[0] in hints}
+    assert set(actions) == {("set", "keep"), ("listen", "relay"), ("advisory_lock", "pin"),
+                            ("prepare", "keep"), ("set", "warn"), ("listen", "reset"),
+                            ("advisory_lock", "warn"), ("prepare", "warn"), ("set", "reject"),
+                            ("listen", "reject"), ("advisory_lock", "reject"),
+                            ("prepare", "reject")}, rows
+    for (kind, action), hint in actions.items():
+        assert hint == hints[kind], (kind, action, hint)
 
 
 # --- session_state_verify, long holds, the JSON report -----------------------------------------
@@ -383,6 +419,7 @@ def test_leak_report_json_on_demand_and_at_shutdown(make_pooler, tmp_path):
         "pin,set:keep,set_config:keep,role:keep,listen:relay,prepare:keep"
     f = [x for x in doc["findings"] if x["kind"] == "set"][0]
     assert f["detail"] == "search_path" and f["application_name"] == "reporter", f
+    assert f["hint"].startswith("Use SET LOCAL inside a transaction"), f
     assert json.loads(report.read_text())["totals"]["events"] == 2
     with pooler.connect(autocommit=True) as a:
         a.execute("LISTEN at_shutdown")

@@ -11,6 +11,7 @@
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/worker.h"
+#include "pooler/session_state/findings.h"
 #include "pooler/session_state/leak_report.h"
 
 namespace pgsluice {
@@ -41,7 +42,8 @@ AdminResult show_leaks(Worker& worker) {
       .text("first_seen")
       .text("last_seen")
       .text("fingerprint")
-      .text("query");
+      .text("query")
+      .text("hint");
   for (const FindingRow& f : worker.findings().rows()) {  // a copy, taken under its lock
     r.row()
         .add(f.kind)
@@ -57,7 +59,8 @@ AdminResult show_leaks(Worker& worker) {
         .add(format_time(f.first_seen))
         .add(format_time(f.last_seen))
         .add(fmt::format("{:016x}", f.fingerprint))
-        .add(f.sample);
+        .add(f.sample)
+        .add(finding_hint(f.kind));
   }
   r.set_tag("SHOW");
   return r;

@@ -18,6 +18,7 @@
 #include "pooler/core/server.h"
 #include "pooler/core/stats.h"
 #include "pooler/core/worker.h"
+#include "pooler/session_state/findings.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/set_literal.h"
 #include "pooler/session_state/sql_prepared.h"
@@ -30,30 +31,7 @@ namespace fe = pgsluice::protocol::frontend;
 namespace {
 
 std::string_view hint_for(pp::SessionStateKind kind) {
-  switch (kind) {
-    case pp::SessionStateKind::set:
-      return "Use SET LOCAL inside a transaction, or ALTER ROLE/DATABASE … SET for a default.";
-    case pp::SessionStateKind::set_config:
-      return "Use set_config(name, value, true), which lasts until the end of the transaction.";
-    case pp::SessionStateKind::role:
-      return "Use SET LOCAL ROLE inside a transaction.";
-    case pp::SessionStateKind::advisory_lock:
-      return "Use pg_advisory_xact_lock(), which is released at the end of the transaction.";
-    case pp::SessionStateKind::listen:
-      return "LISTEN needs its own session: connect directly or through a session-mode pool.";
-    case pp::SessionStateKind::prepare:
-      return "Use protocol-level prepared statements, or a session-mode pool for SQL PREPARE.";
-    case pp::SessionStateKind::hold_cursor:
-      return "Use a cursor WITHOUT HOLD inside the transaction that reads it.";
-    case pp::SessionStateKind::temp_object:
-      return "Create the temporary table with ON COMMIT DROP inside a transaction.";
-    case pp::SessionStateKind::load:
-      return "Load the library with session_preload_libraries instead.";
-    case pp::SessionStateKind::currval:
-      return "Read the new value where it is made: INSERT … RETURNING, or nextval() in the "
-             "same transaction.";
-  }
-  return {};
+  return finding_hint(pp::to_string(kind));
 }
 
 // The DO body's dollar-quote tag: one that neither text contains, so that the message shows

@@ -136,6 +136,43 @@ FindingEvent OwnedFindingEvent::view() const {
                       .statement = statement};
 }
 
+std::string_view finding_hint(std::string_view kind) {
+  struct Hint {
+    std::string_view kind, hint;
+  };
+  static constexpr Hint kHints[] = {
+      {"set", "Use SET LOCAL inside a transaction, or ALTER ROLE/DATABASE … SET for a default."},
+      {"set_config",
+       "Use set_config(name, value, true), which lasts until the end of the transaction."},
+      {"role", "Use SET LOCAL ROLE inside a transaction."},
+      {"advisory_lock",
+       "Use pg_advisory_xact_lock(), which is released at the end of the transaction."},
+      {"listen", "LISTEN needs its own session: connect directly or through a session-mode pool."},
+      {"prepare",
+       "Use protocol-level prepared statements, or a session-mode pool for SQL PREPARE."},
+      {"hold_cursor", "Use a cursor WITHOUT HOLD inside the transaction that reads it."},
+      {"temp_object", "Create the temporary table with ON COMMIT DROP inside a transaction."},
+      {"load", "Load the library with session_preload_libraries instead."},
+      {"currval",
+       "Read the new value where it is made: INSERT … RETURNING, or nextval() in the same "
+       "transaction."},
+      // The SQL text does not show what the call does: whatever it leaves is the function's.
+      {"opaque_call",
+       "Make the function leave nothing in the session (SET LOCAL, set_config(…, true), "
+       "pg_advisory_xact_lock()); session_state_verify = always finds what it leaves."},
+      {"hidden",
+       "Make the code that left it transaction-local (SET LOCAL, set_config(…, true), "
+       "pg_advisory_xact_lock(), ON COMMIT DROP)."},
+      {"long_hold",
+       "End transactions before waiting on anything else: an idle transaction holds its server "
+       "from every other client."},
+  };
+  for (const Hint& h : kHints) {
+    if (h.kind == kind) return h.hint;
+  }
+  return {};
+}
+
 bool failed_before_running(std::string_view error_body) {
   // Most errors are something else: one search of the body before it is parsed.
   if (error_body.find("C42883") == std::string_view::npos) return false;

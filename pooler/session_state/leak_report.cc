@@ -89,12 +89,12 @@ std::string leak_report_json(SharedFindings& findings, const Settings& s) {
         "    {{\"kind\": {}, \"detail\": {}, \"certainty\": {}, \"action\": {}, "
         "\"database\": {}, \"user\": {}, \"application_name\": {}, \"client_addr\": {}, "
         "\"source\": {}, \"count\": {}, \"first_seen\": {}, \"last_seen\": {}, "
-        "\"fingerprint\": \"{:016x}\", \"query\": {}}}",
+        "\"fingerprint\": \"{:016x}\", \"query\": {}, \"hint\": {}}}",
         json_string(r.kind), json_string(r.detail), json_string(r.certainty), json_string(r.action),
         json_string(r.database), json_string(r.user), json_string(r.application_name),
         json_string(r.client_addr), json_string(r.source), r.count,
         json_string(iso_time(r.first_seen)), json_string(iso_time(r.last_seen)), r.fingerprint,
-        json_string(r.sample));
+        json_string(r.sample), json_string(finding_hint(r.kind)));
   }
   out += first ? "]\n}\n" : "\n  ]\n}\n";
   return out;

@@ -313,5 +313,23 @@ TEST(SessionFindings, FailedBeforeRunningIsUndefinedFunctionAtAnalysis) {
   EXPECT_FALSE(failed_before_running("garbage C42883"));
 }
 
+TEST(SessionFindings, EveryKindHasAHint) {
+  // SHOW LEAKS' hint column: every kind a finding row can have says what to change.
+  for (pp::SessionStateKind kind :
+       {pp::SessionStateKind::set, pp::SessionStateKind::set_config, pp::SessionStateKind::role,
+        pp::SessionStateKind::advisory_lock, pp::SessionStateKind::listen,
+        pp::SessionStateKind::prepare, pp::SessionStateKind::hold_cursor,
+        pp::SessionStateKind::temp_object, pp::SessionStateKind::load,
+        pp::SessionStateKind::currval}) {
+    EXPECT_FALSE(finding_hint(pp::to_string(kind)).empty()) << pp::to_string(kind);
+  }
+  for (const char* kind : {"opaque_call", "hidden", "long_hold"}) {
+    EXPECT_FALSE(finding_hint(kind).empty()) << kind;
+  }
+  EXPECT_EQ(finding_hint("set"),
+            "Use SET LOCAL inside a transaction, or ALTER ROLE/DATABASE … SET for a default.");
+  EXPECT_EQ(finding_hint("nonsense"), "");
+}
+
 }  // namespace
 }  // namespace pgsluice
