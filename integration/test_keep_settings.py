@@ -473,3 +473,73 @@ def test_driver_settings_cost_no_query_once_every_server_has_them(pg, make_poole
     assert len(theirs) == 300, len(theirs)
     ours = [s for s in after if s not in theirs]
     assert len(ours) <= 2, ours
+
+
+# Every statement form `keep` is the default for (issue 18's list), and the names SHOW reads.
+FORMS = [
+    "SET SESSION work_mem = '12MB'", "SET TIME ZONE 'Asia/Tokyo'", "SET NAMES 'LATIN1'",
+    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+    "SET statement_timeout = '9s'", "SET statement_timeout TO DEFAULT",
+    "SELECT set_config('app.tenant', 't1', false)", "SET ROLE keep_reader",
+    "SET SESSION AUTHORIZATION app", "SET lock_timeout = '3s'", "RESET lock_timeout",
+    "RESET ROLE", "RESET SESSION AUTHORIZATION", "SET ROLE keep_reader", "RESET ALL",
+    "SET work_mem = '13MB'", "DISCARD ALL",
+]
+FORM_NAMES = ["work_mem", "TimeZone", "client_encoding", "default_transaction_isolation",
+              "statement_timeout", "lock_timeout", "app.tenant", "role",
+              "session_authorization"]
+SHOW_FORMS = "SELECT " + ", ".join(f"current_setting('{n}', true)" for n in FORM_NAMES) + \
+    ", current_user, session_user"
+
+
+def test_every_setting_form_answers_as_on_a_direct_connection(pg, make_pooler):
+    # At the defaults and the default worker count, a pool of 2 with bystanders: after each
+    # form, what the client's next transactions read is what a direct connection reads after
+    # the same statements, and the bystanders read their own defaults throughout.
+    # SET SESSION AUTHORIZATION needs a superuser session user: scramuser, for this test. Not
+    # prepared: psycopg's own statements do not survive the DISCARD ALL on the direct side.
+    pg.psql("DO $$BEGIN CREATE ROLE keep_reader NOLOGIN; EXCEPTION WHEN duplicate_object "
+            "THEN NULL; END$$; GRANT keep_reader TO app, scramuser; "
+            "ALTER ROLE scramuser SUPERUSER")
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    try:
+        with pg.connect(user="scramuser", db="app") as direct:
+            direct.autocommit = True
+            defaults = direct.execute(SHOW_FORMS, prepare=False).fetchone()
+        stop = threading.Event()
+        seen: list[tuple] = []
+
+        def bystander() -> None:
+            with pooler.connect(user="scramuser", password="scrampass", autocommit=True) as c:
+                while not stop.is_set():
+                    row = c.execute(SHOW_FORMS, prepare=False).fetchone()
+                    # A custom setting, once defined in a server session, reads '' after its
+                    # reset there (PostgreSQL keeps the placeholder; nothing but a new session
+                    # removes it): '' is the default too, never another client's value.
+                    tenant = FORM_NAMES.index("app.tenant")
+                    if row[tenant] == "":
+                        row = row[:tenant] + (None,) + row[tenant + 1:]
+                    if row != defaults:
+                        seen.append(row)
+
+        threads = [threading.Thread(target=bystander) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            with pg.connect(user="scramuser", db="app") as direct, \
+                    pooler.connect(user="scramuser", password="scrampass",
+                                   autocommit=True) as a:
+                direct.autocommit = True
+                for sql in FORMS:
+                    direct.execute(sql)
+                    a.execute(sql)
+                    want = direct.execute(SHOW_FORMS, prepare=False).fetchone()
+                    for _ in range(5):
+                        assert a.execute(SHOW_FORMS, prepare=False).fetchone() == want, sql
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=30)
+        assert not seen, f"a bystander saw another client's settings: {seen[:3]}"
+    finally:
+        pg.psql("ALTER ROLE scramuser NOSUPERUSER")

@@ -46,6 +46,9 @@ void SettingsCapture::note(const pp::SessionStateFinding& finding,
     case pp::SessionStateKind::set_config:
     case pp::SessionStateKind::role:
       pending_.add(finding.detail, finding.effect == pp::SessionStateEffect::release);
+      // Setting or resetting the session authorization resets the role as well (to none): the
+      // role is read back with it, or the client's earlier SET ROLE would be applied again.
+      if (iequals(finding.detail, kSessionAuthorization)) pending_.add(kRole, true);
       return;
     default:
       return;

@@ -286,6 +286,44 @@ TEST(KeptSettings, RoleAndSessionAuthorizationDefaultsAreKnownWithoutPgSettings)
   EXPECT_EQ(*s.server.get("role"), "reporting");
 }
 
+TEST(KeptSettings, SessionAuthorizationReadsTheRoleBack) {
+  // SET ROLE reporting (kept), then SET SESSION AUTHORIZATION bob: PostgreSQL resets the role
+  // to none, which the read-back must see, or the link would SET ROLE reporting again.
+  SettingsCapture c;
+  Sides s;
+  s.client.set("role", "reporting");
+  s.server.set("role", "reporting");
+  c.note(finding(pp::SessionStateKind::role, "session_authorization"));
+  const std::string q = c.begin_query(s.client, s.server);
+  EXPECT_EQ(q,
+            "SELECT pg_catalog.current_setting('session_authorization', true), "
+            "pg_catalog.current_setting('role', true)");
+  c.on_row(row({"bob", "none"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("session_authorization"), "bob");
+  EXPECT_EQ(s.client.get("role"), nullptr);
+  EXPECT_EQ(s.server.get("role"), nullptr);
+
+  // Rolled back: the role the server still has is kept.
+  c.note(finding(pp::SessionStateKind::role, "session_authorization",
+                 pp::SessionStateEffect::release));
+  s.client.set("role", "reporting");
+  s.server.set("role", "reporting");
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"bob", "reporting"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("role"), "reporting");
+  EXPECT_EQ(*s.client.get("session_authorization"), "bob");
+
+  // SET SESSION AUTHORIZATION, then SET ROLE in the same transaction: the role set last.
+  c.note(finding(pp::SessionStateKind::role, "session_authorization"));
+  c.note(finding(pp::SessionStateKind::role, "role"));
+  c.begin_query(s.client, s.server);
+  c.on_row(row({"bob", "auditor"}));
+  ASSERT_TRUE(c.finish(s.startup, "alice", s.client, s.server));
+  EXPECT_EQ(*s.client.get("role"), "auditor");
+}
+
 TEST(KeptSettings, ResetAllReadsEveryKnownSettingButTheRole) {
   SettingsCapture c;
   c.note(reset("all"));
