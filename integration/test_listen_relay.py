@@ -227,10 +227,14 @@ def test_a_killed_listener_reconnects_and_says_so(pg, pooler):
 
 def test_a_client_that_does_not_read_is_closed_and_others_keep_receiving(make_pooler, pg):
     # At the default session_state_relay_queue (8 MB).
+    # Noise clients measure that nobody else is slowed meanwhile.
     pooler = make_pooler(default_pool_size=2, admin_users="app")
-    with pooler.connect(autocommit=True) as stuck, pooler.connect(autocommit=True) as reader:
+    with Noise(pooler, clients=2) as noise, pooler.connect(autocommit=True) as stuck, \
+            pooler.connect(autocommit=True) as reader:
         stuck.execute("LISTEN flood")
         reader.execute("LISTEN flood")
+        raw_stuck = pooler.raw()  # the error's fields, which psycopg does not keep
+        raw_stuck.query("LISTEN flood")
         payload = "x" * 500
         total = 60000  # 30 MB: more than the stuck client's socket buffers and its queue
         got: list[str] = []
@@ -249,6 +253,15 @@ def test_a_client_that_does_not_read_is_closed_and_others_keep_receiving(make_po
             while True:  # what its socket held first, then the error
                 stuck.execute("SELECT 1")
         assert "session_state_relay_queue" in str(e.value), str(e.value)
+        try:
+            kind = b"A"
+            while kind == b"A":  # the notifications its socket held, then the error
+                kind, body = raw_stuck.read_message()
+            fields = raw_stuck._fields(body)
+            assert (kind, fields["S"], fields["C"]) == (b"E", "FATAL", "54000"), fields
+        finally:
+            raw_stuck.close()
+    assert noise.slowest < 1.0, noise.slowest
 
 
 def test_asyncpg_listener_receives_while_idle(pooler):
