@@ -391,3 +391,17 @@ def test_every_listening_client_is_told_of_a_reconnect(pg, pooler):
         finally:
             for c in conns:
                 c.close()
+
+
+def test_notifications_of_an_aborted_transaction_never_arrive(pooler):
+    with Noise(pooler, clients=2), pooler.connect(autocommit=True) as a, \
+            pooler.connect(autocommit=True) as sender:
+        a.execute("LISTEN outcome")
+        sender.execute("BEGIN")
+        sender.execute("NOTIFY outcome, 'rolled back'")
+        sender.execute("ROLLBACK")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            sender.execute("NOTIFY outcome, 'failed'; SELECT 1/0")
+        sender.execute("NOTIFY outcome, 'committed'")
+        assert [n.payload for n in collect(a, 1)] == ["committed"]
+        assert quiet(a) == []
