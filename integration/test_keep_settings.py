@@ -482,6 +482,7 @@ FORMS = [
     "SET statement_timeout = '9s'", "SET statement_timeout TO DEFAULT",
     "SELECT set_config('app.tenant', 't1', false)", "SET ROLE keep_reader",
     "SET SESSION AUTHORIZATION app", "SET lock_timeout = '3s'", "RESET lock_timeout",
+    "DO $$BEGIN SET work_mem = '14MB'; PERFORM set_config('lock_timeout', '4s', false); END$$",
     "RESET ROLE", "RESET SESSION AUTHORIZATION", "SET ROLE keep_reader", "RESET ALL",
     "SET work_mem = '13MB'", "DISCARD ALL",
 ]
