@@ -72,6 +72,9 @@ def test_builtins_are_no_findings_and_session_ones_are(make_pooler):
     assert ("set_config", "app.x") in kinds, rows
     assert ("advisory_lock", "pg_advisory_lock") in kinds, rows
     assert opaque(pooler) == {"setseed": 1}, rows
+    # The hint column: setseed's own fix, not the generic one of an opaque call.
+    hint = [r[14] for r in rows if (r[0], r[1]) == ("opaque_call", "setseed")][0]
+    assert "setseed()" in hint and "session-mode pool" in hint, hint
 
 
 def test_a_function_that_does_not_exist_is_no_finding_until_it_does(pg, make_pooler):

@@ -136,7 +136,12 @@ FindingEvent OwnedFindingEvent::view() const {
                       .statement = statement};
 }
 
-std::string_view finding_hint(std::string_view kind) {
+std::string_view finding_hint(std::string_view kind, std::string_view detail) {
+  if (kind == "opaque_call" && detail == "setseed") {
+    // The seed is the session's: random() in a later transaction runs on another server.
+    return "Call setseed() in the transaction whose random() it seeds, or use a session-mode "
+           "pool for this user.";
+  }
   struct Hint {
     std::string_view kind, hint;
   };
@@ -158,8 +163,9 @@ std::string_view finding_hint(std::string_view kind) {
        "transaction."},
       // The SQL text does not show what the call does: whatever it leaves is the function's.
       {"opaque_call",
-       "Make the function leave nothing in the session (SET LOCAL, set_config(…, true), "
-       "pg_advisory_xact_lock()); session_state_verify = always finds what it leaves."},
+       "Nothing tells the pooler what this call leaves in the session: have it leave nothing "
+       "(SET LOCAL, set_config(…, true), pg_advisory_xact_lock()), or find out with "
+       "session_state_verify = always."},
       {"hidden",
        "Make the code that left it transaction-local (SET LOCAL, set_config(…, true), "
        "pg_advisory_xact_lock(), ON COMMIT DROP)."},

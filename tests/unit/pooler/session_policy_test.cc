@@ -329,6 +329,8 @@ TEST(SessionFindings, EveryKindHasAHint) {
   EXPECT_EQ(finding_hint("set"),
             "Use SET LOCAL inside a transaction, or ALTER ROLE/DATABASE … SET for a default.");
   EXPECT_EQ(finding_hint("nonsense"), "");
+  EXPECT_NE(finding_hint("opaque_call", "setseed"), finding_hint("opaque_call", "my_function"));
+  EXPECT_NE(finding_hint("opaque_call", "setseed").find("setseed()"), std::string_view::npos);
 }
 
 }  // namespace
