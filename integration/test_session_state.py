@@ -62,6 +62,21 @@ def test_warn_logs_each_finding_once(make_pooler):
     assert pooler.log().count("session state: set work_mem") == 1, pooler.log()
 
 
+def test_off_does_not_look(make_pooler):
+    # off: nothing is kept, pinned, relayed or recorded; PgBouncer's behaviour.
+    pooler = make_pooler(default_pool_size=1, admin_users="app", session_state_action="off")
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        a.execute("SET statement_timeout = '23456ms'")
+        a.execute("SELECT pg_advisory_lock(13)")
+        assert b.execute("SHOW statement_timeout").fetchone()[0] == "23456ms"
+        assert b.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                         "AND pid = pg_backend_pid()").fetchone()[0] == 1
+        b.execute("SELECT pg_advisory_unlock_all()")
+    rc, out, err = pooler.psql("SHOW LEAKS", db="pgsluice")
+    assert rc == 0 and out.strip() == "", out + err
+    assert "session state:" not in pooler.log() and "pinned to" not in pooler.log()
+
+
 def test_do_block_body_is_checked(make_pooler):
     pooler = make_pooler(default_pool_size=1, session_state_action="warn")
     with pooler.connect(autocommit=True) as a:
