@@ -15,6 +15,8 @@ import psycopg
 import psycopg.errors
 import pytest
 
+import harness
+
 
 def pid_of(conn) -> int:
     return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
@@ -292,3 +294,24 @@ def test_pool_and_metrics_count_pinned_servers_and_each_release_unpins(make_pool
     for kind, count in (("advisory_lock", 2), ("hold_cursor", 1), ("temp_object", 2)):
         assert (f'pgsluice_session_state_findings_total{{kind="{kind}",action="pin",'
                 f'database="app",user="app"}} {count}') in body, body
+
+
+def test_load_pins_and_its_server_is_closed_after(pg, pooler):
+    # LOAD cannot be undone: the client keeps its server, and the server is closed when the
+    # client leaves rather than serving anyone with the library loaded. LOAD of a library
+    # outside $libdir/plugins needs a superuser: scramuser, for this test.
+    pg.psql("ALTER ROLE scramuser SUPERUSER")
+    try:
+        with Noise(pooler, clients=2) as noise, \
+                pooler.connect(user="scramuser", password="scrampass", autocommit=True) as a:
+            a.execute("LOAD 'auto_explain'")
+            pid = pid_of(a)
+            for _ in range(10):
+                assert pid_of(a) == pid
+            assert a.execute("SHOW auto_explain.log_min_duration").fetchone()[0] == "-1"
+        assert noise.slowest < 1.0, noise.slowest
+        assert pooler.wait_for_log(r"closing because: LOAD cannot be undone"), pooler.log()
+        assert harness.wait_until(lambda: pg.psql(
+            f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == "0", 5)
+    finally:
+        pg.psql("ALTER ROLE scramuser NOSUPERUSER")
