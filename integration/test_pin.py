@@ -315,3 +315,24 @@ def test_load_pins_and_its_server_is_closed_after(pg, pooler):
             f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == "0", 5)
     finally:
         pg.psql("ALTER ROLE scramuser NOSUPERUSER")
+
+
+def test_setseed_pins_and_its_server_is_closed_after(pg, pooler):
+    # setseed() fixes the session's random() sequence and nothing resets it: the client keeps its
+    # server, so its random() goes on from its seed exactly as on a direct connection, and the
+    # server is closed when the client leaves rather than handing the seeded sequence on.
+    with pg.connect(db="app") as direct:
+        direct.execute("SELECT setseed(0.25)")
+        expected = [direct.execute("SELECT random()").fetchone()[0] for _ in range(5)]
+    with Noise(pooler, clients=2) as noise, pooler.connect(autocommit=True) as a:
+        a.execute("SELECT setseed(0.25)")
+        pid = pid_of(a)
+        got = []
+        for _ in range(5):
+            got.append(a.execute("SELECT random()").fetchone()[0])
+            assert pid_of(a) == pid
+    assert got == expected, (got, expected)
+    assert noise.slowest < 1.0, noise.slowest
+    assert pooler.wait_for_log(r"closing because: setseed cannot be undone"), pooler.log()
+    assert harness.wait_until(lambda: pg.psql(
+        f"SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}") == "0", 5)

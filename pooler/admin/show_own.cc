@@ -60,7 +60,7 @@ AdminResult show_leaks(Worker& worker) {
         .add(format_time(f.last_seen))
         .add(fmt::format("{:016x}", f.fingerprint))
         .add(f.sample)
-        .add(finding_hint(f.kind, f.detail));
+        .add(finding_hint(f.kind));
   }
   r.set_tag("SHOW");
   return r;

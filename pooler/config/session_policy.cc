@@ -13,7 +13,8 @@ constexpr pp::SessionStateKind kAllKinds[kSessionStateKindCount] = {
     pp::SessionStateKind::role,        pp::SessionStateKind::advisory_lock,
     pp::SessionStateKind::listen,      pp::SessionStateKind::prepare,
     pp::SessionStateKind::hold_cursor, pp::SessionStateKind::temp_object,
-    pp::SessionStateKind::load,        pp::SessionStateKind::currval};
+    pp::SessionStateKind::load,        pp::SessionStateKind::seed,
+    pp::SessionStateKind::currval};
 }  // namespace
 
 bool keepable(pp::SessionStateKind kind) {

@@ -34,7 +34,7 @@ bool keepable(protocol::SessionStateKind kind);
 // Kinds the `relay` action applies to (listen).
 bool relayable(protocol::SessionStateKind kind);
 
-inline constexpr size_t kSessionStateKindCount = 10;
+inline constexpr size_t kSessionStateKindCount = 11;
 
 // session_state_verify: after a release in transaction mode, one query compares what the SQL
 // checks tracked on the server with what is really there (session_verify.h).

@@ -93,7 +93,7 @@ void Server::forget_reset_settings() {
 
 void Server::clean_and_release(bool session_ended) {
   if (dirty_.needs_close()) {
-    close("LOAD cannot be undone on a pooled server");
+    close(dirty_.close_reason());
     return;
   }
   // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit

@@ -43,7 +43,10 @@ void DirtyState::add(const pp::SessionStateFinding& finding) {
       temp_ = true;
       return;
     case pp::SessionStateKind::load:
-      needs_close_ = true;
+      close_reason_ = "LOAD cannot be undone on a pooled server";
+      return;
+    case pp::SessionStateKind::seed:  // no statement un-seeds random(): a new backend does
+      close_reason_ = "setseed cannot be undone on a pooled server";
       return;
     case pp::SessionStateKind::currval:
       return;  // nothing is left on the server
@@ -53,7 +56,7 @@ void DirtyState::add(const pp::SessionStateFinding& finding) {
 bool DirtyState::any() const {
   return !reset_names_.empty() || reset_all_ || reset_role_ || reset_session_authorization_ ||
          advisory_locks_ || listen_ || prepared_ || cursors_ || temp_ || discard_all_ ||
-         needs_close_;
+         needs_close();
 }
 
 std::vector<std::string> DirtyState::cleanup_queries() const {

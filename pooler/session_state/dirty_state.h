@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pgsluice/protocol/session_state.h"
@@ -15,8 +16,10 @@ class DirtyState {
   void add(const protocol::SessionStateFinding& finding);
   // Something the pooler cannot name (an opaque call under `reset`): DISCARD ALL.
   void add_unknown() { discard_all_ = true; }
-  // LOAD cannot be undone: the server must be closed instead of cleaned.
-  [[nodiscard]] bool needs_close() const { return needs_close_; }
+  // LOAD and setseed cannot be undone: the server must be closed instead of cleaned, for this
+  // reason (empty when it can be cleaned).
+  [[nodiscard]] bool needs_close() const { return !close_reason_.empty(); }
+  [[nodiscard]] std::string_view close_reason() const { return close_reason_; }
   [[nodiscard]] bool any() const;
   void clear() { *this = DirtyState(); }
 
@@ -43,7 +46,7 @@ class DirtyState {
   bool cursors_ = false;
   bool temp_ = false;
   bool discard_all_ = false;
-  bool needs_close_ = false;
+  std::string_view close_reason_;
 };
 
 }  // namespace pgsluice

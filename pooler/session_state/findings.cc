@@ -136,12 +136,7 @@ FindingEvent OwnedFindingEvent::view() const {
                       .statement = statement};
 }
 
-std::string_view finding_hint(std::string_view kind, std::string_view detail) {
-  if (kind == "opaque_call" && detail == "setseed") {
-    // The seed is the session's: random() in a later transaction runs on another server.
-    return "Call setseed() in the transaction whose random() it seeds, or use a session-mode "
-           "pool for this user.";
-  }
+std::string_view finding_hint(std::string_view kind) {
   struct Hint {
     std::string_view kind, hint;
   };
@@ -158,6 +153,10 @@ std::string_view finding_hint(std::string_view kind, std::string_view detail) {
       {"hold_cursor", "Use a cursor WITHOUT HOLD inside the transaction that reads it."},
       {"temp_object", "Create the temporary table with ON COMMIT DROP inside a transaction."},
       {"load", "Load the library with session_preload_libraries instead."},
+      // The seed is the session's: random() in a later transaction runs on another server.
+      {"seed",
+       "Call setseed() in the transaction whose random() it seeds, or use a session-mode pool "
+       "for this user."},
       {"currval",
        "Read the new value where it is made: INSERT … RETURNING, or nextval() in the same "
        "transaction."},

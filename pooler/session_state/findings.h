@@ -61,9 +61,8 @@ struct OwnedFindingEvent {
 // What to change in the application so that a finding of `kind` ("set", …, "opaque_call",
 // "hidden", "long_hold") needs no pooler action: the hint a refusal gives, and SHOW LEAKS' and
 // the leak report's `hint` column for every action (keep and relay included, which make the
-// statement work but tie the application to a pooler that does). `detail` names the function of
-// an opaque call (setseed has a fix of its own). Empty for an unknown kind.
-std::string_view finding_hint(std::string_view kind, std::string_view detail = {});
+// statement work but tie the application to a pooler that does). Empty for an unknown kind.
+std::string_view finding_hint(std::string_view kind);
 
 // Whether the ErrorResponse with this body says that its statement never ran because a function
 // it calls does not exist: undefined_function (42883) raised while the statement itself was

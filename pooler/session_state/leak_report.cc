@@ -94,7 +94,7 @@ std::string leak_report_json(SharedFindings& findings, const Settings& s) {
         json_string(r.database), json_string(r.user), json_string(r.application_name),
         json_string(r.client_addr), json_string(r.source), r.count,
         json_string(iso_time(r.first_seen)), json_string(iso_time(r.last_seen)), r.fingerprint,
-        json_string(r.sample), json_string(finding_hint(r.kind, r.detail)));
+        json_string(r.sample), json_string(finding_hint(r.kind)));
   }
   out += first ? "]\n}\n" : "\n  ]\n}\n";
   return out;

@@ -35,6 +35,8 @@ std::string_view to_string(SessionStateKind kind) {
       return "temp_object";
     case SessionStateKind::load:
       return "load";
+    case SessionStateKind::seed:
+      return "seed";
     case SessionStateKind::currval:
       return "currval";
   }
@@ -83,7 +85,7 @@ bool SessionCleanup::any() const {
 bool SessionCleanup::clears(SessionStateKind kind) const {
   // DISCARD ALL = SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; CLOSE ALL;
   // UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES.
-  if (discard_all) return kind != SessionStateKind::load;
+  if (discard_all) return kind != SessionStateKind::load && kind != SessionStateKind::seed;
   switch (kind) {
     case SessionStateKind::set:
     case SessionStateKind::set_config:
@@ -103,6 +105,8 @@ bool SessionCleanup::clears(SessionStateKind kind) const {
       return discard_temp;
     case SessionStateKind::load:
       return false;  // a loaded library stays until the backend exits
+    case SessionStateKind::seed:
+      return false;  // nothing resets the seed: the sequence stays the seeded one
     case SessionStateKind::currval:
       return discard_sequences;
   }

@@ -177,6 +177,8 @@ class LexerVerdict {
     } else if (name == "pg_advisory_unlock_all") {
       out_.cleanup.advisory_unlock_all = true;
       add(SessionStateKind::advisory_lock, SessionStateEffect::release, name);
+    } else if (name == "setseed") {
+      add(SessionStateKind::seed, SessionStateEffect::acquire, name);
     } else if (name == "set_config") {
       const bool constant_name = i + 2 < t.size() && t[i + 2].kind == SqlTokenKind::string_literal;
       add(SessionStateKind::set_config, SessionStateEffect::acquire,

@@ -425,6 +425,8 @@ class TreeWalker {
       set_config(fc);
     } else if (name == "nextval" || name == "setval") {
       advanced_sequence_ = true;
+    } else if (name == "setseed") {
+      add(SessionStateKind::seed, Certainty::definite, SessionStateEffect::acquire, name);
     } else if (name == "currval" || name == "lastval") {
       // Calls are walked in evaluation order, so `SELECT nextval('s'), currval('s')` is fine.
       if (!advanced_sequence_) {

@@ -172,7 +172,7 @@ const Golden kGolden[] = {
     {"SELECT pg_catalog.pg_listening_channels(), current_schemas(true)", ""},
     {"SELECT lo_open(42, 262144), pg_notify('c', 'x'), random()", ""},
     {"SELECT pg_sleep(0.1), clock_timestamp(), txid_current()", ""},
-    {"SELECT setseed(0.5)", "opaque:setseed"},
+    {"SELECT setseed(0.5)", "seed:setseed"},
     {"SELECT pg_backup_start('x')", "opaque:pg_backup_start"},
     {"SELECT * FROM pg_create_logical_replication_slot('s', 'test_decoding', true)", "opaque:pg_create_logical_replication_slot"},
     {"SELECT query_to_xml('SELECT set_config(''a.b'', ''c'', false)', true, true, '')", "opaque:query_to_xml"},
@@ -437,6 +437,7 @@ TEST(SessionStateDetails, CleanupClears) {
   EXPECT_TRUE(all.clears(SessionStateKind::role));
   EXPECT_TRUE(all.clears(SessionStateKind::advisory_lock));
   EXPECT_FALSE(all.clears(SessionStateKind::load));
+  EXPECT_FALSE(all.clears(SessionStateKind::seed));
   SessionCleanup reset = classify_sql("RESET ALL").cleanup;
   EXPECT_TRUE(reset.clears(SessionStateKind::set));
   EXPECT_TRUE(reset.clears(SessionStateKind::set_config));
