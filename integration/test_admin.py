@@ -662,11 +662,13 @@ def test_a_multi_host_entry_shows_its_hosts_and_roles(pg, make_pooler):
     that refuses connections, PostgreSQL over TCP and PostgreSQL over its Unix socket."""
     mport, dead = harness.free_port(), harness.free_port()
     sock = f"{pg.socket_dir}/.s.PGSQL.{pg.port}"
+    # The two clients are on different workers: the hosts' round-robin turn is the pool's, so
+    # their servers still go to different hosts (each worker's own turn sent both to the first).
     pooler = make_pooler(
         databases={"multi": f"host=127.0.0.1,127.0.0.1,{pg.socket_dir} "
                             f"port={dead},{pg.port},{pg.port} dbname=app "
                             "target_session_attrs=read-write"},
-        default_pool_size=4, server_login_retry=30, metrics_port=mport, workers=1, **ADMIN)
+        default_pool_size=4, server_login_retry=30, metrics_port=mport, **ADMIN)
     clients = [pooler.raw(db="multi") for _ in range(2)]
     admin = Admin(pooler)
     try:

@@ -23,7 +23,7 @@ const char* role_word(bool primary) {
 
 size_t Pool::pick_host(uint64_t now_ms) {
   learn_host_failures(now_ms);
-  const size_t host = hosts_.pick(now_ms, stagger_draw());
+  const size_t host = hosts_.pick(now_ms, stagger_draw(), SharedLimits::host_turn(limit_slots_));
   return host == PoolHosts::kNone ? 0 : host;
 }
 

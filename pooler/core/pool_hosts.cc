@@ -34,6 +34,17 @@ size_t PoolHosts::pick(uint64_t now_ms, uint32_t random) {
   return kNone;
 }
 
+size_t PoolHosts::pick(uint64_t now_ms, uint32_t random, std::atomic<uint64_t>& turn) {
+  uint64_t seen = turn.load(std::memory_order_relaxed);
+  for (;;) {
+    next_ = static_cast<size_t>(seen % hosts_.size());
+    const size_t i = pick(now_ms, random);
+    if (i == kNone || policy_ != LoadBalanceHosts::round_robin) return i;
+    // Another share took the same turn meanwhile: pick again after the host it took.
+    if (turn.compare_exchange_weak(seen, next_, std::memory_order_relaxed)) return i;
+  }
+}
+
 void PoolHosts::login_failed(size_t i, uint64_t until_ms) {
   hosts_[i].skip_until_ms = until_ms;
   hosts_[i].mismatched = false;

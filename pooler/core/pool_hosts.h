@@ -5,6 +5,7 @@
 // that a promotion is noticed within about a second. No libuv here: the pool feeds it times.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -31,6 +32,9 @@ class PoolHosts {
   // load_balance_hosts says (round-robin: after the last one picked; random: at `random` modulo
   // the count; disable: the first); kNone when every host is skipped.
   size_t pick(uint64_t now_ms, uint32_t random);
+  // pick() with the round-robin turn in `turn`, shared by every worker's share of the pool: a
+  // share's own turn would send each worker's first server to the same host.
+  size_t pick(uint64_t now_ms, uint32_t random, std::atomic<uint64_t>& turn);
 
   void login_failed(size_t i, uint64_t until_ms);
   // Another worker's share saw host `i` fail: skipped until `until_ms`, unless skipped longer.

@@ -55,6 +55,10 @@ struct LimitCounter {
   // counter keeps them; a reload that changes the hosts leaves an entry to expire.
   std::mutex hosts_mutex;
   std::unordered_map<std::string, uint64_t> host_skip_until_ms;
+  // Where load_balance_hosts = round-robin starts the pool's next login, whichever worker's
+  // share starts it (PoolHosts::pick): one turn for the pool, as in PgBouncer's one process.
+  // Only the pool's own counter keeps it.
+  std::atomic<uint64_t> host_turn{0};
 };
 
 // The three counters a pool's servers take a slot of: the pool's own (pool_size), its
@@ -153,6 +157,9 @@ class SharedLimits {
   static void host_failed(const LimitSlots& slots, const std::string& host, uint64_t until_ms);
   static void host_logged_in(const LimitSlots& slots, const std::string& host);
   [[nodiscard]] static uint64_t host_skip_until(const LimitSlots& slots, const std::string& host);
+  [[nodiscard]] static std::atomic<uint64_t>& host_turn(const LimitSlots& slots) {
+    return slots.pool->host_turn;
+  }
   static void add_logged_in(const LimitSlots& slots, int delta) {
     slots.pool->logged_in.fetch_add(delta, std::memory_order_acq_rel);
   }

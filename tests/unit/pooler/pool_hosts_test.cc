@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "pooler/core/host_roles.h"
 #include "pooler/session_state/params.h"
 
@@ -25,6 +27,22 @@ TEST(PoolHosts, RoundRobinSpreadsNewServers) {
   EXPECT_EQ(hosts.pick(0, 0), 2u);
   EXPECT_EQ(hosts.pick(0, 0), 0u);
   EXPECT_EQ(hosts.at(1).to_string(), "h1:5432");
+}
+
+TEST(PoolHosts, RoundRobinTurnsOverEveryWorkersShare) {
+  // Two workers' shares of one pool: the turn is the pool's, so their servers spread as one
+  // share's would (each share's own turn sent both first servers to h0).
+  std::atomic<uint64_t> turn{0};
+  PoolHosts first(three_hosts(LoadBalanceHosts::round_robin));
+  PoolHosts second(three_hosts(LoadBalanceHosts::round_robin));
+  EXPECT_EQ(first.pick(0, 0, turn), 0u);
+  EXPECT_EQ(second.pick(0, 0, turn), 1u);
+  EXPECT_EQ(second.pick(0, 0, turn), 2u);
+  // A host one share found failing is skipped, and the turn goes on after the one taken.
+  first.login_failed(0, 1000);
+  EXPECT_EQ(first.pick(10, 0, turn), 1u);
+  EXPECT_EQ(second.pick(10, 0, turn), 2u);
+  EXPECT_EQ(turn.load(), 3u);
 }
 
 TEST(PoolHosts, DisableTakesTheFirstUsableInOrder) {
