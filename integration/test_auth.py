@@ -163,9 +163,8 @@ def test_scram_pass_through(pg, make_pooler, user, password):
 def auth_query_pooler(make_pooler, auth_type="md5", **settings):
     """Only auth_user (postgres, a superuser that may read pg_authid) is in userlist.txt: every
     other user's secret comes from auth_query (the default, PgBouncer's pg_authid query).
-    One worker unless a test says otherwise: each worker keeps its own cache of lookups, and the
-    tests count them."""
-    settings.setdefault("workers", 1)
+    The tests count lookups at the default worker count: the cache is the process's
+    (pooler/core/auth_cache.h), so a user looked up through one worker is known on the other."""
     return make_pooler(auth_type=auth_type, users={"postgres": "postgres"}, auth_user="postgres",
                        pool_mode="transaction", default_pool_size=2, args=["-v"], **settings)
 

@@ -22,7 +22,7 @@ def login_error(pooler, user="md5user", password="md5pass", db="app") -> harness
 def lookup_pooler(make_pooler, databases, **settings):
     """Only postgres (auth_user) and app (an admin) are in userlist.txt: md5user needs a lookup."""
     return make_pooler(auth_type="md5", users={"postgres": "postgres", "app": "app"},
-                       auth_user="postgres", databases=databases, admin_users="app", workers=1,
+                       auth_user="postgres", databases=databases, admin_users="app",
                        **settings)
 
 

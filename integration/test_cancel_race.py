@@ -81,7 +81,9 @@ def test_a_late_cancel_does_not_reach_the_next_clients_query(make_pooler, pg):
     try:
         pooler = make_pooler(
             databases={"app": f"host=127.0.0.1 port={relay.port} dbname=app"},
-            pool_mode="transaction", default_pool_size=1, workers=1)
+            pool_mode="transaction", default_pool_size=1)
+        # Accepted one after the other, the two clients are on different workers: the server,
+        # held until its cancels are done, then moves to the second's worker.
         first = pooler.connect(autocommit=True)
         second = pooler.connect(autocommit=True)
         # One server for both clients: the second's query waits for the first's.

@@ -204,7 +204,7 @@ def test_a_prepared_advisory_lock_pins_at_every_execution(make_pooler):
 
     import asyncpg
 
-    pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
 
     async def run() -> None:
         a = await asyncpg.connect(host="127.0.0.1", port=pooler.port, user="app",
@@ -219,7 +219,8 @@ def test_a_prepared_advisory_lock_pins_at_every_execution(make_pooler):
             await a.fetchval("SELECT pg_advisory_unlock($1)", 61)
             await a.execute("SELECT 1")  # the boundary where the pin check runs: unpinned
             assert pooler.wait_for_log(r"unpinned from S-"), pooler.log()
-            # Holders take a's server and leave it the other one (one worker, a pool of 2).
+            # Holders take a's server and leave it the other one (a pool of 2: on whichever
+            # worker the holders are, the other server is the only one a's worker can get).
             with pooler.connect() as h1, pooler.connect() as h2:
                 held = [h1]
                 if pid_of(h1) != first:

@@ -32,10 +32,12 @@ def test_reconnect_with_a_held_server_does_not_storm(pg, make_pooler, rotor):
     p = make_pooler(databases={"rot": "host=127.0.0.1 port={pg_port} dbname=app user=rotor "
                                       "password=foo"},
                     pool_mode="transaction", default_pool_size=1, admin_users="app",
-                    server_login_retry=10, workers=1)
+                    server_login_retry=10)
     with p.raw(db="rot") as c:
         assert c.scalar("SELECT current_user") == "rotor"
     pg.psql("ALTER ROLE rotor PASSWORD 'bar'")
+    # The holder and the waiters are spread over the workers: one failed login holds back every
+    # worker's share (server_login_retry is the pool's).
     holder = p.raw(db="rot")
     holder.query("BEGIN")
     holder.query("SELECT 1")  # holds the pool's one server

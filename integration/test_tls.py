@@ -227,7 +227,7 @@ def test_changing_server_tls_settings_replaces_the_servers(pg, make_pooler):
     for server_login_retry. A setting that leaves the servers' TLS alone closes nothing."""
     import psycopg
     p = make_pooler(server_tls_sslmode="disable", admin_users="app", server_login_retry=30,
-                    query_wait_timeout=2, workers=1)
+                    query_wait_timeout=2)
     with psycopg.connect(p.dsn(db="pgsluice"), autocommit=True) as admin, \
             psycopg.connect(p.dsn(), autocommit=True) as c:
         pid, ssl = c.execute(SSL_OF_BACKEND.replace("ssl", "pid, ssl", 1)).fetchone()
