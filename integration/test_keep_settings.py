@@ -206,6 +206,19 @@ def test_reset_returns_to_the_startup_value(pooler):
         assert settings_over_transactions(a, "work_mem", 10)[0] == {"96MB"}
 
 
+def test_a_reset_startup_setting_holds_in_the_very_next_statement(make_pooler):
+    # RESET leaves the server's own default on the server: the client's startup value must be
+    # set again before its next statement runs there. That statement comes right after the
+    # ReadyForQuery, while the pooler reads the settings back, and waits for the answer (before,
+    # it ran first, on the server's default: one time in two here).
+    pooler = make_pooler(default_pool_size=1)
+    with pooler.connect(autocommit=True, options="-c work_mem=96MB") as a:
+        for reset in ("RESET work_mem", "RESET ALL") * 25:
+            a.execute("SET work_mem = '8MB'")
+            a.execute(reset)
+            assert a.execute("SHOW work_mem").fetchone()[0] == "96MB", reset
+
+
 def test_role_is_kept_and_reset(pg, pooler):
     pg.psql("DO $$BEGIN CREATE ROLE keep_reader NOLOGIN; EXCEPTION WHEN duplicate_object "
             "THEN NULL; END$$; GRANT keep_reader TO app")

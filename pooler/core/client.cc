@@ -475,6 +475,14 @@ void Client::process_regular_input() {
   // Its ReadyForQuery waits for the LISTEN relay: what it sends meanwhile waits too.
   if (awaiting_relay_) return;
   if (state_ == State::active) {
+    // The server reads back the settings the last transaction changed (kept_settings.h): the
+    // answer may call for a parameter sync first (a RESET of a setting of the startup packet
+    // leaves the server's default there), so the next request waits for it.
+    if (server_->reading_back_settings()) {
+      input_held_for_read_back_ = channel_.input().unread_size() > 0;
+      if (channel_.input().unread_size() > kQueuedInputLimit) channel_.stop_reading();
+      return;
+    }
     forward_to_server();
     return;
   }
@@ -637,6 +645,7 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
 
 void Client::on_server_released() {
   server_ = nullptr;
+  input_held_for_read_back_ = false;  // the next link's sync comes before it
   set_state(State::idle);
   // SIGINT: the transaction this client ran is over; what it sends next is never begun.
   if (worker_.extensions().draining()) {
@@ -644,6 +653,12 @@ void Client::on_server_released() {
     return;
   }
   if (!deliver_relayed_after_release()) return;
+  channel_.start_reading();
+  process_regular_input();
+}
+
+void Client::resume_input_after_read_back() {
+  input_held_for_read_back_ = false;
   channel_.start_reading();
   process_regular_input();
 }

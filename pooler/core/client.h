@@ -75,6 +75,10 @@ class Client final : public ChannelOwner {
   // --- from the linked server ---
   void on_server_released();
   void on_server_lost(std::string_view message);
+  // The linked server has read its settings back: what the client sent meanwhile goes on (true
+  // when something was held, which the server's parameter sync must then come before).
+  [[nodiscard]] bool input_held_for_read_back() const { return input_held_for_read_back_; }
+  void resume_input_after_read_back();
   // The server's socket took what this client sent: reading may resume.
   void on_server_drained();
   // A ParameterStatus the server reported while linked: the client sees it only when its own
@@ -381,6 +385,9 @@ class Client final : public ChannelOwner {
   ChannelSet listen_channels_;
   ListenRelay* relay_ = nullptr;  // set at the first channel; registered with the worker then
   bool awaiting_relay_ = false;   // held_ready_ waits for on_relay_confirmed
+  // What it sent after a transaction waits while the server reads its settings back
+  // (process_regular_input).
+  bool input_held_for_read_back_ = false;
   std::string held_ready_;
   // Held while the client is in a transaction. A vector, not a deque: libstdc++'s deque
   // allocates 576 bytes when constructed, which every idle client carried (issue 17).

@@ -138,12 +138,7 @@ void Server::link(Client& client) {
   set_state(State::active);
   apply_statement_settings();
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
-  std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
-                                                client.session_settings(), extras_);
-  if (!sync.empty()) {
-    send_internal_query(sync);
-    parameter_sync_owed_ = true;
-  }
+  sync_parameters(client);
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(verifier_, client);
   }
@@ -438,6 +433,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         // The link's parameter sync may have been all the server owed (the pooler answered
         // the client's DEALLOCATE itself): the link ends here, or nothing else would end it.
         release_if_nothing_owed();
+        resume_client_after_read_back();
         return state_ != State::closing;
       }
       return true;

@@ -89,6 +89,8 @@ class Server final : public ChannelOwner {
   // Links an idle server to a client: the client's parameters are applied first when they
   // differ from the server's.
   void link(Client& client);
+  // A read-back of the settings its client's transaction changed is under way.
+  [[nodiscard]] bool reading_back_settings() const { return kept_.awaiting(); }
   // The client is going away: the server is cleaned (rolled back, reset) and returned to the
   // pool, or closed when it is in the middle of something it cannot safely finish.
   void detach_client();
@@ -362,6 +364,11 @@ class Server final : public ChannelOwner {
   // At a transaction boundary with settings noted under `keep`: the query that reads them back
   // is sent, and the server stays linked until its answer (false: nothing to read).
   bool read_back_kept_settings();
+  // Still linked after a read-back the client's input waited for: the parameter sync the
+  // answer calls for, then the client's input (server_kept.cc).
+  void resume_client_after_read_back();
+  // The client's parameters, applied when they differ from the server's (link, read-backs).
+  void sync_parameters(const Client& client);
   [[nodiscard]] std::string_view server_version() const;  // as reported, or empty
   void finish_kept_settings();
   // At the ReadyForQuery 'I' that ends a transaction that touched LISTEN (server_relay.cc): the

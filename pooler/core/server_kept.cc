@@ -49,6 +49,23 @@ bool Server::read_back_kept_settings() {
   return true;
 }
 
+void Server::sync_parameters(const Client& client) {
+  std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
+                                                client.session_settings(), extras_);
+  if (!sync.empty()) {
+    send_internal_query(sync);
+    parameter_sync_owed_ = true;
+  }
+}
+
+void Server::resume_client_after_read_back() {
+  // Released meanwhile, the client went on at once (Client::on_server_released).
+  if (state_ != State::active || client_ == nullptr || kept_.awaiting()) return;
+  if (!client_->input_held_for_read_back()) return;
+  sync_parameters(*client_);
+  client_->resume_input_after_read_back();
+}
+
 void Server::finish_kept_settings() {
   ParameterSet scratch;  // the client left meanwhile: only the server's side matters
   const ParameterSet none;
