@@ -1,8 +1,9 @@
 """`keep`, the default for settings in transaction mode: a client's SET, RESET, set_config(…,
 false), SET ROLE follow it from server to server and never reach another client, with
 PostgreSQL's semantics (ROLLBACK, savepoints, SET LOCAL, a failed SET, RESET ALL, DISCARD ALL).
-Every test runs a pool of 2 with noise clients, so that one client's transactions land on both
-servers; the noise clients check at every transaction that they see none of it."""
+Every test runs a pool of 2 with noise clients at the default worker count; holders make one
+client's transactions land on both servers (hopping.py), and the noise clients check at every
+transaction that they see none of it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import psycopg.errors
 import pytest
 
 import harness
+from hopping import Holders, Hopper, Rotator
 
 DEFAULTS = {"work_mem": "4MB", "statement_timeout": "0", "search_path": '"$user", public'}
 
@@ -52,47 +54,6 @@ def noise(pooler, clients: int = 3):
     assert not seen, f"a noise client saw another client's settings: {seen[:5]}"
 
 
-class Hopper:
-    """Makes a client's transactions alternate between the two servers of a pool of 2: before
-    every other transaction, holder clients on the same worker take the server the client used
-    last and leave it the other one."""
-
-    def __init__(self, pooler):
-        self.holders = [pooler.connect(), pooler.connect()]
-        self.turn = 0
-        self.last_pid = None
-
-    def _pid(self, holder) -> int:
-        return holder.execute("SELECT pg_backend_pid()").fetchone()[0]  # opens a transaction
-
-    def run(self, conn, sql: str):
-        self.turn += 1
-        if self.turn % 2 == 0 or self.last_pid is None:
-            row = conn.execute(sql).fetchone()
-            self.last_pid = row[-1]
-            return row
-        first, second = self.holders
-        held = [first]
-        try:
-            if self._pid(first) != self.last_pid:
-                # It got the other server: a second holder takes the client's, the first lets
-                # the other one go.
-                held.append(second)
-                self._pid(second)
-                first.rollback()
-                held.remove(first)
-            row = conn.execute(sql).fetchone()
-            self.last_pid = row[-1]
-            return row
-        finally:
-            for h in held:
-                h.rollback()
-
-    def close(self):
-        for h in self.holders:
-            h.close()
-
-
 def settings_over_transactions(conn, name: str, rounds: int = 20) -> tuple[set, set]:
     """The values of `name` and the backend pids over `rounds` autocommit transactions that
     alternate between the two servers."""
@@ -127,9 +88,7 @@ def admin(pooler, command: str) -> str:
 
 @pytest.fixture
 def pooler(make_pooler):
-    # One worker: the holder and the client share it, so the holder can take the client's
-    # server (Hopper).
-    return make_pooler(default_pool_size=2, admin_users="app", workers=1)
+    return make_pooler(default_pool_size=2, admin_users="app")
 
 
 def test_a_set_holds_across_servers_and_reaches_no_one_else(pooler):
@@ -286,7 +245,8 @@ def test_a_prepared_set_config_is_kept_at_every_execution(pooler):
     # asyncpg prepares every statement once and binds it again in later transactions, on
     # whichever server the client has then: the tenant it sets each time must be the one its
     # next queries see, and no other client's (before, only the Parse's transaction was kept:
-    # the client went on seeing its first tenant).
+    # the client went on seeing its first tenant). Each read runs while holders hold the server
+    # the set ran on: on the other server, wherever the holders and the client are.
     import asyncio
 
     import asyncpg
@@ -307,22 +267,23 @@ def test_a_prepared_set_config_is_kept_at_every_execution(pooler):
                                      password="app", database="app")
         wrong, pids = [], set()
         try:
-            # 40 tenants at least, and on until both servers served the client (which servers
-            # it gets depends on the bystanders' timing: a loaded machine ran 40 on one).
-            n = 0
-            while n < 40 or (len(pids) < 2 and n < 400):
-                n += 1
+            for n in range(40):
                 tenant = f"tenant{n}"
-                await conn.fetchval("SELECT set_config('app.tenant', $1, false)", tenant)
-                got, pid = await conn.fetchrow(
-                    "SELECT current_setting('app.tenant', true), pg_backend_pid()")
-                pids.add(pid)
+                _, set_on = await conn.fetchrow(
+                    "SELECT set_config('app.tenant', $1, false), pg_backend_pid()", tenant)
+                # asyncpg's connection is idle while the holders (blocking) take the server.
+                with holders.holding(set_on):
+                    got, pid = await conn.fetchrow(
+                        "SELECT current_setting('app.tenant', true), pg_backend_pid()")
+                assert pid != set_on, f"read on {pid}, the server a holder held"
+                pids.update((set_on, pid))
                 if got != tenant:
                     wrong.append((tenant, got))
         finally:
             await conn.close()
         return wrong, pids
 
+    holders = Holders(pooler)
     threads = [threading.Thread(target=bystander) for _ in range(3)]
     for t in threads:
         t.start()
@@ -332,6 +293,7 @@ def test_a_prepared_set_config_is_kept_at_every_execution(pooler):
         stop.set()
         for t in threads:
             t.join(timeout=30)
+        holders.close()
     assert len(pids) == 2, f"the client's transactions ran on {pids} only"
     assert not wrong, f"the client saw another tenant than the one it set: {wrong[:5]}"
     assert not seen, f"a bystander saw a tenant: {seen[:5]}"
@@ -354,11 +316,11 @@ def test_node_postgres_settings_are_kept(make_pooler):
 def test_pgjdbc_connections_beyond_the_pool_log_in_and_keep_settings(make_pooler, tmp_path):
     # pgjdbc SETs extra_float_digits and application_name after every login: kept, they hold
     # no server, so 4 connections work through a pool of 2 (under pin the third never finished
-    # logging in), each with its own search_path and statement_timeout on both servers. One
-    # worker: servers stay with the worker whose clients use them, and a pool of 2 over two
-    # workers would give each worker's connections one server.
-    pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
-    with noise(pooler, clients=2):
+    # logging in), each with its own search_path and statement_timeout on both servers. Servers
+    # stay with the worker whose clients use them, so that each worker's connections would keep
+    # one server: the rotator holds each in turn, and every connection runs on both.
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
+    with noise(pooler, clients=2), Rotator(pooler):
         rc, out, err = harness.run_java("KeptSettings", str(tmp_path), str(pooler.port), "4",
                                         "1000", timeout=240)
     assert rc == 0, out + err
@@ -396,7 +358,7 @@ def statements_logged(pg):
 
 def test_plain_sets_are_read_back_once_per_pool_and_show_as_postgresql(pg, make_pooler):
     with statements_logged(pg):
-        pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
+        pooler = make_pooler(default_pool_size=2, admin_users="app")
         with pg.connect(user="app", db="app") as direct, \
                 noise(pooler), client(pooler) as a:
             for name, value in KNOWN_SETS:
@@ -419,7 +381,7 @@ def test_plain_sets_are_read_back_once_per_pool_and_show_as_postgresql(pg, make_
 
 
 def test_a_known_set_that_did_not_commit_alone_is_read_back(pg, make_pooler):
-    pooler = make_pooler(default_pool_size=2, admin_users="app", workers=1)
+    pooler = make_pooler(default_pool_size=2, admin_users="app")
     with noise(pooler), client(pooler) as a:
         a.execute("SET work_mem = '64MB'")  # learned
         a.execute("RESET work_mem")

@@ -1,5 +1,5 @@
 """SQL PREPARE kept, the default in transaction mode: a client's PREPARE/EXECUTE/DEALLOCATE work
-on whichever server its transactions run (pool of 2, noise clients, so that they run on both),
+on whichever server its transactions run (pool of 2; holders make them run on both, hopping.py),
 two clients' statements of the same name never meet, and what the client sees (results, errors,
 their SQLSTATEs, messages and positions, transaction states) is what PostgreSQL shows on a direct
 connection: each scenario is run both ways and compared."""
@@ -15,7 +15,8 @@ import psycopg.errors
 import pytest
 
 import harness
-from test_keep_settings import Hopper, admin
+from hopping import Hopper, Rotator
+from test_keep_settings import admin
 from test_prepared import SYNC, bind, error_code, execute, parse, read_until_ready, send_batch, \
     types_of
 
@@ -56,8 +57,7 @@ def noise(pooler, clients: int = 3):
 
 @pytest.fixture
 def pooler(make_pooler):
-    # One worker: the Hopper's holders and the client share it (test_keep_settings.Hopper).
-    return make_pooler(default_pool_size=2, admin_users="app", workers=1)
+    return make_pooler(default_pool_size=2, admin_users="app")
 
 
 def outcome(conn, sql: str):
@@ -321,7 +321,7 @@ def test_asyncpg_two_clients_same_name(pooler):
     with pooler.connect(autocommit=True) as setup:
         setup.execute("DROP TABLE IF EXISTS sqlprep_async")
         setup.execute("CREATE TABLE sqlprep_async (tag text, pid int)")
-    with noise(pooler):
+    with noise(pooler), Rotator(pooler):
         rounds = asyncio.run(both())
     with pooler.connect(autocommit=True) as check:
         rows = check.execute("SELECT tag, count(*), count(DISTINCT pid) FROM sqlprep_async "
@@ -357,13 +357,13 @@ def test_asyncpg_fetch_of_execute_through_its_named_statements(pooler):
     async def both():
         return await asyncio.gather(one("x"), one("y"))
 
-    with noise(pooler):
+    with noise(pooler), Rotator(pooler):
         seen = asyncio.run(both())
     assert [len(p) for p in seen] == [2, 2], seen
 
 
 def test_node_postgres_two_clients_same_name(pooler):
-    with noise(pooler):
+    with noise(pooler), Rotator(pooler):
         rc, out, err = harness.run_node("sql_prepare.js", str(pooler.port), "3", "400")
     assert rc == 0, out + err
     assert out.strip() == "ok 3 2", f"every client should have run on both servers: {out}"
@@ -373,7 +373,7 @@ def test_node_postgres_two_clients_same_name(pooler):
 def test_pgjdbc_two_clients_same_name(pooler, tmp_path, mode):
     # pgjdbc's default sends every statement as an unnamed Parse; preferQueryMode=simple as a
     # Query.
-    with noise(pooler, clients=2):
+    with noise(pooler, clients=2), Rotator(pooler):
         rc, out, err = harness.run_java("SqlPrepareThroughPool", str(tmp_path), str(pooler.port),
                                         "2", "400", mode, timeout=240)
     assert rc == 0, out + err
