@@ -16,6 +16,7 @@ import psycopg.errors
 import pytest
 
 import harness
+from hopping import Rotator
 
 
 def unique(prefix: str) -> str:
@@ -253,24 +254,29 @@ def test_startup_parameters_kept_across_servers(pgbench_data, make_pooler):
     """Startup parameters (options -c, search_path, extra_float_digits, application_name) are
     accepted without configuration and in effect in every transaction, though only 2 servers
     serve 6 clients with different settings."""
-    # One worker: the six clients then share the two servers turn by turn, so each client's
-    # transactions run on both (with two workers each worker's share tends to keep one server,
-    # as servers move between workers only when a worker's clients wait; the run then proved
-    # nothing, and its check below failed in a full suite run). The bound on distinct backends
-    # at two workers is test_workers' business.
-    pooler = make_pooler(pool_mode="transaction", default_pool_size=2, workers=1)
+    # Each worker's share of the pool tends to keep one server (servers move between workers
+    # only when a worker's clients wait): a rotator holds the two servers in turn, so that every
+    # client's transactions run on both, and each client goes on until they have.
+    pooler = make_pooler(pool_mode="transaction", default_pool_size=2)
     pgbench_data.psql("CREATE SCHEMA IF NOT EXISTS foo AUTHORIZATION app; "
                       "CREATE SCHEMA IF NOT EXISTS bar AUTHORIZATION app", db="app")
     iterations = 60
     errors: list[str] = []
     servers_seen: list[set] = []
 
+    def rounds(seen: set):
+        """`iterations` transactions, and on until both servers served the client."""
+        n = 0
+        while n < iterations or (len(seen) < 2 and n < 10 * iterations):
+            n += 1
+            yield n
+
     def check_psycopg(search_path: str, app_name: str) -> None:
         try:
             seen = set()
             with pooler.connect(autocommit=True, options=f"-c search_path={search_path}",
                                 application_name=app_name) as conn:
-                for _ in range(iterations):
+                for _ in rounds(seen):
                     row = conn.execute("SELECT current_setting('search_path'), "
                                        "current_setting('application_name'), "
                                        "pg_backend_pid()").fetchone()
@@ -287,7 +293,7 @@ def test_startup_parameters_kept_across_servers(pgbench_data, make_pooler):
         try:
             seen = set()
             with pooler.raw(params=params) as c:
-                for _ in range(iterations):
+                for _ in rounds(seen):
                     row = c.query("SELECT current_setting('search_path'), "
                                   "current_setting('extra_float_digits'), "
                                   "current_setting('application_name'), pg_backend_pid()")[0]
@@ -311,16 +317,17 @@ def test_startup_parameters_kept_across_servers(pgbench_data, make_pooler):
                for sp, name in (("foo", "client_foo"), ("bar", "client_bar"),
                                 ("public", "client_public"))]
     threads += [threading.Thread(target=check_raw, args=(p,)) for p in raw_params]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
+    with Rotator(pooler):
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
     assert not errors, errors
     assert len(servers_seen) == 6
     all_servers = set().union(*servers_seen)
     assert len(all_servers) <= 2, f"more server connections than the pool size: {all_servers}"
-    # The check means something only if clients really moved between servers.
-    assert any(len(s) > 1 for s in servers_seen), servers_seen
+    # The check means something only if clients really moved between servers: every one did.
+    assert all(len(s) == 2 for s in servers_seen), servers_seen
 
 
 def test_a_value_the_server_spells_otherwise_is_set_once(make_pooler):
