@@ -144,7 +144,7 @@ void Client::start_exchange(std::optional<std::string> secret) {
   const pp::ScramVerifier* plain_verifier = secret && auth_method_ == AuthType::scram_sha_256
                                                 ? worker_.plain_scram_verifier(user_, *secret)
                                                 : nullptr;
-  auth_.emplace(auth_method_, user_, std::move(secret), plain_verifier);
+  auth_ = std::make_unique<ClientAuth>(auth_method_, user_, std::move(secret), plain_verifier);
   auth_->set_max_iterations(worker_.settings().scram_max_iterations);
   auth_->set_iterations(worker_.settings().scram_iterations);
   if (channel_.tls() != nullptr) auth_->set_channel_binding(channel_.tls()->server_end_point());

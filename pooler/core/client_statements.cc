@@ -28,7 +28,9 @@ void Client::forget_statement(const std::string& name, uint64_t id) {
   auto it = statements_.find(name);
   if (it == statements_.end() || it->second->id != id) return;
   drop_unrun_statement(name);
-  if (unrun_statements_.size() >= kUnrunStatementsKept) unrun_statements_.pop_front();
+  if (unrun_statements_.size() >= kUnrunStatementsKept) {
+    unrun_statements_.erase(unrun_statements_.begin());
+  }
   unrun_statements_.emplace_back(name, it->second.ref());
   statements_.erase(it);
 }

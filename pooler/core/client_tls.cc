@@ -94,7 +94,7 @@ void Client::login_by_certificate() {
   }
   // auth_succeeded() reads the exchange's outcome (SCRAM keys for pass-through): the
   // certificate's is that of trust, no keys.
-  auth_.emplace(AuthType::trust, user_, std::nullopt);
+  auth_ = std::make_unique<ClientAuth>(AuthType::trust, user_, std::nullopt);
   auth_succeeded();
 }
 
