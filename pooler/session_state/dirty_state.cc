@@ -45,7 +45,7 @@ void DirtyState::add(const pp::SessionStateFinding& finding) {
     case pp::SessionStateKind::load:
       close_reason_ = "LOAD cannot be undone on a pooled server";
       return;
-    case pp::SessionStateKind::seed:  // no statement un-seeds random(): a new backend does
+    case pp::SessionStateKind::seed:  // nothing un-seeds the session: a new backend does
       close_reason_ = "setseed cannot be undone on a pooled server";
       return;
     case pp::SessionStateKind::currval:

@@ -153,9 +153,9 @@ std::string_view finding_hint(std::string_view kind) {
       {"hold_cursor", "Use a cursor WITHOUT HOLD inside the transaction that reads it."},
       {"temp_object", "Create the temporary table with ON COMMIT DROP inside a transaction."},
       {"load", "Load the library with session_preload_libraries instead."},
-      // The seed is the session's: random() in a later transaction runs on another server.
+      // The seed is the session's: a later transaction's random values come from another server.
       {"seed",
-       "Call setseed() in the transaction whose random() it seeds, or use a session-mode pool "
+       "Call setseed() in the transaction whose random values it seeds, or use a session-mode pool "
        "for this user."},
       {"currval",
        "Read the new value where it is made: INSERT … RETURNING, or nextval() in the same "

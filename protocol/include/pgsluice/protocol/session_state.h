@@ -27,7 +27,7 @@ enum class SessionStateKind {
   hold_cursor,    // DECLARE … WITH HOLD, CLOSE (detail: the cursor name, "all")
   temp_object,    // CREATE TEMP TABLE/VIEW/SEQUENCE, SELECT INTO TEMP, pg_temp.x (detail: name)
   load,           // LOAD (detail: the library)
-  seed,           // setseed(): the session's random() sequence from then on (detail: "setseed")
+  seed,           // setseed(): the session's random sequence from then on (detail: "setseed")
   // currval()/lastval() in a statement that did not advance a sequence before it (an INSERT,
   // COPY FROM, MERGE, nextval, setval earlier in the same input): the value is this session's
   // last nextval, which through a pool is another client's, or an error (detail: the function)
