@@ -4,8 +4,6 @@
 #include <fmt/format.h>
 #include <uv.h>
 
-#include <algorithm>
-
 namespace pgsluice {
 
 uint64_t now_us() {
@@ -61,14 +59,6 @@ std::string stats_log_line(const PoolAverages& a) {
       "B/s, out {} B/s, xact {} us, query {} us, wait {} us",
       a.transactions, a.queries, a.client_parse_count, a.server_parse_count, a.bind_count,
       a.bytes_received, a.bytes_sent, a.xact_time_us, a.query_time_us, a.wait_time_us);
-}
-
-void Histogram::observe(uint64_t us) {
-  // upper_bound-style search over 16 sorted bounds: a handful of compares per observation.
-  auto it = std::lower_bound(kBoundsUs.begin(), kBoundsUs.end(), us);
-  ++buckets_[static_cast<size_t>(it - kBoundsUs.begin())];
-  ++count_;
-  sum_us_ += us;
 }
 
 Histogram& Histogram::operator+=(const Histogram& o) {

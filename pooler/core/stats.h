@@ -63,7 +63,16 @@ class Histogram {
       100,    250,     500,     1'000,   2'500,     5'000,     10'000,    25'000,
       50'000, 100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000, 10'000'000};
 
-  void observe(uint64_t us);
+  // Inline, and a scan up from the smallest bound: a pooled query or transaction takes well under
+  // a millisecond, so the scan stops after a compare or two (a binary search takes four, and a
+  // call: 61 instructions an observation, two per transaction).
+  void observe(uint64_t us) {
+    size_t i = 0;
+    while (i < kBoundsUs.size() && us > kBoundsUs[i]) ++i;
+    ++buckets_[i];
+    ++count_;
+    sum_us_ += us;
+  }
   Histogram& operator+=(const Histogram& o);
   // Observations <= kBoundsUs[i] (cumulative, as Prometheus wants).
   [[nodiscard]] uint64_t cumulative(size_t i) const;

@@ -80,6 +80,25 @@ TEST(Stats, HistogramBucketsAreCumulativeAndInclusive) {
   EXPECT_EQ(sum.cumulative(0), 4u);
 }
 
+TEST(Stats, HistogramPutsEachValueInTheFirstBucketAtOrAboveIt) {
+  // Every bound, and one above it: the value on a bound is in its bucket, one more in the next.
+  const auto& bounds = Histogram::kBoundsUs;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    Histogram h;
+    h.observe(bounds[i]);
+    h.observe(bounds[i] + 1);
+    EXPECT_EQ(h.cumulative(i), 1u) << bounds[i];
+    if (i > 0) {
+      EXPECT_EQ(h.cumulative(i - 1), 0u) << bounds[i];
+    }
+    if (i + 1 < bounds.size()) {
+      EXPECT_EQ(h.cumulative(i + 1), 2u) << bounds[i];
+    } else {
+      EXPECT_EQ(h.count() - h.cumulative(i), 1u) << "above every bound";
+    }
+  }
+}
+
 TEST(Stats, ServerTimingCountsTransactionsAtIdleReadyForQuery) {
   PoolStats stats;
   ServerTiming t;
