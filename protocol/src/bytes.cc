@@ -47,14 +47,6 @@ bool ByteReader::read_i32(int32_t& out) {
   return true;
 }
 
-bool ByteReader::read_cstring(std::string_view& out) {
-  const size_t nul = data_.find('\0', pos_);
-  if (nul == std::string_view::npos) return false;
-  out = data_.substr(pos_, nul - pos_);
-  pos_ = nul + 1;
-  return true;
-}
-
 bool ByteReader::read_bytes(size_t count, std::string_view& out) {
   if (count > remaining()) return false;
   out = data_.substr(pos_, count);

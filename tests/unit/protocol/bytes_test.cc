@@ -88,6 +88,10 @@ TEST(ByteReader, CStringWithoutNulFails) {
   EXPECT_EQ(r.position(), 0u);
   ByteReader empty(""sv);
   EXPECT_FALSE(empty.read_cstring(s));
+  ByteReader done("a\0"sv);  // all read: nothing left to search
+  ASSERT_TRUE(done.read_cstring(s));
+  EXPECT_FALSE(done.read_cstring(s));
+  EXPECT_EQ(s, "a");
 }
 
 TEST(ByteReader, CStringViewPointsIntoInput) {

@@ -69,6 +69,9 @@ TEST(DeallocateCommand, StartOfALongStatement) {
   EXPECT_FALSE(starts_like_deallocate_command("SELECT 'discard'"));
   EXPECT_FALSE(starts_like_deallocate_command("discarded"));
   EXPECT_FALSE(starts_like_deallocate_command(""));
+  EXPECT_FALSE(starts_like_deallocate_command("   "));
+  EXPECT_FALSE(starts_like_deallocate_command("D"));
+  EXPECT_FALSE(starts_like_deallocate_command("SELECT 1"));
 }
 
 }  // namespace

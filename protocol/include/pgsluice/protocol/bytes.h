@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -17,7 +18,17 @@ class ByteReader {
   [[nodiscard]] bool read_i32(int32_t& out);
   [[nodiscard]] bool read_u32(uint32_t& out);
   // A NUL-terminated string; `out` excludes the terminator. Fails when no NUL is left.
-  [[nodiscard]] bool read_cstring(std::string_view& out);
+  // Inline: every Query's SQL is read with it (and link-time optimisation left it a call).
+  [[nodiscard]] bool read_cstring(std::string_view& out) {
+    if (pos_ >= data_.size()) return false;  // memchr is not given an empty view's null data
+    const char* start = data_.data() + pos_;
+    const void* nul = std::memchr(start, '\0', data_.size() - pos_);
+    if (nul == nullptr) return false;
+    const auto length = static_cast<size_t>(static_cast<const char*>(nul) - start);
+    out = std::string_view(start, length);
+    pos_ += length + 1;
+    return true;
+  }
   [[nodiscard]] bool read_bytes(size_t count, std::string_view& out);
 
   [[nodiscard]] size_t remaining() const { return data_.size() - pos_; }
