@@ -567,10 +567,10 @@ void Client::forward_to_server() {
       }
       break;
     }
-    pp::FrameResult frame = in.next();
+    const pp::Message message = in.take(header.header);
     prefilter_.forget();
     if (log_enabled(spdlog::level::trace)) {
-      spdlog::trace("{} -> '{}' ({} bytes)", log_id_, type, frame.message.wire.size());
+      spdlog::trace("{} -> '{}' ({} bytes)", log_id_, type, message.wire.size());
     }
     if (type == fe::kTerminate) {
       flush_batch();
@@ -584,20 +584,20 @@ void Client::forward_to_server() {
       discard_until_sync_ = false;
     }
     if (session_checks_ && (type == fe::kQuery || type == fe::kParse) &&
-        refused_by_session_checks(frame.message, batch, *to_server)) {
+        refused_by_session_checks(message, batch, *to_server)) {
       continue;
     }
     if (!refused_statements_.empty() && !server_->rewrites_statements() &&
         (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {
       flush_batch();
-      if (bind_refused_statement(frame.message, out.output())) {
+      if (bind_refused_statement(message, out.output())) {
         server_->note_client_message(type);
         continue;
       }
     }
     if (server_->rewrites_statements() && routes_statement_message(type)) {
       flush_batch();
-      switch (route_statement_message(frame.message, out.output())) {
+      switch (route_statement_message(message, out.output())) {
         case Routed::as_is:
           break;
         case Routed::written:
@@ -610,7 +610,7 @@ void Client::forward_to_server() {
           continue;
       }
     }
-    std::string_view wire = frame.message.wire;
+    std::string_view wire = message.wire;
     server_->note_client_message(type, /*queue_reply=*/true, wire);
     batch.add(wire, to_server);
   }

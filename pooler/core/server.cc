@@ -231,8 +231,7 @@ void Server::process_session_input() {
       }
       break;
     }
-    pp::FrameResult frame = in.next();
-    const pp::Message& message = frame.message;
+    const pp::Message message = in.take(header.header);
     if (log_enabled(spdlog::level::trace)) {
       spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, replies_.pending().size());
     }

@@ -72,8 +72,7 @@ void Server::process_listener_input() {
       return;
     }
     if (header.header.wire_size() > in.unread_size()) return;
-    pp::FrameResult frame = in.next();
-    relay_->on_listener_message(*this, frame.message);
+    relay_->on_listener_message(*this, in.take(header.header));
   }
 }
 

@@ -73,17 +73,34 @@ void drain(FrameReader& reader, std::vector<Seen>& out) {
   }
 }
 
-std::vector<Seen> feed_in_chunks(std::string_view stream, const std::vector<size_t>& cuts) {
+// The same as drain, the way the forwarding loops read: peek, then take once all has arrived.
+void drain_by_take(FrameReader& reader, std::vector<Seen>& out) {
+  for (;;) {
+    HeaderResult h = reader.peek();
+    if (h.status == FrameStatus::need_more) return;
+    ASSERT_EQ(h.status, FrameStatus::complete) << to_string(h.error);
+    if (h.header.wire_size() > reader.unread_size()) return;
+    const size_t before = reader.unread_size();
+    Message m = reader.take(h.header);
+    EXPECT_EQ(reader.unread_size(), before - m.wire.size());
+    out.push_back({m.type, std::string(m.wire), std::string(m.body)});
+  }
+}
+
+using Drain = void (*)(FrameReader&, std::vector<Seen>&);
+
+std::vector<Seen> feed_in_chunks(std::string_view stream, const std::vector<size_t>& cuts,
+                                 Drain drain_with = drain) {
   FrameReader reader;
   std::vector<Seen> seen;
   size_t pos = 0;
   for (size_t cut : cuts) {
     reader.append(stream.substr(pos, cut - pos));
-    drain(reader, seen);
+    drain_with(reader, seen);
     pos = cut;
   }
   reader.append(stream.substr(pos));
-  drain(reader, seen);
+  drain_with(reader, seen);
   EXPECT_EQ(reader.unread_size(), 0u);
   return seen;
 }
@@ -303,6 +320,18 @@ TEST_P(StreamSplit, EverySplitPointGivesTheSameMessages) {
     }
   }
   EXPECT_EQ(feed_byte_by_byte(stream), expected);
+}
+
+TEST_P(StreamSplit, PeekThenTakeGivesWhatNextGivesAtEverySplitPoint) {
+  const std::string& stream = GetParam();
+  const std::vector<Seen> expected = feed_all_at_once(stream);
+  EXPECT_EQ(feed_in_chunks(stream, {}, drain_by_take), expected);
+  for (size_t cut = 1; cut < stream.size(); ++cut) {
+    EXPECT_EQ(feed_in_chunks(stream, {cut}, drain_by_take), expected) << "split at " << cut;
+  }
+  std::vector<size_t> every_byte;
+  for (size_t i = 1; i < stream.size(); ++i) every_byte.push_back(i);
+  EXPECT_EQ(feed_in_chunks(stream, every_byte, drain_by_take), expected);
 }
 
 TEST_P(StreamSplit, SeededRandomChunksGiveTheSameMessages) {

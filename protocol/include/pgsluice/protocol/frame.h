@@ -75,6 +75,16 @@ class FrameReader {
   FrameResult next();
   // The header of the next message without consuming anything.
   HeaderResult peek() const;
+  // The message whose complete header peek() just gave, when all of it has arrived
+  // (header.wire_size() <= unread_size(), which the caller has checked), advancing past it.
+  // The forwarding loops peek at every message first: next() would read the header twice.
+  Message take(const MessageHeader& header) {
+    const char* wire = buffer_.data() + start_;
+    start_ += header.wire_size();
+    return Message{.type = header.type,
+                   .body = std::string_view(wire + header.header_size(), header.body_size()),
+                   .wire = std::string_view(wire, header.wire_size())};
+  }
   // Consumes `count` unread bytes (a message forwarded in pieces).
   void skip(size_t count);
 
