@@ -6,11 +6,6 @@
 
 namespace pgsluice::protocol {
 
-uint32_t load_u32(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | uint32_t{u[3]};
-}
-
 void store_u32(char* p, uint32_t v) {
   p[0] = static_cast<char>((v >> 24) & 0xff);
   p[1] = static_cast<char>((v >> 16) & 0xff);

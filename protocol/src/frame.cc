@@ -114,10 +114,6 @@ FrameResult FrameReader::next() {
   return result;
 }
 
-HeaderResult FrameReader::peek() const {
-  return peek_header(unread(), phase_, max_length_);
-}
-
 void FrameReader::skip(size_t count) {
   start_ += std::min(count, unread_size());
 }

@@ -170,6 +170,39 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLengthCase{"Q\0\x10\0\x01"s, ParseError::too_long},  // max + 1
                       BadLengthCase{"\0\0\0\0\x05"s, ParseError::unknown_type}));
 
+// FrameReader::peek decides the usual regular-phase headers inline: every header, good, bad or
+// short, must get peek_header's answer, at both limits and in both phases.
+TEST(FrameReader, PeekAgreesWithPeekHeader) {
+  const std::vector<std::string> headers = {""s,
+                                            "Q"s,
+                                            "Q\0\0\0"s,
+                                            "Q\0\0\0\x04"s,
+                                            "Z\0\0\0\x05I"s,
+                                            "Q\0\0\0\0"s,
+                                            "Q\0\0\0\x03"s,
+                                            "Q\x80\0\0\0"s,
+                                            "Q\xff\xff\xff\xff"s,
+                                            "Q\0\x10\0\x01"s,
+                                            "Q\0\x10\0\0"s,
+                                            "\0\0\0\0\x05"s,
+                                            "\0\0\0\x08\x04\xd2"s,
+                                            "D\x7f\xff\xff\xff"s};
+  for (FramePhase phase : {FramePhase::regular, FramePhase::startup}) {
+    for (uint32_t max : {uint32_t{1} << 20, kDefaultMaxMessageLength}) {
+      for (const std::string& bytes : headers) {
+        FrameReader reader(phase, max);
+        reader.append(bytes);
+        const HeaderResult got = reader.peek();
+        const HeaderResult want = peek_header(bytes, phase, max);
+        EXPECT_EQ(got.status, want.status) << testing::PrintToString(bytes);
+        EXPECT_EQ(got.error, want.error) << testing::PrintToString(bytes);
+        EXPECT_EQ(got.header.type, want.header.type) << testing::PrintToString(bytes);
+        EXPECT_EQ(got.header.length, want.header.length) << testing::PrintToString(bytes);
+      }
+    }
+  }
+}
+
 TEST(PeekHeader, LengthAtMaxIsAccepted) {
   HeaderResult h = peek_header("Q\0\x10\0\0"s, FramePhase::regular, 1 << 20);
   EXPECT_EQ(h.status, FrameStatus::complete);

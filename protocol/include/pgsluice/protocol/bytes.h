@@ -50,7 +50,11 @@ void put_cstring(std::string& out, std::string_view s);  // appends s and a NUL
 void put_bytes(std::string& out, std::string_view s);
 
 // Reads a big-endian 32-bit word from the first four bytes of p (caller guarantees four bytes).
-uint32_t load_u32(const char* p);
+// Inline: FrameReader::peek reads every message's length with it.
+inline uint32_t load_u32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | uint32_t{u[3]};
+}
 void store_u32(char* p, uint32_t v);
 
 }  // namespace pgsluice::protocol

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "pgsluice/protocol/bytes.h"
 #include "pgsluice/protocol/result.h"
 
 namespace pgsluice::protocol {
@@ -73,8 +74,21 @@ class FrameReader {
 
   // The next complete message, advancing past it; need_more leaves the cursor where it was.
   FrameResult next();
-  // The header of the next message without consuming anything.
-  HeaderResult peek() const;
+  // The header of the next message without consuming anything. Inline for the forwarding loops,
+  // which peek at every message and once more at the end of every read: a regular-phase header
+  // that is all there and valid, or too few bytes for one, is decided here; everything else (the
+  // startup phase, a bad header) by peek_header, which gives these two the same answers.
+  HeaderResult peek() const {
+    if (phase_ == FramePhase::regular) {
+      if (unread_size() < 5) return {};  // need_more
+      const char* p = buffer_.data() + start_;
+      const uint32_t length = load_u32(p + 1);
+      if (p[0] != 0 && length >= 4 && length <= max_length_) {
+        return {.status = FrameStatus::complete, .header = {.type = p[0], .length = length}};
+      }
+    }
+    return peek_header(unread(), phase_, max_length_);
+  }
   // The message whose complete header peek() just gave, when all of it has arrived
   // (header.wire_size() <= unread_size(), which the caller has checked), advancing past it.
   // The forwarding loops peek at every message first: next() would read the header twice.
