@@ -27,6 +27,7 @@ class RingQueue {
     slots_ = std::move(other.slots_);
     head_ = std::exchange(other.head_, 0);
     size_ = std::exchange(other.size_, 0);
+    capacity_ = std::exchange(other.capacity_, 0);
     other.slots_.clear();
     return *this;
   }
@@ -57,7 +58,7 @@ class RingQueue {
   }
   void push_front(T item) {
     grow_if_full();
-    head_ = (head_ + slots_.size() - 1) & (slots_.size() - 1);
+    head_ = (head_ + capacity_ - 1) & (capacity_ - 1);
     slots_[head_] = std::move(item);
     ++size_;
   }
@@ -65,7 +66,7 @@ class RingQueue {
   // reset_slot: T = T{} unless T's namespace has a cheaper reset_slot(T&) for it.
   void pop_front() {
     reset_slot(slots_[head_]);
-    head_ = (head_ + 1) & (slots_.size() - 1);
+    head_ = (head_ + 1) & (capacity_ - 1);
     --size_;
   }
   void clear() {
@@ -99,18 +100,22 @@ class RingQueue {
 
  private:
   // Capacity is a power of two, so that positions wrap with a mask.
-  [[nodiscard]] size_t slot(size_t i) const { return (head_ + i) & (slots_.size() - 1); }
+  [[nodiscard]] size_t slot(size_t i) const { return (head_ + i) & (capacity_ - 1); }
   void grow_if_full() {
-    if (size_ < slots_.size()) return;
+    if (size_ < capacity_) return;
     std::vector<T> bigger(slots_.empty() ? 4 : slots_.size() * 2);
     for (size_t i = 0; i < size_; ++i) bigger[i] = std::move(slots_[slot(i)]);
     slots_ = std::move(bigger);
     head_ = 0;
+    capacity_ = slots_.size();
   }
 
   std::vector<T> slots_;
   size_t head_ = 0;
   size_t size_ = 0;
+  // slots_.size(), kept: the vector's size is a division by sizeof(T) (200 bytes for the replies
+  // queue), and every access and push needs it.
+  size_t capacity_ = 0;
 };
 
 }  // namespace pgsluice

@@ -80,6 +80,10 @@ TEST(RingQueue, AMovedQueueTakesTheElementsAndLeavesAnEmptyOne) {
   EXPECT_EQ(contents(a), "reused,");
   a = std::move(b);
   EXPECT_EQ(contents(a), "x,y,");
+  // The queue moved in keeps its capacity: it wraps and grows from there.
+  a.pop_front();
+  for (int i = 0; i < 5; ++i) a.push_back(std::to_string(i));
+  EXPECT_EQ(contents(a), "y,0,1,2,3,4,");
 }
 
 TEST(RingQueue, APoppedElementIsDestroyedAtOnce) {
