@@ -422,10 +422,13 @@ def test_user(make_pooler):
     postgres = pwd.getpwnam("postgres")
     p = make_pooler(user="postgres")
     assert no_warning_for(p, "user"), p.log()
-    assert ids(p.proc.pid, "Uid") == [postgres.pw_uid] * 4
-    assert ids(p.proc.pid, "Gid") == [postgres.pw_gid] * 4
+    # A query answered: the harness's readiness is a TCP connect, which the kernel completes as
+    # soon as the port listens, before pgsluice drops root and starts accepting (main.cc); it
+    # accepts only after the switch, so once a query is answered the ids must have changed.
     rc, out, err = p.psql("SELECT 1")
     assert rc == 0 and out.strip() == "1", err
+    assert ids(p.proc.pid, "Uid") == [postgres.pw_uid] * 4
+    assert ids(p.proc.pid, "Gid") == [postgres.pw_gid] * 4
     # Its files stay readable by that user: RELOAD works.
     reload_with(p, default_pool_size="7")
     assert p.wait_for_log("RELOAD: configuration .* applied"), p.log()
