@@ -43,9 +43,11 @@ class Noise:
         self.slowest = 0.0
         self.count = 0
         self.errors: list[BaseException] = []
+        self.running = threading.Semaphore(0)  # one release per client's first answered query
         self.threads = [threading.Thread(target=self.run, args=(pooler,)) for _ in range(clients)]
 
     def run(self, pooler) -> None:
+        first = True
         try:
             with pooler.connect(autocommit=True) as c:
                 while not self.stop.is_set():
@@ -53,12 +55,22 @@ class Noise:
                     c.execute("SELECT pg_sleep(0.002)")
                     self.slowest = max(self.slowest, time.monotonic() - start)
                     self.count += 1
+                    if first:
+                        self.running.release()
+                        first = False
         except BaseException as e:  # noqa: BLE001 - reported by the test
             self.errors.append(e)
+            if first:
+                self.running.release()
 
     def __enter__(self):
         for t in self.threads:
             t.start()
+        # The noise must be running before the test's own client acts: on a loaded machine the
+        # test's few queries can otherwise finish before a noise client has logged in (CI, stop 35).
+        for _ in self.threads:
+            assert self.running.acquire(timeout=30), "a noise client did not get a query answered"
+        assert not self.errors, self.errors
         return self
 
     def __exit__(self, *exc):
