@@ -583,6 +583,14 @@ def pooler_on_port(pg, port: int, **settings) -> harness.Pooler:
     return p
 
 
+def migrate_req_on() -> bool:
+    try:
+        with open("/proc/sys/net/ipv4/tcp_migrate_req") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
 def test_so_reuseport_rolling_restart(pg, make_pooler):
     first = make_pooler(so_reuseport=1, auth_type="md5")
     second = pooler_on_port(pg, first.port, so_reuseport=1, auth_type="md5")
@@ -609,10 +617,26 @@ def test_so_reuseport_rolling_restart(pg, make_pooler):
         assert wait_exit(first, 10) == 0, first.log()[-3000:]
         third = pooler_on_port(pg, first.port, so_reuseport=1, auth_type="md5")
         out, _ = bench.communicate(timeout=60)
-        assert bench.returncode == 0, out
         assert "number of failed transactions: 0" in out, out
-        assert "aborted" not in out, out
-        assert third.log().count("login ok") > 0, third.log()[-2000:]
+        # The kernel's race (docs/operations.md): a connection whose handshake completes between
+        # the stopping process's last accept and its close is reset, unless the namespace has
+        # net.ipv4.tcp_migrate_req = 1. pgbench then aborts that client at its connect; one such
+        # connection is the race, anything else (a transaction lost, a second client) is not.
+        aborted = [line for line in out.splitlines() if "aborted" in line]
+        if migrate_req_on():
+            assert bench.returncode == 0 and not aborted, out
+        elif bench.returncode != 0 or aborted:
+            lost = [line for line in out.splitlines()
+                    if "server closed the connection unexpectedly" in line]
+            assert len(lost) == 1 and "aborted while establishing connection" in out, out
+            print(f"the kernel's accept-queue race reset one connection: {lost[0]}")
+        # The third process takes connections: asked for directly, since pgbench may have
+        # ended before it started listening on a slow machine.
+        def third_serves():
+            with first.raw(user="md5user", password="md5pass") as c:
+                c.scalar("SELECT 1")
+            return third.log().count("login ok") > 0
+        assert wait_until(third_serves, 10, interval=0), third.log()[-2000:]
     finally:
         second.stop()
         if third is not None:
