@@ -51,6 +51,43 @@ bool spells_around(std::string_view sql, size_t at, std::string_view word, size_
   return true;
 }
 
+// The word that ends at `end` (past any space before it), lowercased into `buf`: empty when the
+// bytes there are not a plain word token this pass can judge — a run that does not start like a
+// word, or holds '$', may be a word glued to a parameter or a dollar quote. `start` is set to
+// where the run begins.
+std::string_view word_before(std::string_view sql, size_t from, size_t end, size_t& start,
+                             std::array<char, 64>& buf) {
+  while (end > from && is_space(sql[end - 1])) --end;
+  start = end;
+  while (start > from && is_word_char(sql[start - 1])) --start;
+  const std::string_view word = sql.substr(start, end - start);
+  if (word.empty() || word.size() > buf.size() || !is_word_start(word.front()) ||
+      word.find('$') != std::string_view::npos) {
+    return {};
+  }
+  for (size_t i = 0; i < word.size(); ++i) buf[i] = lower(word[i]);
+  return {buf.data(), word.size()};
+}
+
+// Whether the name that starts at `name_start` follows a keyword that makes `name (` a column
+// list (INSERT INTO t (a, b), INSERT INTO s.t (a), CREATE TABLE t (…)): the token pass's
+// name_intro rule, for an unquoted name with at most one unquoted qualifier. Why: pgbench's and
+// most applications' INSERTs name their columns, and the token pass cost 5,000 instructions for
+// tpcb's INSERT (callgrind, docs/profile.md §0f).
+bool follows_column_list_intro(std::string_view sql, size_t from, size_t name_start) {
+  std::array<char, 64> buf{};
+  size_t before = name_start;
+  while (before > from && is_space(sql[before - 1])) --before;
+  if (before > from && sql[before - 1] == '.') {
+    size_t qualifier_start = 0;
+    if (word_before(sql, from, before - 1, qualifier_start, buf).empty()) return false;
+    before = qualifier_start;
+  }
+  size_t intro_start = 0;
+  const std::string_view intro = word_before(sql, from, before, intro_start, buf);
+  return !intro.empty() && is_column_list_intro(intro);
+}
+
 // Whether the '(' at `paren` opens no call the token pass would flag, judged from the bytes just
 // before it (`from` is where the first token starts: nothing before it but space and comments).
 // Without comments (they hand over before any '(' after them is reached) the byte before the '('
@@ -60,24 +97,19 @@ bool paren_opens_no_unknown_call(std::string_view sql, size_t from, size_t paren
   while (end > from && is_space(sql[end - 1])) --end;
   if (end == from) return true;  // the first token: nothing is called
   if (!is_word_char(sql[end - 1])) return sql[end - 1] != '"';  // "MyFunc"( is a call
-  size_t start = end;
-  while (start > from && is_word_char(sql[start - 1])) --start;
-  const std::string_view word = sql.substr(start, end - start);
-  // A run that does not start like a word, or holds '$', may be a word glued to a parameter or a
-  // dollar quote: not a name this pass can judge.
-  if (!is_word_start(word.front()) || word.find('$') != std::string_view::npos) return false;
+  std::array<char, 64> lowered{};
+  size_t start = 0;
+  const std::string_view name = word_before(sql, from, end, start, lowered);
+  if (name.empty()) return false;
+  if (follows_column_list_intro(sql, from, start)) return true;
   size_t before = start;
   while (before > from && is_space(sql[before - 1])) --before;
   if (before > from && sql[before - 1] == '.') return false;  // schema.f(: the token pass knows
-  std::array<char, 64> lowered{};
-  if (word.size() > lowered.size()) return false;
-  for (size_t i = 0; i < word.size(); ++i) lowered[i] = lower(word[i]);
-  const std::string_view name(lowered.data(), word.size());
   return is_paren_keyword(name) || is_known_safe_builtin(name);
 }
 
-// True when the bytes show that no statement of `sql` can change the session; false when the
-// token pass must look.
+}  // namespace
+
 bool quick_pass_clears(std::string_view sql) {
   const size_t n = sql.size();
   if (n == 0) return true;
@@ -134,8 +166,6 @@ bool quick_pass_clears(std::string_view sql) {
     ++i;
   }
 }
-
-}  // namespace
 
 bool may_change_session_state(std::string_view sql) {
   return !quick_pass_clears(sql) && may_change_session_state_by_tokens(sql);

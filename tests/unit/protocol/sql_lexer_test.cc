@@ -210,6 +210,17 @@ const PrefilterCase kQuickPassCases[] = {
     {"SELECT a-b, a/b FROM t", false},
     {"SELECT x FROM \"T\"(1)", true},
     {"INSERT INTO t (a) VALUES (1)", false},
+    {"INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 2, 3, -4, "
+     "CURRENT_TIMESTAMP)", false},
+    {"insert into Public . T(a) values (1)", false},
+    {"INSERT INTO t (a) SELECT myfunc(1)", true},
+    {"INSERT INTO t (a) VALUES (set_config('a.b', 'c', false))", true},
+    {"INSERT INTO a.b.t (a) VALUES (1)", false},
+    {"INSERT INTO \"T\" (a) VALUES (1)", false},
+    {"SELECT x FROM into_t (1)", true},
+    {"SELECT 1 AS x, f (1)", true},
+    {"CREATE TABLE t (id int)", false},
+    {"WITH c (a) AS (SELECT 1) SELECT * FROM c", false},
     {"SELECT aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa(1)", true},
     {"/* SET */ SELECT 1", false},
     {"", false},
@@ -221,6 +232,24 @@ TEST(SqlLexerPrefilter, QuickPassCases) {
   for (const PrefilterCase& c : kQuickPassCases) {
     EXPECT_EQ(may_change_session_state(c.sql), c.flagged) << "SQL: " << c.sql;
     EXPECT_EQ(may_change_session_state_by_tokens(c.sql), c.flagged) << "SQL: " << c.sql;
+  }
+}
+
+// Column lists are cleared by the quick pass on its own: pgbench's tpcb INSERT and an
+// application's INSERT with a qualified table no longer cost the token pass.
+TEST(SqlLexerPrefilter, QuickPassClearsColumnLists) {
+  for (std::string_view sql :
+       {"INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 2, 3, -4, "
+        "CURRENT_TIMESTAMP);",
+        "insert into Public . T(a) values ($1)", "INSERT INTO t(a, b) VALUES (1, now())",
+        "CREATE TABLE t (id int)", "WITH c (a) AS (SELECT 1) SELECT * FROM c"}) {
+    EXPECT_TRUE(quick_pass_clears(sql)) << "SQL: " << sql;
+  }
+  // Handed over: a quoted or twice-qualified name, a call after the column list.
+  for (std::string_view sql :
+       {"INSERT INTO \"T\" (a) VALUES (1)", "INSERT INTO a.b.t (a) VALUES (1)",
+        "INSERT INTO t (a) SELECT myfunc(1)", "SELECT x FROM into_t (1)"}) {
+    EXPECT_FALSE(quick_pass_clears(sql)) << "SQL: " << sql;
   }
 }
 
@@ -376,7 +405,8 @@ TEST(SqlLexerPrefilter, QuickPassAgreesOnGluedFragments) {
       "SELECT ", "f",     "now",   "(",          ")",     ";",       " ",    "\n",      "--c\n",
       "/*c*/",   "'a(b'", "\"q\"", ".",          "$1",    "$$ ( $$", "temp", "execute", "SET ",
       "pg_temp", "E'\\'", "into ", "t",          ",",     "1e5",     "x",    "lower",   "s.",
-      "create ", "-",     "/",     "pg_catalog", "COUNT", "*",       "=",    "U&\"a\"", "$a$x$a$"};
+      "create ", "-",     "/",     "pg_catalog", "COUNT", "*",       "=",    "U&\"a\"", "$a$x$a$",
+      "table ",  "as ",   "with ", "INTO",       "1",     "'x'"};
   Lcg rng;
   int flagged = 0;
   for (int i = 0; i < 20000; ++i) {

@@ -67,6 +67,11 @@ bool may_change_session_state(std::string_view sql);
 // check that.
 bool may_change_session_state_by_tokens(std::string_view sql);
 
+// The quick pass alone: true when the bytes show that no statement can change the session, false
+// when it hands the statement to the token pass. Public for the tests, which check what it clears
+// on its own (a statement it hands over costs the token pass's several thousand instructions).
+bool quick_pass_clears(std::string_view sql);
+
 // Whether a statement that starts with this word is about session state by its first word: SET,
 // RESET, LISTEN, UNLISTEN, PREPARE, EXECUTE, DEALLOCATE, DECLARE, CLOSE, LOAD, DISCARD, DO.
 bool is_session_leading_word(std::string_view word);
