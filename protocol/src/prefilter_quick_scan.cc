@@ -69,18 +69,44 @@ std::string_view word_before(std::string_view sql, size_t from, size_t end, size
   return {buf.data(), word.size()};
 }
 
+constexpr size_t kNoName = std::string_view::npos;
+
+// Where the quoted identifier whose closing '"' is at `end - 1` opens; kNoName when its text
+// holds a doubled quote ("a""b"), which this pass does not follow backwards. Why it is safe to
+// read backwards: a '"' ends no token but a quoted identifier, and nothing but a doubled quote
+// puts a '"' inside one.
+size_t quoted_identifier_start(std::string_view sql, size_t from, size_t end) {
+  size_t open = end - 1;
+  while (open > from && sql[open - 1] != '"') --open;
+  if (open == from) return kNoName;  // no opening quote after `from`
+  --open;
+  if (open > from && sql[open - 1] == '"') return kNoName;
+  return open;
+}
+
+// Where the name (a word or a quoted identifier) that ends at `end`, past any space, starts;
+// kNoName when the bytes there are neither.
+size_t name_start_before(std::string_view sql, size_t from, size_t end) {
+  while (end > from && is_space(sql[end - 1])) --end;
+  if (end == from) return kNoName;
+  if (sql[end - 1] == '"') return quoted_identifier_start(sql, from, end);
+  std::array<char, 64> buf{};
+  size_t start = 0;
+  return word_before(sql, from, end, start, buf).empty() ? kNoName : start;
+}
+
 // Whether the name that starts at `name_start` follows a keyword that makes `name (` a column
-// list (INSERT INTO t (a, b), INSERT INTO s.t (a), CREATE TABLE t (…)): the token pass's
-// name_intro rule, for an unquoted name with at most one unquoted qualifier. Why: pgbench's and
-// most applications' INSERTs name their columns, and the token pass cost 5,000 instructions for
+// list (INSERT INTO t (a, b), INSERT INTO "s"."t" (a), CREATE TABLE t (…)): the token pass's
+// name_intro rule, for a name with at most one qualifier. Why: pgbench's and most applications'
+// INSERTs name their columns (ORMs quote them), and the token pass cost 5,000 instructions for
 // tpcb's INSERT (callgrind, docs/profile.md §0f).
 bool follows_column_list_intro(std::string_view sql, size_t from, size_t name_start) {
   std::array<char, 64> buf{};
   size_t before = name_start;
   while (before > from && is_space(sql[before - 1])) --before;
   if (before > from && sql[before - 1] == '.') {
-    size_t qualifier_start = 0;
-    if (word_before(sql, from, before - 1, qualifier_start, buf).empty()) return false;
+    const size_t qualifier_start = name_start_before(sql, from, before - 1);
+    if (qualifier_start == kNoName) return false;
     before = qualifier_start;
   }
   size_t intro_start = 0;
@@ -96,7 +122,12 @@ bool paren_opens_no_unknown_call(std::string_view sql, size_t from, size_t paren
   size_t end = paren;
   while (end > from && is_space(sql[end - 1])) --end;
   if (end == from) return true;  // the first token: nothing is called
-  if (!is_word_char(sql[end - 1])) return sql[end - 1] != '"';  // "MyFunc"( is a call
+  if (sql[end - 1] == '"') {
+    // "t" (a) after INTO is a column list; "MyFunc"(…) is a call.
+    const size_t start = quoted_identifier_start(sql, from, end);
+    return start != kNoName && follows_column_list_intro(sql, from, start);
+  }
+  if (!is_word_char(sql[end - 1])) return true;
   std::array<char, 64> lowered{};
   size_t start = 0;
   const std::string_view name = word_before(sql, from, end, start, lowered);

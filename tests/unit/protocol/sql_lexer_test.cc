@@ -217,6 +217,9 @@ const PrefilterCase kQuickPassCases[] = {
     {"INSERT INTO t (a) VALUES (set_config('a.b', 'c', false))", true},
     {"INSERT INTO a.b.t (a) VALUES (1)", false},
     {"INSERT INTO \"T\" (a) VALUES (1)", false},
+    {"INSERT INTO \"a\"\"b\" (a) VALUES (1)", false},
+    {"SELECT 'into' \"f\"(1)", true},
+    {"SELECT \"x\" AS \"y\" (1)", false},
     {"SELECT x FROM into_t (1)", true},
     {"SELECT 1 AS x, f (1)", true},
     {"CREATE TABLE t (id int)", false},
@@ -242,12 +245,17 @@ TEST(SqlLexerPrefilter, QuickPassClearsColumnLists) {
        {"INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 2, 3, -4, "
         "CURRENT_TIMESTAMP);",
         "insert into Public . T(a) values ($1)", "INSERT INTO t(a, b) VALUES (1, now())",
-        "CREATE TABLE t (id int)", "WITH c (a) AS (SELECT 1) SELECT * FROM c"}) {
+        "CREATE TABLE t (id int)", "WITH c (a) AS (SELECT 1) SELECT * FROM c",
+        "INSERT INTO \"users\" (\"name\", \"email\") VALUES ($1, $2) RETURNING \"users\".\"id\"",
+        "INSERT INTO \"public\".\"Users\"(\"id\") VALUES (1)",
+        "insert into public.\"T\" (a) values (1)"}) {
     EXPECT_TRUE(quick_pass_clears(sql)) << "SQL: " << sql;
   }
-  // Handed over: a quoted or twice-qualified name, a call after the column list.
+  // Handed over: a name with a doubled quote, a twice-qualified name, a U& name, a quoted
+  // function, a call after the column list.
   for (std::string_view sql :
-       {"INSERT INTO \"T\" (a) VALUES (1)", "INSERT INTO a.b.t (a) VALUES (1)",
+       {"INSERT INTO \"a\"\"b\" (a) VALUES (1)", "INSERT INTO a.b.t (a) VALUES (1)",
+        "SELECT \"MyFunc\"(1)", "SELECT x FROM U&\"t\" (1)", "INSERT INTO \"a\".\"b\".t (a)",
         "INSERT INTO t (a) SELECT myfunc(1)", "SELECT x FROM into_t (1)"}) {
     EXPECT_FALSE(quick_pass_clears(sql)) << "SQL: " << sql;
   }
@@ -402,11 +410,12 @@ TEST(SqlLexerPrefilter, RealisticApplicationQueriesPass) {
 // pass on every one. fuzz_sql_lexer checks the same on arbitrary bytes.
 TEST(SqlLexerPrefilter, QuickPassAgreesOnGluedFragments) {
   static constexpr std::string_view kFragments[] = {
-      "SELECT ", "f",     "now",   "(",          ")",     ";",       " ",    "\n",      "--c\n",
-      "/*c*/",   "'a(b'", "\"q\"", ".",          "$1",    "$$ ( $$", "temp", "execute", "SET ",
-      "pg_temp", "E'\\'", "into ", "t",          ",",     "1e5",     "x",    "lower",   "s.",
-      "create ", "-",     "/",     "pg_catalog", "COUNT", "*",       "=",    "U&\"a\"", "$a$x$a$",
-      "table ",  "as ",   "with ", "INTO",       "1",     "'x'"};
+      "SELECT ", "f",     "now",     "(",          ")",      ";",   " ",          "\n",
+      "--c\n",   "/*c*/", "'a(b'",   "\"q\"",      ".",      "$1",  "$$ ( $$",    "temp",
+      "execute", "SET ",  "pg_temp", "E'\\'",      "into ",  "t",   ",",          "1e5",
+      "x",       "lower", "s.",      "create ",    "-",      "/",   "pg_catalog", "COUNT",
+      "*",       "=",     "U&\"a\"", "$a$x$a$",    "table ", "as ", "with ",      "INTO",
+      "1",       "'x'",   "\"",      "\"a\"\"b\"", "&"};
   Lcg rng;
   int flagged = 0;
   for (int i = 0; i < 20000; ++i) {
