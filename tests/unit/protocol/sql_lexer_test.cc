@@ -261,6 +261,20 @@ TEST(SqlLexerPrefilter, QuickPassClearsColumnLists) {
   }
 }
 
+// The scan finds a stop wherever it is in a long statement (sixteen bytes at a time, then eight,
+// then one), and control bytes that look like stops once their case bit is set ('\r' like '-',
+// '\b' like '(') are not taken for them.
+TEST(SqlLexerPrefilter, QuickPassFindsStopsAtEveryOffset) {
+  for (size_t at = 0; at < 48; ++at) {
+    for (std::string_view stop : {"EXECUTE p", "f(1)", "; SET x = 1", "temp", "-- c", "/* c */"}) {
+      std::string sql = "SELECT " + std::string(at, 'a') + " " + std::string(stop) + " FROM t";
+      EXPECT_FALSE(quick_pass_clears(sql)) << "SQL: " << sql;
+    }
+    std::string clean = "SELECT " + std::string(at, 'a') + "\r\n\b\x0f\x1b\x0d" + " FROM t";
+    EXPECT_TRUE(quick_pass_clears(clean)) << "at " << at;
+  }
+}
+
 // The quick pass gives the token pass's answer on every case here (it never clears a flagged
 // statement, and never flags: it only hands over).
 TEST(SqlLexerPrefilter, QuickPassAgreesWithTokenPass) {
