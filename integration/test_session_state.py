@@ -337,18 +337,24 @@ def leaks(pooler) -> list[list[str]]:
     return [line.split("|") for line in out.strip().splitlines()]
 
 
-def test_hidden_state_passes_without_verify(pg, make_pooler):
-    # The control case: a function's body is opaque, so the SQL checks can only say "possible";
-    # without verify the lock and the setting reach the next client.
+def test_hidden_state_passes_only_under_opaque_call_warn(pg, make_pooler):
+    # The control case: a function's body is opaque, so the SQL checks can only say "possible".
+    # Under opaque_call:warn (and session_state_verify off) the lock and the setting reach the
+    # next client; at the defaults the server is checked after such a call and cleaned
+    # (test_opaque_calls.py has the rest).
     pg.psql(HIDDEN_FUNCTIONS, db="app")
-    pooler = make_pooler(default_pool_size=1)
-    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
-        a.execute("SELECT hidden_lock()")
-        a.execute("SELECT hidden_setting()")
-        assert b.execute("SHOW statement_timeout").fetchone()[0] == "4242ms"
-        assert b.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                         "AND pid = pg_backend_pid()").fetchone()[0] == 1
-        b.execute("SELECT pg_advisory_unlock_all()")
+    warned = make_pooler(default_pool_size=1, session_state_action="pin,opaque_call:warn")
+    defaults = make_pooler(default_pool_size=1)
+    for pooler, leaked in ((warned, True), (defaults, False)):
+        with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+            a.execute("SELECT hidden_lock()")
+            a.execute("SELECT hidden_setting()")
+            timeout = b.execute("SHOW statement_timeout").fetchone()[0]
+            locks = b.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                              "AND pid = pg_backend_pid()").fetchone()[0]
+            assert (timeout, locks) == (("4242ms", 1) if leaked else ("0", 0))
+            b.execute("SELECT pg_advisory_unlock_all()")
+            b.execute("RESET statement_timeout")
 
 
 def test_verify_always_finds_and_cleans_hidden_state(pg, make_pooler):
@@ -387,8 +393,9 @@ def test_verify_always_finds_and_cleans_hidden_state(pg, make_pooler):
 
 def test_verify_sample_checks_one_release_in_n(pg, make_pooler):
     pg.psql(HIDDEN_FUNCTIONS, db="app")
+    # warn: at the defaults the opaque call would have its own check (test_opaque_calls.py).
     pooler = make_pooler(default_pool_size=1, admin_users="app", session_state_verify="sample",
-                         session_state_verify_sample=1000)
+                         session_state_verify_sample=1000, session_state_action="warn")
     with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
         a.execute("SELECT 1")  # the first release of the run is the sampled one
         a.execute("SELECT hidden_setting()")  # the next 999 are not checked

@@ -41,7 +41,7 @@ bool SessionPolicy::all_off() const {
   for (pp::SessionStateKind kind : kAllKinds) {
     if (action_for(kind) != SessionAction::off) return false;
   }
-  return true;
+  return opaque_action() == SessionAction::off;
 }
 
 std::string_view to_string(SessionAction action) {
@@ -125,11 +125,21 @@ std::string parse_session_policy(std::string_view text, SessionPolicy& out) {
     } else {
       std::string_view kind_text = trim(item.substr(0, colon));
       std::string_view action_text = trim(item.substr(colon + 1));
+      if (kind_text == "opaque_call") {
+        auto action = parse_session_action(action_text);
+        if (!action || (*action != SessionAction::off && *action != SessionAction::warn &&
+                        *action != SessionAction::reset)) {
+          return "opaque_call takes off, warn or reset, not '" + std::string(action_text) + "'";
+        }
+        policy.opaque_call = *action;
+        first = false;
+        continue;
+      }
       auto kind = parse_session_state_kind(kind_text);
       if (!kind) {
         return "unknown kind '" + std::string(kind_text) +
                "' (set, set_config, role, advisory_lock, listen, prepare, hold_cursor, "
-               "temp_object, load, currval)";
+               "temp_object, load, seed, currval, opaque_call)";
       }
       auto action = parse_session_action(action_text);
       if (!action) {
@@ -160,6 +170,10 @@ std::string format_session_policy(const SessionPolicy& policy) {
     out += pp::to_string(kind);
     out += ':';
     out += to_string(*o);
+  }
+  if (policy.opaque_call) {
+    out += ",opaque_call:";
+    out += to_string(*policy.opaque_call);
   }
   return out;
 }

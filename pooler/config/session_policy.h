@@ -49,6 +49,9 @@ std::optional<SessionVerifyMode> parse_session_verify_mode(std::string_view text
 struct SessionPolicy {
   SessionAction default_action = SessionAction::warn;
   std::array<std::optional<SessionAction>, kSessionStateKindCount> overrides{};
+  // `opaque_call:action`: a call of a function the checks cannot see into. Not a kind of the
+  // classifier (nothing says which state it would leave), so it has its own slot.
+  std::optional<SessionAction> opaque_call;
 
   [[nodiscard]] SessionAction action_for(protocol::SessionStateKind kind) const {
     const auto& o = overrides[static_cast<size_t>(kind)];
@@ -61,6 +64,27 @@ struct SessionPolicy {
       return SessionAction::warn;
     }
     return a;
+  }
+  // What a call of a function the checks cannot see into gets: off, warn, or reset (the server
+  // is verified at its release, and cleaned with DISCARD ALL when it holds state nobody
+  // tracked). Unless set with opaque_call:…, it follows the default action: off stays off, warn
+  // and reject (which refuses only what is certain) warn, reset, pin, keep and relay reset
+  // (pin, the transaction-mode default, would hold a server for every such call).
+  [[nodiscard]] SessionAction opaque_action() const {
+    if (opaque_call) return *opaque_call;
+    switch (default_action) {
+      case SessionAction::off:
+        return SessionAction::off;
+      case SessionAction::warn:
+      case SessionAction::reject:
+        return SessionAction::warn;
+      case SessionAction::reset:
+      case SessionAction::pin:
+      case SessionAction::keep:
+      case SessionAction::relay:
+        return SessionAction::reset;
+    }
+    return SessionAction::warn;
   }
   // What transaction mode does when session_state_action is not set: settings and SQL PREPARE
   // are kept, LISTEN is relayed, what cannot move (advisory locks, WITH HOLD cursors, temp

@@ -188,7 +188,9 @@ bool Client::bind_needs_checks(const PreparedStatement& stmt) {
     // The prefilter first, as at a Parse: most statements never reach the classifier.
     if (pp::may_change_session_state(stmt.query)) {
       const pp::Classification& verdict = worker_.classifier().classify(stmt.query);
-      known = !verdict.findings.empty() || verdict.cleanup.any() ? 1 : 0;
+      known = !verdict.findings.empty() || verdict.cleanup.any() || verdict.calls_opaque_function()
+                  ? 1
+                  : 0;
     }
     stmt.bind_checks.store(known, std::memory_order_relaxed);
   }

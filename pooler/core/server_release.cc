@@ -23,8 +23,11 @@ void Server::release_to_pool() {
   replies_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
   reset_retry_state();
   const Settings& settings = worker_->settings();
+  // After a call of a function the checks cannot see into (opaque_call:reset), whatever
+  // session_state_verify says: nobody else gets the server before its word on what it holds.
   if (shares_servers(pool_->mode()) &&
-      verify_turn(settings.session_state_verify, settings.session_state_verify_sample)) {
+      (verifier_.opaque_call_ran() ||
+       verify_turn(settings.session_state_verify, settings.session_state_verify_sample))) {
     verifier_.expect();
   }
   const bool reset_always = settings.server_reset_query_always &&
@@ -99,8 +102,9 @@ void Server::clean_and_release(bool session_ended) {
   // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
   // transaction of a multi-statement query.
   if (session_ended && shares_servers(pool_->mode()) && !verifier_.awaiting() &&
-      verify_turn(worker_->settings().session_state_verify,
-                  worker_->settings().session_state_verify_sample)) {
+      (verifier_.opaque_call_ran() ||
+       verify_turn(worker_->settings().session_state_verify,
+                   worker_->settings().session_state_verify_sample))) {
     verifier_.expect();
   }
   std::vector<std::string> queries;
@@ -140,7 +144,10 @@ void Server::clean_and_release(bool session_ended) {
     if (q.find("DISCARD ALL") != std::string::npos) verifier_.track().clear();
   }
   // Last, after the cleaning: it sees what the cleaning left.
-  if (verifier_.awaiting()) queries.push_back(verify_query(pool_->credentials().user));
+  if (verifier_.awaiting()) {
+    queries.push_back(
+        verify_query(pool_->credentials().user, verifier_.strict() ? &extras_ : nullptr));
+  }
   replies_.forget_client_requests();
   reset_retry_state();
   if (queries.empty()) {

@@ -97,17 +97,33 @@ void record_query_finding(Worker& worker, const Client& client, const pp::Sessio
 // function exists runs, and is a finding then. A Parse, a Query of several statements (an error
 // in the second leaves the first one run) or one behind other requests is recorded at once.
 void record_opaque_calls(Worker& worker, const Client& client, Server& server,
-                         const pp::Classification& verdict, std::string_view sql, bool deferrable) {
+                         const SessionPolicy& policy, const pp::Classification& verdict,
+                         std::string_view sql, bool deferrable) {
+  const SessionAction action = policy.opaque_action();
+  if (action == SessionAction::off) return;
   const bool defer = deferrable && verdict.source == pp::VerdictSource::parser &&
                      verdict.statements == 1 && server.owes_nothing();
   for (const pp::OpaqueCall& call : verdict.opaque_calls) {
-    const FindingEvent event = query_finding(client, "opaque_call", call.name, "possible",
-                                             SessionAction::warn, statement_text(sql, call.span));
+    const FindingEvent event = query_finding(client, "opaque_call", call.name, "possible", action,
+                                             statement_text(sql, call.span));
     if (defer) {
       server.defer_call(OwnedFindingEvent(event));
     } else {
       record_event(worker, client.log_id(), event);
     }
+  }
+}
+
+// Under opaque_call:reset (the transaction-mode default) a server on which an opaque call runs
+// is verified at its release, strictly (SessionVerifier::note_opaque_call), and cleaned with
+// DISCARD ALL when it holds what nobody tracked. At every execution, a Bind of a prepared
+// statement included: each may leave state on another server. A call PostgreSQL refuses (a
+// function that does not exist) costs a check all the same: conservative, and rare.
+void note_opaque_calls(Server& server, const SessionPolicy& policy,
+                       const pp::Classification& verdict) {
+  if (policy.opaque_action() != SessionAction::reset) return;
+  for (const pp::OpaqueCall& call : verdict.opaque_calls) {
+    server.verifier().note_opaque_call(call.name);
   }
 }
 
@@ -287,10 +303,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
   // the read-back after the transaction is exactly the client's set.
   if (client.relays_listen()) server.sync_listen_channels(client.listen_channels());
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
-  // session_state_verify is what can confirm it.
-  if (record && policy.default_action != SessionAction::off) {
-    record_opaque_calls(worker, client, server, verdict, sql, is_query);
-  }
+  // the server's own word after the release is what can confirm it.
+  note_opaque_calls(server, policy, verdict);
+  if (record) record_opaque_calls(worker, client, server, policy, verdict, sql, is_query);
 
   if (pin_refused != nullptr) {
     refusal_texts(sql, *pin_refused, &server.pool(), worker.settings().session_state_pin_reserve,
@@ -354,10 +369,19 @@ void note_last_client(SessionVerifier& verifier, const Client& client) {
 
 void record_hidden_findings(Worker& worker, Server& server,
                             const std::vector<VerifyDifference>& differences) {
+  const std::string& caused_by = server.verifier().caused_by();
   for (const VerifyDifference& d : differences) {
-    record_server_finding(worker, server, "hidden", fmt::format("{}: {}", d.kind, d.detail),
-                          "reset",
-                          "found by session_state_verify where the SQL checks saw nothing");
+    if (caused_by.empty()) {
+      record_server_finding(worker, server, "hidden", fmt::format("{}: {}", d.kind, d.detail),
+                            "reset",
+                            "found by session_state_verify where the SQL checks saw nothing");
+    } else {
+      // The opaque calls that ran on the server since its last check: the likely cause.
+      record_server_finding(worker, server, "hidden",
+                            fmt::format("{}: {} (after {})", d.kind, d.detail, caused_by), "reset",
+                            "found on the server after a call of a function the SQL checks "
+                            "cannot see into");
+    }
   }
 }
 

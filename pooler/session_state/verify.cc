@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -58,7 +59,39 @@ bool SessionTrack::saw_setting(std::string_view name) const {
 
 // --- the query ---
 
-std::string verify_query(std::string_view login_user) {
+namespace {
+
+// The settings and role columns of the strict query: what differs from `expected`.
+std::string strict_settings_column(const ParameterSet& expected) {
+  std::string column =
+      "(SELECT pg_catalog.string_agg(name, ',') FROM pg_catalog.pg_settings "
+      "WHERE source = 'session'";
+  std::string values;
+  for (const auto& [name, value] : expected.items()) {
+    if (is_role_setting(name)) continue;  // not in pg_settings: the role column's business
+    if (!values.empty()) values += ", ";
+    values += fmt::format("({}, {})", quote_literal(ascii_lower(name)), quote_literal(value));
+  }
+  if (!values.empty()) {
+    column += " AND (pg_catalog.lower(name), pg_catalog.current_setting(name)) NOT IN (VALUES " +
+              values + ")";
+  }
+  return column + ")";
+}
+
+std::string strict_role_column(std::string_view login_user, const ParameterSet& expected) {
+  const std::string* authorization = expected.get(kSessionAuthorization);
+  const std::string session_user(authorization != nullptr ? std::string_view(*authorization)
+                                                          : login_user);
+  const std::string* role = expected.get(kRole);
+  const std::string current_user = role != nullptr && *role != "none" ? *role : session_user;
+  return fmt::format("(session_user::pg_catalog.text <> {} OR current_user::pg_catalog.text <> {})",
+                     quote_literal(session_user), quote_literal(current_user));
+}
+
+}  // namespace
+
+std::string verify_query(std::string_view login_user, const ParameterSet* expected) {
   // Why count(*) per catalog rather than the rows: one short DataRow, whatever a session holds.
   // Prepared statements: only SQL PREPARE (from_sql); protocol-level ones, the pooler's
   // PGSLUICE_n included, are the protocol's business, not session state a statement left; nor
@@ -71,11 +104,13 @@ std::string verify_query(std::string_view login_user) {
       "AND name OPERATOR(pg_catalog.!~) '^pgsluice_s[0-9]+$'), "
       "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors WHERE is_holdable), "
       "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_class "
-      "WHERE relnamespace = pg_catalog.pg_my_temp_schema()), "
-      "(SELECT pg_catalog.string_agg(name, ',') FROM pg_catalog.pg_settings "
-      "WHERE source = 'session'), "
-      "(current_user <> session_user OR session_user <> {})",
-      quote_literal(login_user));
+      "WHERE relnamespace = pg_catalog.pg_my_temp_schema()), {}, {}",
+      expected != nullptr ? strict_settings_column(*expected)
+                          : "(SELECT pg_catalog.string_agg(name, ',') FROM pg_catalog.pg_settings "
+                            "WHERE source = 'session')",
+      expected != nullptr ? strict_role_column(login_user, *expected)
+                          : fmt::format("(current_user <> session_user OR session_user <> {})",
+                                        quote_literal(login_user)));
 }
 
 std::optional<VerifyAnswer> parse_verify_row(std::string_view body) {
@@ -103,11 +138,11 @@ std::optional<VerifyAnswer> parse_verify_row(std::string_view body) {
 
 std::vector<VerifyDifference> compare_with_track(const VerifyAnswer& a, const SessionTrack& track,
                                                  const ParameterSet& reported,
-                                                 const ParameterSet& applied) {
+                                                 const ParameterSet& applied, bool strict) {
   using K = pp::SessionStateKind;
   std::vector<VerifyDifference> out;
   auto count = [&](int64_t n, K kind, std::string_view unit) {
-    if (n > 0 && !track.saw(kind)) {
+    if (n > 0 && (strict || !track.saw(kind))) {
       out.push_back({pp::to_string(kind), fmt::format("{} {}{}", n, unit, n == 1 ? "" : "s")});
     }
   };
@@ -119,11 +154,13 @@ std::vector<VerifyDifference> compare_with_track(const VerifyAnswer& a, const Se
   for (const std::string& name : a.session_settings) {
     // Reported settings (client_encoding, TimeZone, …) are kept in step through ParameterStatus
     // and the startup extras are set by the pooler itself: neither is hidden.
-    if (reported.get(name) != nullptr || applied.get(name) != nullptr) continue;
-    if (track.saw_setting(name)) continue;
+    if (reported.get(name) != nullptr) continue;
+    if (!strict && (applied.get(name) != nullptr || track.saw_setting(name))) continue;
     out.push_back({pp::to_string(K::set), name});
   }
-  if (a.role_changed && !track.saw(K::role)) out.push_back({pp::to_string(K::role), "role"});
+  if (a.role_changed && (strict || !track.saw(K::role))) {
+    out.push_back({pp::to_string(K::role), "role"});
+  }
   return out;
 }
 
@@ -157,11 +194,27 @@ void SessionVerifier::on_data_row(std::string_view body) {
   if (auto a = parse_verify_row(body)) answer_ = std::move(*a);
 }
 
+void SessionVerifier::note_opaque_call(std::string_view name) {
+  // A few names say enough; a transaction calling hundreds of functions costs no more.
+  constexpr size_t kMaxOpaqueNames = 4;
+  if (std::find(opaque_calls_.begin(), opaque_calls_.end(), name) != opaque_calls_.end()) return;
+  if (opaque_calls_.size() < kMaxOpaqueNames) opaque_calls_.emplace_back(name);
+}
+
 std::vector<VerifyDifference> SessionVerifier::finish(const ParameterSet& reported,
                                                       const ParameterSet& applied) {
   awaiting_ = false;
+  caused_by_.clear();
+  if (strict_) {
+    for (const std::string& name : opaque_calls_) {
+      if (!caused_by_.empty()) caused_by_ += ", ";
+      caused_by_ += name;
+    }
+  }
+  opaque_calls_.clear();
   if (!answer_) return {VerifyDifference{"verify", "no answer"}};
-  std::vector<VerifyDifference> out = compare_with_track(*answer_, track_, reported, applied);
+  std::vector<VerifyDifference> out =
+      compare_with_track(*answer_, track_, reported, applied, strict_);
   answer_.reset();
   return out;
 }

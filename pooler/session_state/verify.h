@@ -56,16 +56,23 @@ struct VerifyDifference {
   std::string detail;     // "1 lock", "myapp.tenant", …
 };
 
-// The query; `login_user` is the user the server logged in as.
-std::string verify_query(std::string_view login_user);
+// The query; `login_user` is the user the server logged in as. With `expected` (the settings
+// the pooler believes the server carries beyond its defaults: Server::extras_), the strict form
+// after an opaque call: a setting counts only when its value is not the expected one, and the
+// role only when current_user and session_user are not the expected role and session
+// authorization, so that a function that changed a setting a client keeps is seen too.
+std::string verify_query(std::string_view login_user, const ParameterSet* expected = nullptr);
 // Reads the row (DataRow body); nullopt when it is not the verify query's row.
 std::optional<VerifyAnswer> parse_verify_row(std::string_view data_row_body);
 // What is on the server that the checks did not track. `reported` (ParameterStatus) and
 // `applied` (startup extras the pooler set) are settings the pooler itself keeps in step.
+// `strict` (the answer of the strict query): the track is not trusted, since a function may
+// have changed what a statement had set, and the applied settings were compared by value in the
+// query itself; only the reported ones, which ParameterStatus keeps exact, are left out.
 std::vector<VerifyDifference> compare_with_track(const VerifyAnswer& answer,
                                                  const SessionTrack& track,
                                                  const ParameterSet& reported,
-                                                 const ParameterSet& applied);
+                                                 const ParameterSet& applied, bool strict = false);
 
 // Whether this release is verified: always, or every N-th release of this thread.
 bool verify_turn(SessionVerifyMode mode, int sample);
@@ -76,11 +83,19 @@ class SessionVerifier {
   SessionTrack& track() { return track_; }
   // Who used the server last, for the findings (the client is gone when the answer comes).
   void note_client(std::string_view application_name, std::string_view addr);
+  // A call of a function the checks cannot see into ran here under opaque_call:reset: the next
+  // release verifies (strictly), whatever session_state_verify says.
+  void note_opaque_call(std::string_view name);
+  [[nodiscard]] bool opaque_call_ran() const { return !opaque_calls_.empty(); }
   void expect() {
     awaiting_ = true;
+    strict_ = opaque_call_ran();
     answer_.reset();
   }
   [[nodiscard]] bool awaiting() const { return awaiting_; }
+  [[nodiscard]] bool strict() const { return strict_; }
+  // The opaque calls that made the check strict ("f, g"), for its findings; empty otherwise.
+  [[nodiscard]] const std::string& caused_by() const { return caused_by_; }
   void on_data_row(std::string_view body);
   // The differences, and the end of the wait; the query gave no row: one difference "no answer".
   std::vector<VerifyDifference> finish(const ParameterSet& reported, const ParameterSet& applied);
@@ -93,6 +108,9 @@ class SessionVerifier {
  private:
   SessionTrack track_;
   bool awaiting_ = false;
+  bool strict_ = false;
+  std::vector<std::string> opaque_calls_;  // since the last check, at most kMaxOpaqueNames
+  std::string caused_by_;                  // finish()'s, kept for the findings
   std::optional<VerifyAnswer> answer_;
   std::string last_app_;
   std::string last_addr_;

@@ -111,6 +111,38 @@ TEST(SessionPolicy, Errors) {
   EXPECT_EQ(p.default_action, SessionAction::pin);       // untouched on error
 }
 
+TEST(SessionPolicy, OpaqueCallsFollowTheDefaultUnlessSet) {
+  SessionPolicy p;
+  // The transaction-mode default (pin) verifies the server after an opaque call, it never pins.
+  EXPECT_EQ(SessionPolicy::transaction_default().opaque_action(), SessionAction::reset);
+  const std::pair<const char*, SessionAction> derived[] = {
+      {"off", SessionAction::off},     {"warn", SessionAction::warn},
+      {"reject", SessionAction::warn}, {"reset", SessionAction::reset},
+      {"pin", SessionAction::reset},   {"keep", SessionAction::reset},
+      {"relay", SessionAction::reset}};
+  for (const auto& [text, action] : derived) {
+    ASSERT_EQ(parse_session_policy(text, p), "") << text;
+    EXPECT_EQ(p.opaque_action(), action) << text;
+  }
+  ASSERT_EQ(parse_session_policy("pin,set:keep,opaque_call:warn", p), "");
+  EXPECT_EQ(p.opaque_action(), SessionAction::warn);
+  EXPECT_EQ(p.action_for(pp::SessionStateKind::set), SessionAction::keep);
+  EXPECT_EQ(format_session_policy(p), "pin,set:keep,opaque_call:warn");
+  SessionPolicy round;
+  ASSERT_EQ(parse_session_policy(format_session_policy(p), round), "");
+  EXPECT_EQ(round, p);
+  ASSERT_EQ(parse_session_policy("warn,opaque_call:reset", p), "");
+  EXPECT_EQ(p.opaque_action(), SessionAction::reset);
+  EXPECT_EQ(parse_session_policy("warn,opaque_call:pin", p),
+            "opaque_call takes off, warn or reset, not 'pin'");
+  EXPECT_NE(parse_session_policy("warn,opaque_call:keep", p), "");
+  // off for everything but opaque calls still looks at statements.
+  ASSERT_EQ(parse_session_policy("off,opaque_call:reset", p), "");
+  EXPECT_FALSE(p.all_off());
+  ASSERT_EQ(parse_session_policy("warn,opaque_call:off", p), "");
+  EXPECT_EQ(p.opaque_action(), SessionAction::off);
+}
+
 TEST(SessionPolicy, OverridesAloneKeepTheWarnDefault) {
   SessionPolicy p;
   ASSERT_EQ(parse_session_policy("listen:pin", p), "");

@@ -118,6 +118,85 @@ TEST(SessionVerify, NoAnswerIsADifference) {
   EXPECT_TRUE(v.finish(none, none).empty());
 }
 
+TEST(SessionVerify, StrictQueryComparesValuesAndTheRole) {
+  const std::string common =
+      "SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels()), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_locks WHERE locktype = 'advisory' "
+      "AND pid = pg_catalog.pg_backend_pid()), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements WHERE from_sql "
+      "AND name OPERATOR(pg_catalog.!~) '^pgsluice_s[0-9]+$'), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors WHERE is_holdable), "
+      "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_class "
+      "WHERE relnamespace = pg_catalog.pg_my_temp_schema()), ";
+  EXPECT_EQ(verify_query("app"),
+            common +
+                "(SELECT pg_catalog.string_agg(name, ',') FROM pg_catalog.pg_settings "
+                "WHERE source = 'session'), (current_user <> session_user OR session_user <> "
+                "'app')");
+  ParameterSet expected;
+  EXPECT_EQ(verify_query("app", &expected),
+            common +
+                "(SELECT pg_catalog.string_agg(name, ',') FROM pg_catalog.pg_settings "
+                "WHERE source = 'session'), (session_user::pg_catalog.text <> 'app' OR "
+                "current_user::pg_catalog.text <> 'app')");
+  expected.set("Work_Mem", "64MB");
+  expected.set("search_path", "a, 'b'");
+  expected.set("role", "reader");
+  EXPECT_EQ(verify_query("app", &expected),
+            common +
+                "(SELECT pg_catalog.string_agg(name, ',') FROM pg_catalog.pg_settings "
+                "WHERE source = 'session' AND (pg_catalog.lower(name), "
+                "pg_catalog.current_setting(name)) NOT IN (VALUES ('search_path', 'a, ''b'''), "
+                "('work_mem', '64MB'))), (session_user::pg_catalog.text <> 'app' OR "
+                "current_user::pg_catalog.text <> 'reader')");
+  expected.set("session_authorization", "boss");
+  expected.set("role", "none");
+  EXPECT_NE(verify_query("app", &expected)
+                .find("(session_user::pg_catalog.text <> 'boss' OR current_user::pg_catalog.text "
+                      "<> 'boss')"),
+            std::string::npos);
+}
+
+TEST(SessionVerify, StrictComparisonTrustsOnlyTheReportedParameters) {
+  VerifyAnswer a;
+  a.advisory_locks = 1;
+  a.session_settings = {"work_mem", "TimeZone"};
+  a.role_changed = true;
+  SessionTrack track;
+  track.note(finding(pp::SessionStateKind::advisory_lock, "pg_advisory_lock"));
+  track.note(finding(pp::SessionStateKind::set, "work_mem"));
+  track.note(finding(pp::SessionStateKind::role, "role"));
+  ParameterSet reported;
+  reported.set("TimeZone", "UTC");
+  ParameterSet applied;
+  applied.set("work_mem", "64MB");  // the strict query already left out what has this value
+  EXPECT_TRUE(compare_with_track(a, track, reported, applied).empty());
+  EXPECT_EQ(describe(compare_with_track(a, track, reported, applied, /*strict=*/true)),
+            (std::vector<std::string>{"advisory_lock:1 lock", "set:work_mem", "role:role"}));
+}
+
+TEST(SessionVerify, AnOpaqueCallMakesTheNextCheckStrict) {
+  SessionVerifier v;
+  ParameterSet none;
+  EXPECT_FALSE(v.opaque_call_ran());
+  for (const char* name : {"f", "g", "f", "h", "i", "j"}) v.note_opaque_call(name);
+  EXPECT_TRUE(v.opaque_call_ran());
+  v.expect();
+  EXPECT_TRUE(v.strict());
+  // A setting the track saw is still hidden: the check is strict.
+  v.track().note(finding(pp::SessionStateKind::set, "work_mem"));
+  v.on_data_row(data_row({"0", "0", "0", "0", "0", "work_mem", "f"}));
+  EXPECT_EQ(describe(v.finish(none, none)), (std::vector<std::string>{"set:work_mem"}));
+  EXPECT_EQ(v.caused_by(), "f, g, h, i");  // four names at most, each once
+  EXPECT_FALSE(v.opaque_call_ran());
+  // The next check is an ordinary one again.
+  v.expect();
+  EXPECT_FALSE(v.strict());
+  v.on_data_row(data_row({"0", "0", "0", "0", "0", "work_mem", "f"}));
+  EXPECT_TRUE(v.finish(none, none).empty());
+  EXPECT_EQ(v.caused_by(), "");
+}
+
 TEST(SessionVerify, SampleTurns) {
   EXPECT_FALSE(verify_turn(SessionVerifyMode::off, 1));
   EXPECT_TRUE(verify_turn(SessionVerifyMode::always, 100));
