@@ -7,6 +7,9 @@ on both servers (hopping.py)."""
 
 from __future__ import annotations
 
+import re
+import time
+
 import psycopg
 import pytest
 
@@ -21,6 +24,9 @@ CREATE OR REPLACE FUNCTION wm_with_set_clause() RETURNS text LANGUAGE plpgsql
   SET work_mem = '5MB' AS $$ BEGIN RETURN current_setting('work_mem'); END $$;
 CREATE OR REPLACE FUNCTION wm_set_clause_and_set() RETURNS int LANGUAGE plpgsql
   SET work_mem = '5MB' AS $$ BEGIN SET work_mem = '3MB'; RETURN 1; END $$;
+CREATE OR REPLACE FUNCTION read_only(a int) RETURNS int LANGUAGE plpgsql
+  AS $$ BEGIN RETURN (SELECT count(*) FROM pg_class WHERE oid = a); END $$;
+CREATE OR REPLACE FUNCTION read_only_sql(a int) RETURNS int LANGUAGE sql AS 'SELECT $1 + 1';
 CREATE OR REPLACE FUNCTION hidden_lock() RETURNS void LANGUAGE plpgsql
   AS $$ BEGIN PERFORM pg_advisory_lock(4711); END $$;
 CREATE OR REPLACE FUNCTION hidden_setting() RETURNS void LANGUAGE plpgsql
@@ -159,3 +165,100 @@ def test_an_error_in_the_function_still_checks_the_server(pooler):
         a.commit()
         assert a.execute("SHOW work_mem").fetchone()[0] == "4MB"
         a.commit()
+
+
+# --- a verdict per function: what cannot change session state costs no check ------------------
+
+VERIFY = "internal query: SELECT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_listening_channels"
+LOOKUP = "internal query: SELECT c.i, l.lanname, p.prosrc"
+
+
+def count(pooler, what: str) -> int:
+    return pooler.log().count(what)
+
+
+def test_a_function_that_only_reads_costs_no_check(make_pooler):
+    pooler = make_pooler(default_pool_size=2, admin_users="app", verbose=2)
+    calls = 0
+    started = time.monotonic()
+    with noise(pooler), client(pooler) as a:
+        for n in range(30):
+            for function in ("read_only", "read_only_sql", "wm_with_set_clause"):
+                a.hopper.run(a, f"SELECT {function}({n if function != 'wm_with_set_clause' else ''}),"
+                                " pg_backend_pid()")
+                calls += 1
+    elapsed = time.monotonic() - started
+    verifies, lookups = count(pooler, VERIFY), count(pooler, LOOKUP)
+    # A verdict lasts 1 s; each of the two servers may miss it once per second at most.
+    bound = 2 * 3 * (int(elapsed) + 2)
+    assert 1 <= lookups <= bound and verifies <= bound, (verifies, lookups, calls, elapsed)
+    assert verifies < calls / 3, (verifies, calls)
+    assert not hidden(pooler), leaks(pooler)
+    # Judged, the calls are no findings either: at most the ones made before the verdict.
+    opaque = {r[1]: int(r[9]) for r in leaks(pooler) if r[0] == "opaque_call"}
+    assert sum(opaque.values()) <= bound, opaque
+
+
+def test_a_function_that_sets_is_checked_every_time(make_pooler):
+    pooler = make_pooler(default_pool_size=2, admin_users="app", verbose=2)
+    with noise(pooler), client(pooler) as a:
+        for _ in range(10):
+            a.hopper.run(a, "SELECT wm_by_set_config(), pg_backend_pid()")
+    assert count(pooler, VERIFY) >= 10, count(pooler, VERIFY)
+    # Looked up once per verdict's life, not at every call.
+    assert 1 <= count(pooler, LOOKUP) < 10, count(pooler, LOOKUP)
+
+
+def test_a_prepared_call_is_checked_at_every_execution(pooler):
+    # psycopg prepares the statement on its fifth execution (or at once with prepare=True) and
+    # binds it in later transactions, on whichever server the client has.
+    with noise(pooler), client(pooler) as a:
+        for _ in range(8):
+            a.execute("SELECT wm_by_set_config()", prepare=True)
+            value, _ = a.hopper.run(a, "SELECT current_setting('work_mem'), pg_backend_pid()")
+            assert value == "4MB"
+
+
+def test_a_function_replaced_through_the_pooler_is_judged_again(pg, pooler):
+    pg.psql("CREATE OR REPLACE FUNCTION flip() RETURNS int LANGUAGE plpgsql "
+            "AS $$ BEGIN RETURN 1; END $$; ALTER FUNCTION flip() OWNER TO app", db="app")
+    with noise(pooler), client(pooler) as a:
+        for _ in range(4):
+            a.hopper.run(a, "SELECT flip(), pg_backend_pid()")
+        a.execute("CREATE OR REPLACE FUNCTION flip() RETURNS int LANGUAGE plpgsql "
+                  "AS $$ BEGIN SET work_mem = '3MB'; RETURN 2; END $$")
+        for _ in range(4):
+            assert a.hopper.run(a, "SELECT flip(), pg_backend_pid()")[0] == 2
+    assert "set: work_mem (after flip)" in hidden(pooler), leaks(pooler)
+
+
+def test_a_function_replaced_behind_the_pooler_is_judged_again_within_a_second(pg, pooler):
+    pg.psql("CREATE OR REPLACE FUNCTION flop() RETURNS int LANGUAGE plpgsql "
+            "AS $$ BEGIN RETURN 1; END $$", db="app")
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        for _ in range(4):
+            a.execute("SELECT flop()")
+        pg.psql("CREATE OR REPLACE FUNCTION flop() RETURNS int LANGUAGE plpgsql "
+                "AS $$ BEGIN SET work_mem = '3MB'; RETURN 2; END $$", db="app")
+        time.sleep(1.2)  # kFunctionVerdictTtlMs
+        for _ in range(4):
+            assert a.execute("SELECT flop()").fetchone()[0] == 2
+            assert b.execute("SHOW work_mem").fetchone()[0] == "4MB"
+    assert "set: work_mem (after flop)" in hidden(pooler), leaks(pooler)
+
+
+def test_another_search_path_has_its_own_verdict(pg, pooler):
+    # shadow() reads in public; in schema other, first on the client's path, it sets.
+    pg.psql("CREATE SCHEMA IF NOT EXISTS other AUTHORIZATION app; "
+            "CREATE OR REPLACE FUNCTION public.shadow() RETURNS int LANGUAGE sql AS 'SELECT 1'; "
+            "CREATE OR REPLACE FUNCTION other.shadow() RETURNS int LANGUAGE plpgsql "
+            "AS $$ BEGIN SET work_mem = '3MB'; RETURN 2; END $$", db="app")
+    with noise(pooler), client(pooler) as a, pooler.connect(autocommit=True) as b:
+        for _ in range(4):
+            assert b.execute("SELECT shadow()").fetchone()[0] == 1
+        a.execute("SET search_path = other, public")
+        for _ in range(4):
+            assert a.hopper.run(a, "SELECT shadow(), pg_backend_pid()")[0] == 2
+            assert b.execute("SHOW work_mem").fetchone()[0] == "4MB"
+        a.execute("RESET search_path")
+    assert "set: work_mem (after shadow)" in hidden(pooler), leaks(pooler)

@@ -393,6 +393,22 @@ bool Server::may_track_parameter(std::string_view name) {
   return false;
 }
 
+// A row of the pooler's own queries goes to the one that awaits rows: they run one at a time
+// (a read-back, a pin check), or in the cleaning's order (the function lookup, then verify).
+void Server::on_internal_row(std::string_view body) {
+  if (listen_.awaiting()) {
+    listen_.on_row(body);
+  } else if (kept_.awaiting()) {
+    kept_.on_row(body);
+  } else if (pin_check_awaiting_) {
+    on_pin_check_row(body);
+  } else if (lookup_.awaiting()) {
+    lookup_.on_row(body);
+  } else if (verifier_.awaiting()) {
+    verifier_.on_data_row(body);
+  }
+}
+
 bool Server::handle_internal_reply(const pp::Message& message) {
   if (query_sink_ != nullptr && deliver_query_reply(message)) return true;
   switch (message.type) {
@@ -465,19 +481,16 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       if (state_ == State::idle) note_orphan_notification(message);
       return true;
     case be::kDataRow:
-      if (listen_.awaiting()) {
-        listen_.on_row(message.body);
-      } else if (kept_.awaiting()) {
-        kept_.on_row(message.body);
-      } else if (pin_check_awaiting_) {
-        on_pin_check_row(message.body);
-      } else if (verifier_.awaiting()) {
-        verifier_.on_data_row(message.body);
-      }
+      on_internal_row(message.body);
       return true;
     case be::kCommandComplete:
       // The LISTEN read-back's SELECT completed: no row then means no channel.
       if (listen_.awaiting() && message.body.starts_with("SELECT")) listen_.on_select_complete();
+      // The function lookup's SELECT (the first SELECT of the cleaning): the rows that follow
+      // are the verify query's.
+      if (lookup_.awaiting() && message.body.starts_with("SELECT")) {
+        lookup_.finish(worker_->now_ms());
+      }
       return true;
     case be::kNoticeResponse:
     case be::kRowDescription:

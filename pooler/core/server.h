@@ -36,6 +36,7 @@
 #include "pooler/net/channel.h"
 #include "pooler/session_state/dirty_state.h"
 #include "pooler/session_state/findings.h"
+#include "pooler/session_state/function_verdicts.h"
 #include "pooler/session_state/kept_settings.h"
 #include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
@@ -105,6 +106,15 @@ class Server final : public ChannelOwner {
     verifier_.track().note(finding);
   }
   SessionVerifier& verifier() { return verifier_; }
+  // opaque_call:reset (function_verdicts.h): a function the process has no verdict on yet; its
+  // overloads are read from pg_proc at the release, before the cleaning.
+  void look_up_function(std::string_view name);
+  // The verdict cache's key of a function name called on this server now: the pool's database
+  // and user, and the search_path the pooler believes the server has.
+  [[nodiscard]] std::string function_verdict_key(std::string_view name) const;
+  // The linked client's transaction changed settings (their read-back is to come): the
+  // search_path a verdict was keyed by may not be the one in effect.
+  [[nodiscard]] bool settings_changing() const { return kept_.any(); }
   // `keep` (kept_settings.h): a setting the linked client changed, read back from the server
   // once the transaction has ended, before the server is released; `literal`: the value of a
   // plain SET that commits alone (set_literal.h), whose read-back the pool may know already.
@@ -415,6 +425,7 @@ class Server final : public ChannelOwner {
   // session_state_verify's answer came (the last internal reply while resetting): true when
   // the server goes on resetting (a DISCARD ALL for what was hidden), false to go idle.
   bool finish_verify();
+  void on_internal_row(std::string_view data_row_body);
   // `severity`: PostgreSQL's (FATAL), when the login ended in its ErrorResponse.
   void login_failed(std::string_view code, std::string_view message,
                     std::string_view severity = {});
@@ -515,7 +526,9 @@ class Server final : public ChannelOwner {
   bool deliver_query_reply(const protocol::Message& message);
   void finish_query();
   void abandon_query(std::string_view reason);
-  SessionVerifier verifier_;  // session_state_verify and long_hold (session_verify.h)
+  SessionVerifier verifier_;               // session_state_verify and long_hold (session_verify.h)
+  std::vector<std::string> lookup_names_;  // look_up_function()
+  FunctionLookup lookup_;                  // the lookup sent at the release, until its answer
   std::vector<OwnedFindingEvent> deferred_calls_;  // defer_call()
   void settle_calls(const protocol::Message* first_reply);
   bool pinned_ = false;

@@ -94,6 +94,24 @@ void Server::forget_reset_settings() {
   }
 }
 
+void Server::look_up_function(std::string_view name) {
+  // A few per release; a transaction calling more unknown functions has them looked up later.
+  constexpr size_t kMaxLookups = 8;
+  if (lookup_names_.size() >= kMaxLookups) return;
+  for (const std::string& n : lookup_names_) {
+    if (n == name) return;
+  }
+  lookup_names_.emplace_back(name);
+}
+
+std::string Server::function_verdict_key(std::string_view name) const {
+  const std::string* path = extras_.get("search_path");
+  std::string key = verdict_key_prefix(pool_->database().name, pool_->credentials().user,
+                                       path != nullptr ? std::string_view(*path) : "");
+  key.append(name);
+  return key;
+}
+
 void Server::clean_and_release(bool session_ended) {
   if (dirty_.needs_close()) {
     close(dirty_.close_reason());
@@ -109,6 +127,15 @@ void Server::clean_and_release(bool session_ended) {
   }
   std::vector<std::string> queries;
   if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
+  // Before the cleaning, which may reset the search_path the calls were resolved on.
+  if (!lookup_names_.empty()) {
+    queries.push_back(function_lookup_query(lookup_names_));
+    const std::string* path = extras_.get("search_path");
+    lookup_.start(std::move(lookup_names_),
+                  verdict_key_prefix(pool_->database().name, pool_->credentials().user,
+                                     path != nullptr ? std::string_view(*path) : ""));
+    lookup_names_.clear();
+  }
   // Before any DISCARD ALL or DEALLOCATE ALL, after which they would not exist.
   if (sql_statements_.may_have_dead()) {
     for (std::string& q : dead_sql_statement_queries()) queries.push_back(std::move(q));

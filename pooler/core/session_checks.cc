@@ -19,6 +19,7 @@
 #include "pooler/core/stats.h"
 #include "pooler/core/worker.h"
 #include "pooler/session_state/findings.h"
+#include "pooler/session_state/function_verdicts.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/set_literal.h"
 #include "pooler/session_state/sql_prepared.h"
@@ -98,12 +99,14 @@ void record_query_finding(Worker& worker, const Client& client, const pp::Sessio
 // in the second leaves the first one run) or one behind other requests is recorded at once.
 void record_opaque_calls(Worker& worker, const Client& client, Server& server,
                          const SessionPolicy& policy, const pp::Classification& verdict,
-                         std::string_view sql, bool deferrable) {
+                         std::string_view sql, bool deferrable, uint64_t judged) {
   const SessionAction action = policy.opaque_action();
   if (action == SessionAction::off) return;
   const bool defer = deferrable && verdict.source == pp::VerdictSource::parser &&
                      verdict.statements == 1 && server.owes_nothing();
-  for (const pp::OpaqueCall& call : verdict.opaque_calls) {
+  for (size_t i = 0; i < verdict.opaque_calls.size(); ++i) {
+    if (i < 64 && (judged & (uint64_t{1} << i)) != 0) continue;
+    const pp::OpaqueCall& call = verdict.opaque_calls[i];
     const FindingEvent event = query_finding(client, "opaque_call", call.name, "possible", action,
                                              statement_text(sql, call.span));
     if (defer) {
@@ -119,12 +122,29 @@ void record_opaque_calls(Worker& worker, const Client& client, Server& server,
 // DISCARD ALL when it holds what nobody tracked. At every execution, a Bind of a prepared
 // statement included: each may leave state on another server. A call PostgreSQL refuses (a
 // function that does not exist) costs a check all the same: conservative, and rare.
-void note_opaque_calls(Server& server, const SessionPolicy& policy,
-                       const pp::Classification& verdict) {
-  if (policy.opaque_action() != SessionAction::reset) return;
-  for (const pp::OpaqueCall& call : verdict.opaque_calls) {
+// A function whose every overload the catalog showed to change no session state
+// (function_verdicts.h) costs nothing: no check, no finding. The calls judged so are returned as
+// bits (call i: bit i), which record_opaque_calls skips.
+uint64_t note_opaque_calls(Worker& worker, Server& server, const SessionPolicy& policy,
+                           const pp::Classification& verdict) {
+  if (policy.opaque_action() != SessionAction::reset) return 0;
+  uint64_t judged = 0;
+  for (size_t i = 0; i < verdict.opaque_calls.size(); ++i) {
+    const pp::OpaqueCall& call = verdict.opaque_calls[i];
+    if (!call.lexer_only && names_a_function(call.name)) {
+      const std::optional<FunctionVerdict> known = FunctionVerdictCache::process().find(
+          server.function_verdict_key(call.name), worker.now_ms());
+      // Not after a SET in the same transaction: the verdict was keyed by the search_path the
+      // pooler believed, which that SET may have changed.
+      if (known == FunctionVerdict::no_state && !server.settings_changing()) {
+        if (i < 64) judged |= uint64_t{1} << i;
+        continue;
+      }
+      if (!known) server.look_up_function(call.name);
+    }
     server.verifier().note_opaque_call(call.name);
   }
+  return judged;
 }
 
 void record_server_finding(Worker& worker, Server& server, std::string_view kind,
@@ -304,8 +324,8 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
   if (client.relays_listen()) server.sync_listen_channels(client.listen_channels());
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
   // the server's own word after the release is what can confirm it.
-  note_opaque_calls(server, policy, verdict);
-  if (record) record_opaque_calls(worker, client, server, policy, verdict, sql, is_query);
+  const uint64_t judged = note_opaque_calls(worker, server, policy, verdict);
+  if (record) record_opaque_calls(worker, client, server, policy, verdict, sql, is_query, judged);
 
   if (pin_refused != nullptr) {
     refusal_texts(sql, *pin_refused, &server.pool(), worker.settings().session_state_pin_reserve,
@@ -338,6 +358,9 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
     sql = p.value.query;
     renamable = p.value.statement.empty();
   }
+  // DDL that may change what a function name resolves to, or its body, through this pooler:
+  // every verdict goes (function_verdicts.h). The first byte decides for all other SQL.
+  if (function_ddl(sql)) FunctionVerdictCache::process().clear();
   return check_sql(worker, client, server, policy, sql, prefilter.may_change_session_state(sql),
                    /*record=*/true, /*is_query=*/message.type == fe::kQuery, renamable, message_out,
                    hint_out);

@@ -206,6 +206,43 @@ Classification classify_sql(std::string_view sql, Prefilter prefilter) {
   return out;
 }
 
+Classification classify_function_body(const FunctionDefinition& f) {
+  Classification out;
+  out.source = VerdictSource::parser;
+  const StatementSpan whole{0, f.body.size()};
+  auto opaque = [&](std::string why) {
+    out.opaque_calls.push_back(OpaqueCall{.name = "function (" + why + ")", .span = whole});
+  };
+  const std::string language = session_state_detail::to_lower(f.language);
+  if (language == "sql") {
+    if (session_state_detail::trim_span(f.body, whole).length == 0) {
+      opaque("SQL body not in prosrc");
+      return out;
+    }
+    // Prefilter::use: a body the lexer clears has nothing to parse.
+    return classify_sql(f.body);
+  }
+  if (language != "plpgsql") {
+    opaque("language " + std::string(f.language));
+    return out;
+  }
+  std::string wrapper = "CREATE ";
+  wrapper += f.result.empty() ? "PROCEDURE" : "FUNCTION";
+  wrapper += " pg_temp.pgsluice_f(";
+  wrapper += f.arguments;
+  wrapper += ")";
+  if (!f.result.empty()) {
+    wrapper += " RETURNS ";
+    wrapper += f.result;
+  }
+  wrapper += " LANGUAGE plpgsql AS ";
+  wrapper += session_state_detail::dollar_quote(f.body);
+  if (!session_state_detail::classify_plpgsql_function(wrapper, whole, out)) {
+    opaque("body not analysed");
+  }
+  return out;
+}
+
 namespace {
 
 uint64_t fnv1a(std::string_view text) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "pgsluice/protocol/session_state.h"
@@ -31,6 +32,13 @@ bool classify_parsed(std::string_view sql, const Scope& scope, Classification& o
 // The lexer's keyword verdict on `sql` (one or more statements that libpg_query could not parse):
 // findings marked lexer_only with certainty possible, all pointing at `span`.
 void classify_by_lexer(std::string_view sql, StatementSpan span, Classification& out);
+
+// A dollar-quoted literal of `body`, with a tag that does not occur in it.
+std::string dollar_quote(std::string_view body);
+
+// The PL/pgSQL body of `wrapper` (a CREATE FUNCTION or CREATE PROCEDURE statement), each of its
+// findings pointing at `span`. False, with `out` untouched, when the body does not compile.
+bool classify_plpgsql_function(const std::string& wrapper, StatementSpan span, Classification& out);
 
 // `span` of `text` without leading and trailing whitespace.
 StatementSpan trim_span(std::string_view text, StatementSpan span);

@@ -120,6 +120,12 @@ class TreeWalker {
  public:
   TreeWalker(Classification& out, const Scope& scope) : out_(out), scope_(scope) {}
 
+  // A user function's PL/pgSQL body, `wrapper` being its CREATE FUNCTION statement.
+  bool function_body(const std::string& wrapper, StatementSpan span) {
+    span_ = span;
+    return plpgsql_function(wrapper);
+  }
+
   // One element of the "stmts" array: {"stmt": {...}, "stmt_location": n, "stmt_len": n}.
   void raw_statement(const Value& raw, std::string_view text) {
     if (scope_.fixed_span) {
@@ -453,6 +459,7 @@ class TreeWalker {
 
   void do_block(const Value& s);
   void plpgsql(const Value& v);
+  bool plpgsql_function(const std::string& wrapper);
   void plpgsql_static(const Value& expr_wrapper);
   void plpgsql_dynamic(const Value& expr_wrapper);
   void nested_sql(std::string_view sql, bool allow_expression);
@@ -486,15 +493,15 @@ void TreeWalker::do_block(const Value& s) {
     opaque("DO (nested too deep)");
     return;
   }
-  // A dollar tag that does not occur in the body.
-  std::string tag = "$pgsluice$";
-  for (int i = 0; body.find(tag) != std::string_view::npos; ++i) {
-    tag = "$pgsluice" + std::to_string(i) + "$";
-  }
   std::string wrapper = "CREATE FUNCTION pg_temp.pgsluice_do() RETURNS void LANGUAGE plpgsql AS ";
-  wrapper += tag;
-  wrapper += body;
-  wrapper += tag;
+  wrapper += dollar_quote(body);
+  if (!plpgsql_function(wrapper)) opaque("DO (body not analysed)");
+}
+
+// `wrapper`: a CREATE FUNCTION or CREATE PROCEDURE statement in PL/pgSQL, parsed with the
+// PL/pgSQL compiler of libpg_query; each SQL statement and expression of its body is classified,
+// with findings pointing at span_. False when the body does not compile.
+bool TreeWalker::plpgsql_function(const std::string& wrapper) {
   // (libpg_query 15-4.0.0 leaks one byte here when the body does not compile; the verdict is
   // cached, so that is one byte per distinct unparsable DO text.)
   PgQueryPlpgsqlParseResult result = pg_query_library::parse_plpgsql(wrapper.c_str());
@@ -503,15 +510,13 @@ void TreeWalker::do_block(const Value& s) {
     tree = pg_json::parse(result.plpgsql_funcs);
   }
   pg_query_library::free_plpgsql_parse_result(result);
-  if (!tree) {
-    opaque("DO (body not analysed)");
-    return;
-  }
+  if (!tree) return false;
   const Scope saved = scope_;
   scope_.fixed_span = span_;
   ++scope_.depth;
   plpgsql(*tree);
   scope_ = saved;
+  return true;
 }
 
 void TreeWalker::plpgsql(const Value& v) {
@@ -601,6 +606,23 @@ void TreeWalker::nested_sql(std::string_view sql, bool allow_expression) {
 }
 
 }  // namespace
+
+std::string dollar_quote(std::string_view body) {
+  std::string tag = "$pgsluice$";
+  for (int i = 0; body.find(tag) != std::string_view::npos; ++i) {
+    tag = "$pgsluice" + std::to_string(i) + "$";
+  }
+  std::string out = tag;
+  out += body;
+  out += tag;
+  return out;
+}
+
+bool classify_plpgsql_function(const std::string& wrapper, StatementSpan span,
+                               Classification& out) {
+  TreeWalker walker(out, Scope{});
+  return walker.function_body(wrapper, span);
+}
 
 bool classify_parsed(std::string_view sql, const Scope& scope, Classification& out) {
   const std::string text(sql);

@@ -538,3 +538,57 @@ TEST(SessionStateCost, ClassifyAndCache) {
 
 }  // namespace
 }  // namespace pgsluice::protocol
+
+// --- user function bodies (pg_proc's prosrc), for the per-function verdicts -------------------
+
+namespace pgsluice::protocol {
+namespace {
+
+std::string body_verdict(std::string_view language, std::string_view body,
+                         std::string_view arguments = "", std::string_view result = "void") {
+  return describe(classify_function_body(FunctionDefinition{
+      .language = language, .arguments = arguments, .result = result, .body = body}));
+}
+
+TEST(FunctionBody, PlpgsqlBodiesAreReadLikeDoBlocks) {
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN PERFORM set_config('work_mem', '3MB', false); END"),
+            "set_config:work_mem");
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN SET work_mem = '3MB'; END"), "set:work_mem");
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN SET LOCAL work_mem = '3MB'; END"), "");
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN RETURN (SELECT count(*) FROM t WHERE a = x); END",
+                         "x integer", "bigint"),
+            "");
+  // A parameter assigned to compiles only when it is declared: the function's own arguments.
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN y := x + 1; END", "x integer, OUT y integer", "integer"),
+            "");
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN EXECUTE format('SET %I = 1', n); END", "n text"),
+            "opaque:DO: EXECUTE of dynamic SQL");
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN PERFORM other_function(); END"),
+            "opaque:other_function");
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN this does not compile; END"),
+            "opaque:function (body not analysed)");
+  // A procedure has no result.
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN PERFORM pg_advisory_lock(1); END", "", ""),
+            "advisory_lock:pg_advisory_lock");
+  // A body holding the wrapper's own dollar tag is still quoted whole.
+  EXPECT_EQ(body_verdict("plpgsql", "BEGIN RAISE NOTICE '$pgsluice$'; SET a.b = 1; END"),
+            "set:a.b");
+}
+
+TEST(FunctionBody, SqlBodiesAreClassifiedAsSql) {
+  EXPECT_EQ(body_verdict("sql", "SELECT $1 + 1", "integer", "integer"), "");
+  EXPECT_EQ(body_verdict("sql", "SELECT set_config('app.t', $1, false)", "text", "text"),
+            "set_config:app.t");
+  EXPECT_EQ(body_verdict("SQL", "SELECT f2($1)", "integer", "integer"), "opaque:f2");
+  // BEGIN ATOMIC: prosrc is empty, the body is in prosqlbody.
+  EXPECT_EQ(body_verdict("sql", " "), "opaque:function (SQL body not in prosrc)");
+}
+
+TEST(FunctionBody, OtherLanguagesAreOpaque) {
+  EXPECT_EQ(body_verdict("c", "my_symbol"), "opaque:function (language c)");
+  EXPECT_EQ(body_verdict("internal", "lower"), "opaque:function (language internal)");
+  EXPECT_EQ(body_verdict("plpython3u", "return 1"), "opaque:function (language plpython3u)");
+}
+
+}  // namespace
+}  // namespace pgsluice::protocol

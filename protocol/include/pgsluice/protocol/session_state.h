@@ -164,6 +164,22 @@ enum class Prefilter {
 // each piece that still does not parse gets the lexer's verdict (lexer_only, possible).
 Classification classify_sql(std::string_view sql, Prefilter prefilter = Prefilter::use);
 
+// A user function's definition as pg_proc gives it: the language's name (pg_language.lanname),
+// pg_get_function_arguments and pg_get_function_result (empty for a procedure), and prosrc.
+struct FunctionDefinition {
+  std::string_view language;
+  std::string_view arguments;
+  std::string_view result;
+  std::string_view body;
+};
+
+// The verdict on what a call of that function does, every finding and call of its body pointing
+// at the whole body: a SQL body is classified as SQL, a PL/pgSQL body as a DO block's is (with
+// the function's own parameters declared, so that assignments to them compile). Any other
+// language, an empty SQL body (BEGIN ATOMIC: PostgreSQL keeps its tree, not its text) or a
+// PL/pgSQL body that does not compile is an opaque call named "function (…)".
+Classification classify_function_body(const FunctionDefinition& function);
+
 // A statement's identity for reports: constants replaced by $n (pg_query_normalize) and
 // libpg_query's fingerprint, which is equal for statements that differ only in constants.
 // When libpg_query cannot parse the text: the lexer replaces literals and numbers, folds

@@ -1,0 +1,178 @@
+// Per-function verdicts (opaque_call:reset): the judgement of a body, the lookup query and its
+// rows, the process's cache and the DDL that empties it.
+#include "pooler/session_state/function_verdicts.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgsluice {
+namespace {
+
+std::string data_row(const std::vector<std::optional<std::string>>& values) {
+  std::string b;
+  auto i16 = [&](int v) {
+    b += static_cast<char>((v >> 8) & 0xff);
+    b += static_cast<char>(v & 0xff);
+  };
+  auto i32 = [&](int32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b += static_cast<char>((v >> s) & 0xff);
+  };
+  i16(static_cast<int>(values.size()));
+  for (const auto& v : values) {
+    if (!v) {
+      i32(-1);
+    } else {
+      i32(static_cast<int32_t>(v->size()));
+      b += *v;
+    }
+  }
+  return b;
+}
+
+FunctionVerdict judge(std::string language, std::string body, std::string arguments = "",
+                      std::string result = "integer") {
+  return judge_function(FunctionRow{.language = std::move(language),
+                                    .body = std::move(body),
+                                    .arguments = std::move(arguments),
+                                    .result = std::move(result)});
+}
+
+TEST(FunctionVerdicts, ReadOnlyBodiesChangeNoState) {
+  EXPECT_EQ(judge("plpgsql",
+                  "BEGIN RETURN (SELECT abalance FROM pgbench_accounts WHERE aid = a); "
+                  "END",
+                  "a integer"),
+            FunctionVerdict::no_state);
+  EXPECT_EQ(judge("sql", "SELECT $1 * 2", "integer"), FunctionVerdict::no_state);
+  // SET LOCAL and set_config(…, true) end with the transaction.
+  EXPECT_EQ(judge("plpgsql", "BEGIN SET LOCAL work_mem = '3MB'; RETURN 1; END"),
+            FunctionVerdict::no_state);
+  EXPECT_EQ(judge("plpgsql", "BEGIN PERFORM set_config('work_mem', '3MB', true); RETURN 1; END"),
+            FunctionVerdict::no_state);
+  // currval reads what an earlier nextval left: a use, not a change.
+  EXPECT_EQ(judge("sql", "SELECT currval('s')::int"), FunctionVerdict::no_state);
+}
+
+TEST(FunctionVerdicts, WhatMayChangeStateIsCheckedEveryTime) {
+  for (const char* body :
+       {"BEGIN PERFORM set_config('work_mem', '3MB', false); RETURN 1; END",
+        "BEGIN SET work_mem = '3MB'; RETURN 1; END", "BEGIN RESET work_mem; RETURN 1; END",
+        "BEGIN PERFORM pg_advisory_lock(1); RETURN 1; END", "BEGIN LISTEN c; RETURN 1; END",
+        "BEGIN EXECUTE 'SELECT ' || 1; RETURN 1; END",             // dynamic SQL
+        "BEGIN RETURN other_user_function(); END",                 // another non-built-in function
+        "BEGIN PERFORM set_config(n, '1', false); RETURN 1; END",  // n: not declared here
+        "BEGIN DISCARD ALL; RETURN 1; END", "this is not plpgsql"}) {
+    EXPECT_EQ(judge("plpgsql", body), FunctionVerdict::may_change) << body;
+  }
+  EXPECT_EQ(judge("sql", "SELECT set_config('app.t', $1, false)", "text", "text"),
+            FunctionVerdict::may_change);
+  EXPECT_EQ(judge("sql", ""), FunctionVerdict::may_change);  // BEGIN ATOMIC
+  EXPECT_EQ(judge("c", "symbol"), FunctionVerdict::may_change);
+  EXPECT_EQ(judge("internal", "lower"), FunctionVerdict::may_change);
+}
+
+TEST(FunctionVerdicts, NamesTheLookupCanFind) {
+  EXPECT_TRUE(names_a_function("f"));
+  EXPECT_TRUE(names_a_function("myschema.f"));
+  EXPECT_TRUE(names_a_function("CamelCase"));
+  EXPECT_FALSE(names_a_function(""));
+  EXPECT_FALSE(names_a_function("db.schema.f"));
+  EXPECT_FALSE(names_a_function(".f"));  // the lexer's guess
+  EXPECT_FALSE(names_a_function("DO (language plperl)"));
+  EXPECT_FALSE(names_a_function("DO: EXECUTE of dynamic SQL"));
+  EXPECT_FALSE(names_a_function("function (body not analysed)"));
+}
+
+TEST(FunctionVerdicts, LookupQuery) {
+  EXPECT_EQ(
+      function_lookup_query({"f", "s.g", "it's"}),
+      "SELECT c.i, l.lanname, p.prosrc, pg_catalog.pg_get_function_arguments(p.oid), "
+      "pg_catalog.pg_get_function_result(p.oid) FROM (VALUES (0, 'f', NULL::pg_catalog.text), "
+      "(1, 'g', 's'::pg_catalog.text), (2, 'it''s', NULL::pg_catalog.text)) AS c(i, fname, nsp) "
+      "JOIN pg_catalog.pg_proc p ON p.proname OPERATOR(pg_catalog.=) c.fname::pg_catalog.name "
+      "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace "
+      "JOIN pg_catalog.pg_language l ON l.oid OPERATOR(pg_catalog.=) p.prolang "
+      "WHERE CASE WHEN c.nsp IS NULL "
+      "THEN n.nspname OPERATOR(pg_catalog.=) ANY (pg_catalog.current_schemas(true)) "
+      "ELSE n.nspname OPERATOR(pg_catalog.=) c.nsp::pg_catalog.name END");
+}
+
+TEST(FunctionVerdicts, LookupRowsGiveOneVerdictPerNameInTheCache) {
+  FunctionVerdictCache& cache = FunctionVerdictCache::process();
+  cache.clear();
+  const std::string prefix = verdict_key_prefix("app", "app", "");
+  FunctionLookup lookup;
+  lookup.start({"reader", "setter", "missing", "overloaded"}, prefix);
+  EXPECT_TRUE(lookup.awaiting());
+  lookup.on_row(data_row({"0", "plpgsql", "BEGIN RETURN a; END", "a integer", "integer"}));
+  lookup.on_row(data_row({"1", "plpgsql", "BEGIN SET work_mem = '3MB'; END", "", "void"}));
+  // One overload reads, the other sets: the name may change state.
+  lookup.on_row(data_row({"3", "sql", "SELECT 1", "", "integer"}));
+  lookup.on_row(data_row({"3", "sql", "SELECT set_config('a.b', 'c', false)", "x text", "text"}));
+  lookup.finish(1000);
+  EXPECT_FALSE(lookup.awaiting());
+  EXPECT_EQ(cache.find(prefix + "reader", 1000), FunctionVerdict::no_state);
+  EXPECT_EQ(cache.find(prefix + "setter", 1000), FunctionVerdict::may_change);
+  EXPECT_EQ(cache.find(prefix + "missing", 1000), FunctionVerdict::may_change);
+  EXPECT_EQ(cache.find(prefix + "overloaded", 1000), FunctionVerdict::may_change);
+  // Another search_path, user or database is another key.
+  EXPECT_EQ(cache.find(verdict_key_prefix("app", "app", "other") + "reader", 1000), std::nullopt);
+  EXPECT_EQ(cache.find(verdict_key_prefix("app", "bob", "") + "reader", 1000), std::nullopt);
+  // A verdict expires.
+  EXPECT_EQ(cache.find(prefix + "reader", 1000 + kFunctionVerdictTtlMs - 1),
+            FunctionVerdict::no_state);
+  EXPECT_EQ(cache.find(prefix + "reader", 1000 + kFunctionVerdictTtlMs), std::nullopt);
+  EXPECT_EQ(cache.find(prefix + "reader", 1000), std::nullopt);  // and is gone
+  cache.clear();
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(FunctionVerdicts, AnAnswerNotUnderstoodJudgesNothing) {
+  FunctionVerdictCache& cache = FunctionVerdictCache::process();
+  cache.clear();
+  const std::string prefix = verdict_key_prefix("app", "app", "");
+  FunctionLookup lookup;
+  lookup.start({"reader"}, prefix);
+  lookup.on_row(data_row({"0", "sql", "SELECT 1", "", "integer"}));
+  lookup.on_row(data_row({"7", "sql", "SELECT 1", "", "integer"}));  // no such name
+  lookup.finish(0);
+  EXPECT_EQ(cache.size(), 0u);
+  lookup.start({"reader"}, prefix);
+  lookup.on_row(data_row({"0", "sql"}));  // not the lookup's row
+  lookup.finish(0);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(FunctionVerdicts, BoundedCache) {
+  FunctionVerdictCache& cache = FunctionVerdictCache::process();
+  cache.clear();
+  for (size_t i = 0; i < FunctionVerdictCache::kMaxEntries; ++i) {
+    cache.store("k" + std::to_string(i), FunctionVerdict::no_state, 0);
+  }
+  EXPECT_EQ(cache.size(), FunctionVerdictCache::kMaxEntries);
+  cache.store("k0", FunctionVerdict::may_change, 0);  // a known key replaces its entry
+  EXPECT_EQ(cache.size(), FunctionVerdictCache::kMaxEntries);
+  cache.store("new", FunctionVerdict::no_state, 0);  // full: starts again
+  EXPECT_EQ(cache.size(), 1u);
+  cache.clear();
+}
+
+TEST(FunctionVerdicts, DdlThatMayChangeWhatANameIs) {
+  for (const char* sql : {"CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+                          "  create function s.f() returns int language sql as 'select 1'",
+                          "ALTER FUNCTION f() SET work_mem = '1MB'", "DROP FUNCTION f",
+                          "DROP PROCEDURE p", "ALTER ROUTINE f RENAME TO g", "CREATE SCHEMA s",
+                          "CREATE EXTENSION citext", "DROP LANGUAGE plperl"}) {
+    EXPECT_TRUE(function_ddl(sql)) << sql;
+  }
+  for (const char* sql : {"SELECT f()", "CREATE TABLE t (a int)", "DELETE FROM functions",
+                          "ALTER TABLE t ADD COLUMN b int", "", "   ", "COMMENT ON FUNCTION f"}) {
+    EXPECT_FALSE(function_ddl(sql)) << sql;
+  }
+}
+
+}  // namespace
+}  // namespace pgsluice
