@@ -24,6 +24,8 @@ CREATE OR REPLACE FUNCTION wm_with_set_clause() RETURNS text LANGUAGE plpgsql
   SET work_mem = '5MB' AS $$ BEGIN RETURN current_setting('work_mem'); END $$;
 CREATE OR REPLACE FUNCTION wm_set_clause_and_set() RETURNS int LANGUAGE plpgsql
   SET work_mem = '5MB' AS $$ BEGIN SET work_mem = '3MB'; RETURN 1; END $$;
+CREATE OR REPLACE FUNCTION wm_computed() RETURNS int LANGUAGE plpgsql
+  AS $$ BEGIN PERFORM set_config('work' || '_mem', '3MB', false); RETURN 1; END $$;
 CREATE OR REPLACE FUNCTION read_only(a int) RETURNS int LANGUAGE plpgsql
   AS $$ BEGIN RETURN (SELECT count(*) FROM pg_class WHERE oid = a); END $$;
 CREATE OR REPLACE FUNCTION read_only_sql(a int) RETURNS int LANGUAGE sql AS 'SELECT $1 + 1';
@@ -199,14 +201,31 @@ def test_a_function_that_only_reads_costs_no_check(make_pooler):
     assert sum(opaque.values()) <= bound, opaque
 
 
-def test_a_function_that_sets_is_checked_every_time(make_pooler):
+def test_a_function_that_sets_a_named_setting_costs_a_reset_not_a_check(make_pooler):
+    # The body names work_mem: once judged, each call has the server RESET work_mem at the
+    # release, as the reset action does, without the check.
+    pooler = make_pooler(default_pool_size=2, admin_users="app", verbose=2)
+    with noise(pooler), client(pooler) as a:
+        a.execute("SET work_mem = '64MB'")  # kept: the next link gives it back
+        for _ in range(12):
+            assert a.hopper.run(a, "SELECT wm_by_set_config(), pg_backend_pid()")[0] == 1
+            value, _ = a.hopper.run(a, "SELECT current_setting('work_mem'), pg_backend_pid()")
+            assert value == "64MB"
+        a.execute("RESET work_mem")
+    verifies, resets = count(pooler, VERIFY), count(pooler, "internal query: RESET work_mem")
+    assert 1 <= count(pooler, LOOKUP) < 12 and verifies < 12 and resets >= 12 - verifies, \
+        (count(pooler, LOOKUP), verifies, resets)
+
+
+def test_a_function_with_a_computed_setting_name_is_checked_every_time(make_pooler):
     pooler = make_pooler(default_pool_size=2, admin_users="app", verbose=2)
     with noise(pooler), client(pooler) as a:
         for _ in range(10):
-            a.hopper.run(a, "SELECT wm_by_set_config(), pg_backend_pid()")
+            a.hopper.run(a, "SELECT wm_computed(), pg_backend_pid()")
     assert count(pooler, VERIFY) >= 10, count(pooler, VERIFY)
     # Looked up once per verdict's life, not at every call.
     assert 1 <= count(pooler, LOOKUP) < 10, count(pooler, LOOKUP)
+    assert "set: work_mem (after wm_computed)" in hidden(pooler), leaks(pooler)
 
 
 def test_a_prepared_call_is_checked_at_every_execution(pooler):

@@ -132,13 +132,26 @@ uint64_t note_opaque_calls(Worker& worker, Server& server, const SessionPolicy& 
   for (size_t i = 0; i < verdict.opaque_calls.size(); ++i) {
     const pp::OpaqueCall& call = verdict.opaque_calls[i];
     if (!call.lexer_only && names_a_function(call.name)) {
-      const std::optional<FunctionVerdict> known = FunctionVerdictCache::process().find(
+      const std::optional<FunctionJudgement> known = FunctionVerdictCache::process().find(
           server.function_verdict_key(call.name), worker.now_ms());
       // Not after a SET in the same transaction: the verdict was keyed by the search_path the
       // pooler believed, which that SET may have changed.
-      if (known == FunctionVerdict::no_state && !server.settings_changing()) {
-        if (i < 64) judged |= uint64_t{1} << i;
-        continue;
+      if (known && !server.settings_changing()) {
+        if (known->verdict == FunctionVerdict::no_state) {
+          if (i < 64) judged |= uint64_t{1} << i;
+          continue;
+        }
+        if (known->verdict == FunctionVerdict::resets_settings) {
+          // What the body sets is reset at the release, as the reset action does; the next
+          // link applies the client's kept value again (forget_reset_settings).
+          for (const std::string& name : known->settings) {
+            pp::SessionStateFinding f;
+            f.kind = pp::SessionStateKind::set;
+            f.detail = name;
+            server.mark_dirty(f);
+          }
+          continue;
+        }
       }
       if (!known) server.look_up_function(call.name);
     }

@@ -2,6 +2,7 @@
 // process's cache; see function_verdicts.h.
 #include "pooler/session_state/function_verdicts.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "pgsluice/protocol/backend.h"
@@ -13,24 +14,49 @@ namespace pgsluice {
 
 namespace pp = pgsluice::protocol;
 
-FunctionVerdict judge_function(const FunctionRow& row) {
+FunctionJudgement judge_function(const FunctionRow& row) {
   const pp::Classification c =
       pp::classify_function_body(pp::FunctionDefinition{.language = row.language,
                                                         .arguments = row.arguments,
                                                         .result = row.result,
                                                         .body = row.body});
+  const FunctionJudgement unknown{FunctionVerdict::may_change, {}};
   if (c.source == pp::VerdictSource::lexer_fallback || c.calls_opaque_function() ||
       c.cleanup.any()) {
-    return FunctionVerdict::may_change;
+    return unknown;
   }
-  // A use (currval, EXECUTE p) reads state and leaves it as it was. A release changes it too: a
-  // RESET of a setting the client keeps leaves the server unlike the pooler's belief. (A SET in
-  // a body persists even under a SET clause of the same setting, PostgreSQL's documented rule,
-  // so the clause excuses nothing.)
+  // A use (currval, EXECUTE p) reads state and leaves it as it was. A setting named by a
+  // constant, set or reset, is undone by a RESET of it. (A SET in a body persists even under a
+  // SET clause of the same setting, PostgreSQL's documented rule, so the clause excuses
+  // nothing.) Anything else, a computed set_config name included, needs the server's word.
+  FunctionJudgement out;
   for (const pp::SessionStateFinding& f : c.findings) {
-    if (f.effect != pp::SessionStateEffect::use) return FunctionVerdict::may_change;
+    if (f.effect == pp::SessionStateEffect::use) continue;
+    const bool setting =
+        f.kind == pp::SessionStateKind::set || f.kind == pp::SessionStateKind::set_config;
+    if (!setting || f.detail.empty() || f.lexer_only || f.detail == "all") return unknown;
+    out.verdict = FunctionVerdict::resets_settings;
+    const std::string name = ascii_lower(f.detail);
+    if (std::find(out.settings.begin(), out.settings.end(), name) == out.settings.end()) {
+      out.settings.push_back(name);
+    }
   }
-  return FunctionVerdict::no_state;
+  return out;
+}
+
+void merge_judgement(FunctionJudgement& into, const FunctionJudgement& other) {
+  if (into.verdict == FunctionVerdict::may_change) return;
+  if (other.verdict == FunctionVerdict::may_change) {
+    into = other;
+    return;
+  }
+  if (other.verdict == FunctionVerdict::no_state) return;
+  into.verdict = FunctionVerdict::resets_settings;
+  for (const std::string& name : other.settings) {
+    if (std::find(into.settings.begin(), into.settings.end(), name) == into.settings.end()) {
+      into.settings.push_back(name);
+    }
+  }
 }
 
 bool names_a_function(std::string_view name) {
@@ -73,7 +99,7 @@ std::string function_lookup_query(const std::vector<std::string>& names) {
 
 void FunctionLookup::start(std::vector<std::string> names, std::string key_prefix) {
   awaiting_ = true;
-  verdicts_.assign(names.size(), FunctionVerdict::no_state);
+  verdicts_.assign(names.size(), FunctionJudgement{});
   found_.assign(names.size(), false);
   names_ = std::move(names);
   key_prefix_ = std::move(key_prefix);
@@ -95,11 +121,12 @@ void FunctionLookup::on_row(std::string_view body) {
     return;
   }
   found_[i] = true;
-  if (verdicts_[i] == FunctionVerdict::may_change) return;
-  verdicts_[i] = judge_function(FunctionRow{.language = std::string(*v[1]),
-                                            .body = std::string(*v[2]),
-                                            .arguments = std::string(v[3].value_or("")),
-                                            .result = std::string(v[4].value_or(""))});
+  if (verdicts_[i].verdict == FunctionVerdict::may_change) return;
+  merge_judgement(verdicts_[i],
+                  judge_function(FunctionRow{.language = std::string(*v[1]),
+                                             .body = std::string(*v[2]),
+                                             .arguments = std::string(v[3].value_or("")),
+                                             .result = std::string(v[4].value_or(""))}));
 }
 
 void FunctionLookup::finish(uint64_t now_ms) {
@@ -109,7 +136,8 @@ void FunctionLookup::finish(uint64_t now_ms) {
   for (size_t i = 0; i < names_.size(); ++i) {
     // No overload on the path: the call failed, or the name resolves elsewhere than the lookup
     // looked; either way nothing is known.
-    cache.store(key_prefix_ + names_[i], found_[i] ? verdicts_[i] : FunctionVerdict::may_change,
+    cache.store(key_prefix_ + names_[i],
+                found_[i] ? verdicts_[i] : FunctionJudgement{FunctionVerdict::may_change, {}},
                 now_ms);
   }
 }
@@ -134,7 +162,8 @@ FunctionVerdictCache& FunctionVerdictCache::process() {
   return cache;
 }
 
-std::optional<FunctionVerdict> FunctionVerdictCache::find(const std::string& key, uint64_t now_ms) {
+std::optional<FunctionJudgement> FunctionVerdictCache::find(const std::string& key,
+                                                            uint64_t now_ms) {
   std::lock_guard lock(mutex_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
@@ -142,13 +171,14 @@ std::optional<FunctionVerdict> FunctionVerdictCache::find(const std::string& key
     entries_.erase(it);
     return std::nullopt;
   }
-  return it->second.verdict;
+  return it->second.judgement;
 }
 
-void FunctionVerdictCache::store(const std::string& key, FunctionVerdict verdict, uint64_t now_ms) {
+void FunctionVerdictCache::store(const std::string& key, FunctionJudgement judgement,
+                                 uint64_t now_ms) {
   std::lock_guard lock(mutex_);
   if (entries_.size() >= kMaxEntries && entries_.find(key) == entries_.end()) entries_.clear();
-  entries_[key] = Entry{verdict, now_ms + kFunctionVerdictTtlMs};
+  entries_[key] = Entry{std::move(judgement), now_ms + kFunctionVerdictTtlMs};
 }
 
 void FunctionVerdictCache::clear() {

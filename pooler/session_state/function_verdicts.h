@@ -6,7 +6,8 @@
 // classifier (SQL) or the DO-block analysis (PL/pgSQL). A name all of whose overloads can change
 // no session state is then no check and no finding until the verdict expires; anything else
 // (another language, dynamic EXECUTE, a call of another non-built-in function, a body that does
-// not compile, a name with no overload found) is checked every time.
+// not compile, a name with no overload found) is checked every time. A body whose only findings
+// are settings named by constants has those settings reset at the release instead of a check.
 //
 // Invalidation, conservative: a verdict lasts kFunctionVerdictTtlMs (a function replaced behind
 // the pooler's back is judged by its old body for at most that long), and every verdict is
@@ -29,8 +30,18 @@ namespace pgsluice {
 inline constexpr uint64_t kFunctionVerdictTtlMs = 1000;
 
 enum class FunctionVerdict {
-  no_state,    // every overload's body was read: none can change session state
+  no_state,  // every overload's body was read: none can change session state
+  // what the bodies change is settings named by constants (SET x, RESET x, set_config('x', …,
+  // false)), nothing else: those are reset at the release (RESET x, as the `reset` action does),
+  // which needs no check; the caller sees them for the rest of its transaction, as after a check
+  resets_settings,
   may_change,  // check the server after each call
+};
+
+struct FunctionJudgement {
+  FunctionVerdict verdict = FunctionVerdict::no_state;
+  std::vector<std::string> settings;  // resets_settings: their names, lower case
+  bool operator==(const FunctionJudgement&) const = default;
 };
 
 // One overload as the lookup query returns it.
@@ -41,7 +52,9 @@ struct FunctionRow {
   std::string result;     // pg_get_function_result (empty for a procedure)
 };
 
-FunctionVerdict judge_function(const FunctionRow& row);
+FunctionJudgement judge_function(const FunctionRow& row);
+// Two overloads' judgements as one name's: may_change wins, settings add up.
+void merge_judgement(FunctionJudgement& into, const FunctionJudgement& other);
 
 // Whether an opaque call's name is a function's name, qualified at most by a schema ("f",
 // "s.f"), which the lookup can find; not a DO block's ("DO (language plperl)") or a name the
@@ -68,7 +81,7 @@ class FunctionLookup {
  private:
   bool awaiting_ = false;
   std::vector<std::string> names_;
-  std::vector<FunctionVerdict> verdicts_;
+  std::vector<FunctionJudgement> verdicts_;
   std::vector<bool> found_;
   bool malformed_ = false;
   std::string key_prefix_;
@@ -84,14 +97,14 @@ class FunctionVerdictCache {
   static constexpr size_t kMaxEntries = 4096;
   static FunctionVerdictCache& process();
 
-  std::optional<FunctionVerdict> find(const std::string& key, uint64_t now_ms);
-  void store(const std::string& key, FunctionVerdict verdict, uint64_t now_ms);
+  std::optional<FunctionJudgement> find(const std::string& key, uint64_t now_ms);
+  void store(const std::string& key, FunctionJudgement judgement, uint64_t now_ms);
   void clear();
   size_t size();
 
  private:
   struct Entry {
-    FunctionVerdict verdict;
+    FunctionJudgement judgement;
     uint64_t expires_ms;
   };
   std::mutex mutex_;

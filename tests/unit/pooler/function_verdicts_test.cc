@@ -32,8 +32,8 @@ std::string data_row(const std::vector<std::optional<std::string>>& values) {
   return b;
 }
 
-FunctionVerdict judge(std::string language, std::string body, std::string arguments = "",
-                      std::string result = "integer") {
+FunctionJudgement judge(std::string language, std::string body, std::string arguments = "",
+                        std::string result = "integer") {
   return judge_function(FunctionRow{.language = std::move(language),
                                     .body = std::move(body),
                                     .arguments = std::move(arguments),
@@ -45,33 +45,55 @@ TEST(FunctionVerdicts, ReadOnlyBodiesChangeNoState) {
                   "BEGIN RETURN (SELECT abalance FROM pgbench_accounts WHERE aid = a); "
                   "END",
                   "a integer"),
-            FunctionVerdict::no_state);
-  EXPECT_EQ(judge("sql", "SELECT $1 * 2", "integer"), FunctionVerdict::no_state);
+            FunctionJudgement{});
+  EXPECT_EQ(judge("sql", "SELECT $1 * 2", "integer"), FunctionJudgement{});
   // SET LOCAL and set_config(…, true) end with the transaction.
   EXPECT_EQ(judge("plpgsql", "BEGIN SET LOCAL work_mem = '3MB'; RETURN 1; END"),
-            FunctionVerdict::no_state);
+            FunctionJudgement{});
   EXPECT_EQ(judge("plpgsql", "BEGIN PERFORM set_config('work_mem', '3MB', true); RETURN 1; END"),
-            FunctionVerdict::no_state);
+            FunctionJudgement{});
   // currval reads what an earlier nextval left: a use, not a change.
-  EXPECT_EQ(judge("sql", "SELECT currval('s')::int"), FunctionVerdict::no_state);
+  EXPECT_EQ(judge("sql", "SELECT currval('s')::int"), FunctionJudgement{});
+}
+
+TEST(FunctionVerdicts, SettingsNamedByConstantsAreResetAtTheRelease) {
+  const FunctionJudgement work_mem{FunctionVerdict::resets_settings, {"work_mem"}};
+  EXPECT_EQ(judge("plpgsql", "BEGIN PERFORM set_config('work_mem', '3MB', false); RETURN 1; END"),
+            work_mem);
+  EXPECT_EQ(judge("plpgsql", "BEGIN SET Work_Mem = '3MB'; RETURN 1; END"), work_mem);
+  EXPECT_EQ(judge("plpgsql", "BEGIN RESET work_mem; RETURN 1; END"), work_mem);
+  EXPECT_EQ(judge("plpgsql",
+                  "BEGIN SET work_mem = '3MB'; SET work_mem = '4MB'; "
+                  "PERFORM set_config('app.t', 'x', false); RETURN 1; END"),
+            (FunctionJudgement{FunctionVerdict::resets_settings, {"work_mem", "app.t"}}));
+  EXPECT_EQ(judge("sql", "SELECT set_config('app.t', $1, false)", "text", "text"),
+            (FunctionJudgement{FunctionVerdict::resets_settings, {"app.t"}}));
+  // Overloads of one name: settings add up, anything unknown wins.
+  FunctionJudgement name = judge("sql", "SELECT 1");
+  merge_judgement(name, work_mem);
+  merge_judgement(name, FunctionJudgement{FunctionVerdict::resets_settings, {"app.t"}});
+  EXPECT_EQ(name, (FunctionJudgement{FunctionVerdict::resets_settings, {"work_mem", "app.t"}}));
+  merge_judgement(name, FunctionJudgement{FunctionVerdict::may_change, {}});
+  EXPECT_EQ(name.verdict, FunctionVerdict::may_change);
+  merge_judgement(name, work_mem);
+  EXPECT_EQ(name.verdict, FunctionVerdict::may_change);
 }
 
 TEST(FunctionVerdicts, WhatMayChangeStateIsCheckedEveryTime) {
   for (const char* body :
-       {"BEGIN PERFORM set_config('work_mem', '3MB', false); RETURN 1; END",
-        "BEGIN SET work_mem = '3MB'; RETURN 1; END", "BEGIN RESET work_mem; RETURN 1; END",
+       {"BEGIN RESET ALL; RETURN 1; END", "BEGIN SET ROLE nobody; RETURN 1; END",
         "BEGIN PERFORM pg_advisory_lock(1); RETURN 1; END", "BEGIN LISTEN c; RETURN 1; END",
         "BEGIN EXECUTE 'SELECT ' || 1; RETURN 1; END",             // dynamic SQL
         "BEGIN RETURN other_user_function(); END",                 // another non-built-in function
         "BEGIN PERFORM set_config(n, '1', false); RETURN 1; END",  // n: not declared here
         "BEGIN DISCARD ALL; RETURN 1; END", "this is not plpgsql"}) {
-    EXPECT_EQ(judge("plpgsql", body), FunctionVerdict::may_change) << body;
+    EXPECT_EQ(judge("plpgsql", body).verdict, FunctionVerdict::may_change) << body;
   }
-  EXPECT_EQ(judge("sql", "SELECT set_config('app.t', $1, false)", "text", "text"),
+  EXPECT_EQ(judge("sql", "SELECT set_config($1, 'x', false)", "text", "text").verdict,
             FunctionVerdict::may_change);
-  EXPECT_EQ(judge("sql", ""), FunctionVerdict::may_change);  // BEGIN ATOMIC
-  EXPECT_EQ(judge("c", "symbol"), FunctionVerdict::may_change);
-  EXPECT_EQ(judge("internal", "lower"), FunctionVerdict::may_change);
+  EXPECT_EQ(judge("sql", "").verdict, FunctionVerdict::may_change);  // BEGIN ATOMIC
+  EXPECT_EQ(judge("c", "symbol").verdict, FunctionVerdict::may_change);
+  EXPECT_EQ(judge("internal", "lower").verdict, FunctionVerdict::may_change);
 }
 
 TEST(FunctionVerdicts, NamesTheLookupCanFind) {
@@ -109,21 +131,22 @@ TEST(FunctionVerdicts, LookupRowsGiveOneVerdictPerNameInTheCache) {
   EXPECT_TRUE(lookup.awaiting());
   lookup.on_row(data_row({"0", "plpgsql", "BEGIN RETURN a; END", "a integer", "integer"}));
   lookup.on_row(data_row({"1", "plpgsql", "BEGIN SET work_mem = '3MB'; END", "", "void"}));
-  // One overload reads, the other sets: the name may change state.
+  // One overload reads, the other takes a lock: the name may change state.
   lookup.on_row(data_row({"3", "sql", "SELECT 1", "", "integer"}));
-  lookup.on_row(data_row({"3", "sql", "SELECT set_config('a.b', 'c', false)", "x text", "text"}));
+  lookup.on_row(data_row({"3", "sql", "SELECT pg_advisory_lock(1)", "x text", "void"}));
   lookup.finish(1000);
   EXPECT_FALSE(lookup.awaiting());
-  EXPECT_EQ(cache.find(prefix + "reader", 1000), FunctionVerdict::no_state);
-  EXPECT_EQ(cache.find(prefix + "setter", 1000), FunctionVerdict::may_change);
-  EXPECT_EQ(cache.find(prefix + "missing", 1000), FunctionVerdict::may_change);
-  EXPECT_EQ(cache.find(prefix + "overloaded", 1000), FunctionVerdict::may_change);
+  EXPECT_EQ(cache.find(prefix + "reader", 1000), FunctionJudgement{});
+  const FunctionJudgement unknown{FunctionVerdict::may_change, {}};
+  EXPECT_EQ(cache.find(prefix + "setter", 1000),
+            (FunctionJudgement{FunctionVerdict::resets_settings, {"work_mem"}}));
+  EXPECT_EQ(cache.find(prefix + "missing", 1000), unknown);
+  EXPECT_EQ(cache.find(prefix + "overloaded", 1000), unknown);
   // Another search_path, user or database is another key.
   EXPECT_EQ(cache.find(verdict_key_prefix("app", "app", "other") + "reader", 1000), std::nullopt);
   EXPECT_EQ(cache.find(verdict_key_prefix("app", "bob", "") + "reader", 1000), std::nullopt);
   // A verdict expires.
-  EXPECT_EQ(cache.find(prefix + "reader", 1000 + kFunctionVerdictTtlMs - 1),
-            FunctionVerdict::no_state);
+  EXPECT_EQ(cache.find(prefix + "reader", 1000 + kFunctionVerdictTtlMs - 1), FunctionJudgement{});
   EXPECT_EQ(cache.find(prefix + "reader", 1000 + kFunctionVerdictTtlMs), std::nullopt);
   EXPECT_EQ(cache.find(prefix + "reader", 1000), std::nullopt);  // and is gone
   cache.clear();
@@ -150,12 +173,13 @@ TEST(FunctionVerdicts, BoundedCache) {
   FunctionVerdictCache& cache = FunctionVerdictCache::process();
   cache.clear();
   for (size_t i = 0; i < FunctionVerdictCache::kMaxEntries; ++i) {
-    cache.store("k" + std::to_string(i), FunctionVerdict::no_state, 0);
+    cache.store("k" + std::to_string(i), FunctionJudgement{}, 0);
   }
   EXPECT_EQ(cache.size(), FunctionVerdictCache::kMaxEntries);
-  cache.store("k0", FunctionVerdict::may_change, 0);  // a known key replaces its entry
+  cache.store("k0", FunctionJudgement{FunctionVerdict::may_change, {}},
+              0);  // a known key replaces its entry
   EXPECT_EQ(cache.size(), FunctionVerdictCache::kMaxEntries);
-  cache.store("new", FunctionVerdict::no_state, 0);  // full: starts again
+  cache.store("new", FunctionJudgement{}, 0);  // full: starts again
   EXPECT_EQ(cache.size(), 1u);
   cache.clear();
 }
