@@ -11,10 +11,14 @@ the defaults (keep for settings) within 3% of off (issue 18).
 
 Workloads: `select` is pgbench -S; `set` is a client that runs `SET work_mem` before the same
 SELECT in every pgbench transaction (two pooled transactions: the SET's, which `keep` reads back,
-and the SELECT's) — the cost of keep.
+and the SELECT's) — the cost of keep. `function-read` runs `SELECT bench_read(:aid)`, a PL/pgSQL
+function that only reads pgbench_accounts (the cost of an opaque call the pooler has judged by
+its body: function_verdicts.h), `function-set` `SELECT bench_set(:aid)`, which also runs
+`set_config('work_mem', '3MB', false)` (the check and DISCARD ALL after every transaction).
 
     /usr/bin/python3 integration/bench/session_checks.py --pgsluice build-rel/pooler/pgsluice \
-        [--repeats 3] [--duration 10] [--clients 8] [--protocol simple] [--workload select|set] \
+        [--repeats 3] [--duration 10] [--clients 8] [--protocol simple] \
+        [--workload select|set|function-read|function-set] \
         [--configs off,default,warn,warn+verify=sample/100] [--window] [--perf-stat] \
         [--perf-record DIR]
 
@@ -59,6 +63,23 @@ CONFIGS = {
     "warn": {"session_state_action": "warn"},
     "warn+verify=sample/100": {"session_state_action": "warn", "session_state_verify": "sample",
                                "session_state_verify_sample": "100"},
+}
+
+
+FUNCTIONS = """
+CREATE OR REPLACE FUNCTION bench_read(a int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN RETURN (SELECT abalance FROM pgbench_accounts WHERE aid = a); END $$;
+CREATE OR REPLACE FUNCTION bench_set(a int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('work_mem', '3MB', false);
+  RETURN (SELECT abalance FROM pgbench_accounts WHERE aid = a);
+END $$;
+"""
+
+SCRIPTS = {
+    "set": "SET work_mem = '64MB';\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n",
+    "function-read": "SELECT bench_read(:aid);\n",
+    "function-set": "SELECT bench_set(:aid);\n",
 }
 
 
@@ -244,7 +265,7 @@ def run_window(pooler, args, script, record):
         # SIGTERM: a shell that starts this in the background has pgbench ignore SIGINT.
         bench.send_signal(signal.SIGTERM)
         bench.communicate(timeout=60)
-    per_pgbench = 2 if script is not None else 1
+    per_pgbench = 2 if args.workload == "set" else 1
     txns = xacts / per_pgbench
     if txns <= 0:
         return None
@@ -263,7 +284,7 @@ def main() -> int:
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--protocol", default="simple", choices=["simple", "extended", "prepared"])
-    ap.add_argument("--workload", default="select", choices=["select", "set"])
+    ap.add_argument("--workload", default="select", choices=["select", *SCRIPTS])
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--pool-size", type=int, default=8)
     ap.add_argument("--perf-stat", action="store_true")
@@ -273,12 +294,10 @@ def main() -> int:
     args = ap.parse_args()
     configs = {name: CONFIGS[name] for name in args.configs.split(",")}
     script = None
-    if args.workload == "set":
-        script = os.path.join(tempfile.mkdtemp(prefix="pgsluice-bench-"), "set.sql")
+    if args.workload in SCRIPTS:
+        script = os.path.join(tempfile.mkdtemp(prefix="pgsluice-bench-"), "workload.sql")
         with open(script, "w") as f:
-            f.write("\\set aid random(1, 100000)\n"
-                    "SET work_mem = '64MB';\n"
-                    "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
+            f.write("\\set aid random(1, 100000)\n" + SCRIPTS[args.workload])
         os.chmod(os.path.dirname(script), 0o755)
 
     if args.callgrind:
@@ -287,6 +306,8 @@ def main() -> int:
     poolers = {}
     try:
         pg.pgbench_init()
+        if args.workload.startswith("function"):
+            pg.psql(FUNCTIONS, db="app")
         for name, settings in configs.items():
             binary = os.path.abspath(args.pgsluice)
             if args.callgrind:
