@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "pooler/base/io_buffers.h"
 #include "pooler/net/tls_session.h"
 
 namespace pgsluice {
@@ -36,7 +37,7 @@ constexpr size_t kIdleInputCapacity = 64 * 1024;
 
 Channel::Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phase,
                  uint32_t max_length)
-    : loop_(loop), owner_(owner), input_(phase, max_length) {
+    : loop_(loop), owner_(owner), input_(phase, max_length, IoBuffers::shared()) {
   std::memset(&handle_, 0, sizeof(handle_));
   std::memset(&poll_, 0, sizeof(poll_));
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "pgsluice/protocol/bytes.h"
 
@@ -16,7 +17,19 @@ namespace {
 constexpr uint32_t kMinStartupPacketLength = 8;
 constexpr size_t kMinGrowth = 4096;
 
+class HeapStore final : public BufferStore {
+ public:
+  char* allocate(size_t& size) override { return static_cast<char*>(::operator new(size)); }
+  void release(char* data, size_t /*size*/) noexcept override { ::operator delete(data); }
+};
+
 }  // namespace
+
+BufferStore& BufferStore::heap() {
+  // Never destroyed: a reader in an object destroyed at exit may still give its buffer back.
+  static auto* store = new HeapStore;
+  return *store;
+}
 
 HeaderResult peek_header(std::string_view buf, FramePhase phase, uint32_t max_length) {
   HeaderResult result;
@@ -83,19 +96,34 @@ FrameResult next_message(std::string_view buf, FramePhase phase, uint32_t max_le
   return result;
 }
 
-FrameReader::FrameReader(FramePhase phase, uint32_t max_length)
-    : phase_(phase), max_length_(max_length) {}
+FrameReader::FrameReader(FramePhase phase, uint32_t max_length, BufferStore& store)
+    : phase_(phase), max_length_(max_length), store_(store) {}
+
+FrameReader::~FrameReader() {
+  if (data_ != nullptr) store_.release(data_, capacity_);
+}
 
 char* FrameReader::writable(size_t min_free) {
-  if (writable_size() >= min_free) return buffer_.data() + end_;
+  if (writable_size() >= min_free) return data_ + end_;
   // Moving the unread bytes to the front is cheaper than growing when that makes enough room.
   if (start_ > 0) {
     compact();
-    if (writable_size() >= min_free) return buffer_.data() + end_;
+    if (writable_size() >= min_free) return data_ + end_;
   }
-  const size_t needed = end_ + min_free;
-  buffer_.resize(std::max({needed, buffer_.size() * 2, kMinGrowth}));
-  return buffer_.data() + end_;
+  reallocate(std::max({end_ + min_free, capacity_ * 2, kMinGrowth}));
+  return data_ + end_;
+}
+
+void FrameReader::reallocate(size_t size) {
+  size_t got = size;
+  char* fresh = store_.allocate(got);
+  const size_t unread = end_ - start_;
+  if (unread > 0) std::memcpy(fresh, data_ + start_, unread);
+  if (data_ != nullptr) store_.release(data_, capacity_);
+  data_ = fresh;
+  capacity_ = got;
+  start_ = 0;
+  end_ = unread;
 }
 
 void FrameReader::commit(size_t count) {
@@ -119,13 +147,13 @@ void FrameReader::skip(size_t count) {
 }
 
 std::string_view FrameReader::unread() const {
-  return std::string_view(buffer_.data() + start_, end_ - start_);
+  return std::string_view(data_ + start_, end_ - start_);
 }
 
 void FrameReader::compact() {
   if (start_ == 0) return;
   const size_t unread = end_ - start_;
-  if (unread > 0) std::memmove(buffer_.data(), buffer_.data() + start_, unread);
+  if (unread > 0) std::memmove(data_, data_ + start_, unread);
   start_ = 0;
   end_ = unread;
 }
@@ -134,9 +162,14 @@ void FrameReader::shrink_if_idle(size_t keep_capacity) {
   if (unread_size() != 0) return;
   start_ = 0;
   end_ = 0;
-  if (buffer_.size() <= keep_capacity) return;
-  // A fresh string, not resize(): resize never gives memory back, shrink_to_fit is only a request.
-  std::string(keep_capacity, '\0').swap(buffer_);
+  if (capacity_ <= keep_capacity) return;
+  if (keep_capacity > 0) {
+    reallocate(keep_capacity);
+    return;
+  }
+  store_.release(data_, capacity_);
+  data_ = nullptr;
+  capacity_ = 0;
 }
 
 }  // namespace pgsluice::protocol

@@ -58,17 +58,35 @@ HeaderResult peek_header(std::string_view buf, FramePhase phase, uint32_t max_le
 // The complete message at the start of `buf`, if all of it is there.
 FrameResult next_message(std::string_view buf, FramePhase phase, uint32_t max_length);
 
+// Where a FrameReader's buffer memory comes from. The default is the C++ heap; the pooler gives
+// its channels slabs of their own (pooler/base/io_buffers.h), so that the read buffers of a
+// login burst leave no holes in malloc's heap between what lives on (issue 17).
+class BufferStore {
+ public:
+  virtual ~BufferStore() = default;
+  // At least `size` bytes; `size` becomes what the block holds. Throws std::bad_alloc.
+  virtual char* allocate(size_t& size) = 0;
+  // A block of this store with the size allocate() gave it.
+  virtual void release(char* data, size_t size) noexcept = 0;
+  // operator new and delete.
+  static BufferStore& heap();
+};
+
 // A growable input buffer with a read cursor: the socket writes into writable(), commit() makes
 // those bytes readable, next() hands out complete messages as views. Views stay valid until the
 // next call of writable(), append() or compact().
 class FrameReader {
  public:
   explicit FrameReader(FramePhase phase = FramePhase::regular,
-                       uint32_t max_length = kDefaultMaxMessageLength);
+                       uint32_t max_length = kDefaultMaxMessageLength,
+                       BufferStore& store = BufferStore::heap());
+  FrameReader(const FrameReader&) = delete;
+  FrameReader& operator=(const FrameReader&) = delete;
+  ~FrameReader();
 
   // At least `min_free` writable bytes at the end of the buffer (compacting or growing it).
   char* writable(size_t min_free);
-  [[nodiscard]] size_t writable_size() const { return buffer_.size() - end_; }
+  [[nodiscard]] size_t writable_size() const { return capacity_ - end_; }
   void commit(size_t count);
   void append(std::string_view data);  // writable + copy + commit, for tests and synthesized input
 
@@ -81,7 +99,7 @@ class FrameReader {
   HeaderResult peek() const {
     if (phase_ == FramePhase::regular) {
       if (unread_size() < 5) return {};  // need_more
-      const char* p = buffer_.data() + start_;
+      const char* p = data_ + start_;
       const uint32_t length = load_u32(p + 1);
       if (p[0] != 0 && length >= 4 && length <= max_length_) {
         return {.status = FrameStatus::complete, .header = {.type = p[0], .length = length}};
@@ -93,7 +111,7 @@ class FrameReader {
   // (header.wire_size() <= unread_size(), which the caller has checked), advancing past it.
   // The forwarding loops peek at every message first: next() would read the header twice.
   Message take(const MessageHeader& header) {
-    const char* wire = buffer_.data() + start_;
+    const char* wire = data_ + start_;
     start_ += header.wire_size();
     return Message{.type = header.type,
                    .body = std::string_view(wire + header.header_size(), header.body_size()),
@@ -112,12 +130,17 @@ class FrameReader {
   void compact();
   // Releases memory of a large buffer once it is empty, so that an idle connection stays small.
   void shrink_if_idle(size_t keep_capacity);
-  [[nodiscard]] size_t capacity() const { return buffer_.size(); }
+  [[nodiscard]] size_t capacity() const { return capacity_; }
 
  private:
+  // A buffer of at least `size` bytes holding the unread bytes at its front.
+  void reallocate(size_t size);
+
   FramePhase phase_;
   uint32_t max_length_;
-  std::string buffer_;
+  BufferStore& store_;
+  char* data_ = nullptr;
+  size_t capacity_ = 0;
   size_t start_ = 0;  // first unread byte
   size_t end_ = 0;    // one past the last received byte
 };
