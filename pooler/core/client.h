@@ -28,6 +28,7 @@
 #include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/prefilter_memo.h"
+#include "pooler/session_state/relay_queue.h"
 #include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
@@ -393,10 +394,7 @@ class Client final : public ChannelOwner {
   // (process_regular_input).
   bool input_held_for_read_back_ = false;
   std::string held_ready_;
-  // Held while the client is in a transaction. A vector, not a deque: libstdc++'s deque
-  // allocates 576 bytes when constructed, which every idle client carried (issue 17).
-  std::vector<std::string> relayed_;
-  size_t relayed_bytes_ = 0;
+  RelayQueue relayed_;  // held while the client is in a transaction
   std::unique_ptr<ConsoleSession> admin_;
 };
 

@@ -36,14 +36,10 @@ void Client::on_listen_read_back(ChannelSet after, std::string ready_wire) {
     ready = relay_->update(*this, added, removed);
   }
   // Nothing held for a channel it left may go out now (PostgreSQL: nothing after UNLISTEN).
-  std::erase_if(relayed_, [&](const std::string& wire) {
-    auto body = std::string_view(wire).substr(std::min<size_t>(wire.size(), 5));
+  relayed_.drop_if([&](std::string_view wire) {
+    auto body = wire.substr(std::min<size_t>(wire.size(), 5));
     auto n = protocol::parse_notification_response(body);
-    if (!n || wire.empty() || wire[0] != 'A' || listen_channels_.contains(n.value.channel)) {
-      return false;
-    }
-    relayed_bytes_ -= wire.size();
-    return true;
+    return n && !wire.empty() && wire[0] == 'A' && !listen_channels_.contains(n.value.channel);
   });
   if (ready) {
     // Called from the server's reply loop, which flushes this client's output after it.
@@ -76,24 +72,22 @@ void Client::on_relay_message(std::string_view channel, std::string_view wire) {
   if (state_ == State::closing) return;
   if (!channel.empty() && !listen_channels_.contains(channel)) return;  // unlistened meanwhile
   const auto limit = static_cast<size_t>(worker_.settings().session_state_relay_queue);
-  if (relayed_bytes_ + channel_.queued_output() + wire.size() > limit) {
-    relay_overflow(limit);
-    return;
+  switch (relayed_.offer(wire, may_deliver_relayed(), channel_.queued_output(), limit)) {
+    case RelayQueue::Offer::overflow:
+      relay_overflow(limit);
+      return;
+    case RelayQueue::Offer::send_now:
+      channel_.output().append(wire);
+      channel_.flush();
+      return;
+    case RelayQueue::Offer::queued:
+      return;
   }
-  if (relayed_.empty() && may_deliver_relayed()) {
-    channel_.output().append(wire);
-    channel_.flush();
-    return;
-  }
-  relayed_.emplace_back(wire);
-  relayed_bytes_ += wire.size();
 }
 
 void Client::deliver_relayed() {
   if (relayed_.empty() || !may_deliver_relayed()) return;
-  for (const std::string& wire : relayed_) channel_.output().append(wire);
-  relayed_.clear();
-  relayed_bytes_ = 0;
+  relayed_.drain_into(channel_.output());
 }
 
 bool Client::deliver_relayed_after_release() {
@@ -107,7 +101,6 @@ void Client::relay_overflow(size_t limit) {
   // What it has not read is dropped; the error is what it reads next (after what its socket
   // buffers hold), and the connection closes once that is written.
   relayed_.clear();
-  relayed_bytes_ = 0;
   if (server_ == nullptr) channel_.output().clear();  // whole messages only: notifications
   close_when_client_closes_ = true;
   fail(sqlstate::kProgramLimitExceeded,
@@ -122,7 +115,6 @@ void Client::leave_relay() {
   worker_.unregister_relay_client(*this);
   relay_ = nullptr;
   relayed_.clear();
-  relayed_bytes_ = 0;
 }
 
 }  // namespace pgsluice
