@@ -8,33 +8,13 @@
 #include "pgsluice/protocol/session_state.h"
 #include "pooler/session_state/params.h"
 #include "pooler/session_state/verify.h"
+#include "tests/unit/pooler/data_row.h"
 #include "tests/unit/pooler/session_finding.h"
 
 namespace pgsluice {
 namespace {
 
 namespace pp = pgsluice::protocol;
-
-std::string data_row(const std::vector<std::optional<std::string>>& values) {
-  std::string b;
-  auto i16 = [&](int v) {
-    b += static_cast<char>((v >> 8) & 0xff);
-    b += static_cast<char>(v & 0xff);
-  };
-  auto i32 = [&](int32_t v) {
-    for (int s = 24; s >= 0; s -= 8) b += static_cast<char>((v >> s) & 0xff);
-  };
-  i16(static_cast<int>(values.size()));
-  for (const auto& v : values) {
-    if (!v) {
-      i32(-1);
-    } else {
-      i32(static_cast<int32_t>(v->size()));
-      b += *v;
-    }
-  }
-  return b;
-}
 
 std::vector<std::string> describe(const std::vector<VerifyDifference>& d) {
   std::vector<std::string> out;
