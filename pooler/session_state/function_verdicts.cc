@@ -7,6 +7,7 @@
 
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/session_state.h"
+#include "pgsluice/protocol/sql_lexer.h"
 #include "pooler/base/text.h"
 #include "pooler/session_state/params.h"
 
@@ -200,10 +201,16 @@ bool function_ddl(std::string_view sql) {
   }
   const char first = ascii_lower(i < sql.size() ? sql[i] : '\0');
   if (first != 'c' && first != 'a' && first != 'd') return false;  // the common case
-  const std::string text = ascii_lower(sql.substr(i));
-  if (!text.starts_with("create") && !text.starts_with("alter") && !text.starts_with("drop")) {
+  // The first word, compared in place: a DELETE or a COMMIT is not copied (this runs for every
+  // statement the session checks see).
+  size_t end = i;
+  while (end < sql.size() && ascii_lower(sql[end]) >= 'a' && ascii_lower(sql[end]) <= 'z') ++end;
+  const std::string_view verb = sql.substr(i, end - i);
+  if (!protocol::iequals_keyword(verb, "create") && !protocol::iequals_keyword(verb, "alter") &&
+      !protocol::iequals_keyword(verb, "drop")) {
     return false;
   }
+  const std::string text = ascii_lower(sql.substr(end));
   for (std::string_view word :
        {"function", "procedure", "routine", "schema", "extension", "language"}) {
     if (text.find(word) != std::string::npos) return true;
