@@ -116,12 +116,15 @@ def flip(key: bytes, bit: int = 0) -> bytes:
 
 
 def test_cancel_keys_come_from_the_csprng():
-    """A static guard: the cancel key comes from OpenSSL's RAND_bytes, and no predictable PRNG
-    is used anywhere in the pooler or the protocol code."""
+    """A static guard: the cancel key comes from the kernel's CSPRNG (secure_random, a buffer
+    over getrandom(2)), and no predictable PRNG is used anywhere in the pooler or the protocol
+    code."""
     worker = open(os.path.join(SOURCE, "pooler", "core", "worker.cc")).read()
     body = worker[worker.index("Worker::register_cancel_key"):]
     body = body[:body.index("\n}\n")]
-    assert body.count("RAND_bytes") >= 2, body  # the pid and the key
+    assert body.count("secure_random(") >= 2, body  # the pid and the key
+    source = open(os.path.join(SOURCE, "pooler", "base", "secure_random.cc")).read()
+    assert "::getrandom(" in source, source
     weak = re.compile(r"\b(s?rand|random|drand48|lrand48|mt19937(_64)?|minstd_rand0?|"
                       r"default_random_engine|random_device)\s*[(<{]")
     # Uses that are no secret, by file: the spread of server lifetimes.

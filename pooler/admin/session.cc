@@ -1,7 +1,6 @@
 // The admin console protocol; see admin_session.h.
 #include "pooler/admin/session.h"
 
-#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "pgsluice/protocol/writer.h"
 #include "pooler/admin/commands.h"
 #include "pooler/admin/console.h"
+#include "pooler/base/secure_random.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/worker.h"
@@ -56,8 +56,9 @@ std::unique_ptr<AdminSession> AdminSession::start(Console& console, Worker& work
   // A key that matches no client: a CancelRequest for the console is ignored.
   uint32_t pid = 0;
   std::string key(4, '\0');
-  RAND_bytes(reinterpret_cast<unsigned char*>(&pid), sizeof(pid));
-  RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size()));
+  // Unchecked: a failed draw leaves zeros, and this key cancels nothing anyway.
+  (void)secure_random(&pid, sizeof(pid));
+  (void)secure_random(key.data(), key.size());
   pp::write_backend_key_data(out, static_cast<int32_t>(pid & 0x7fffffff), key);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   client.channel().flush();

@@ -2,7 +2,6 @@
 #include "pooler/auth/client_auth.h"
 
 #include <fmt/format.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +9,7 @@
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/md5.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/secure_random.h"
 
 namespace pgsluice {
 
@@ -21,7 +21,7 @@ constexpr std::string_view kScramPlusMechanism = "SCRAM-SHA-256-PLUS";
 
 std::string random_bytes(size_t n) {
   std::string out(n, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
+  if (!secure_random(out.data(), n)) {
     // Only SCRAM salts and the doomed verifier come from here: a zero salt weakens nothing that
     // an attacker could replay (the server nonce of the exchange is random or fatal).
     out.assign(n, '\0');
@@ -86,7 +86,7 @@ ClientAuth::Result ClientAuth::start(std::string& out) {
       break;
     case Method::md5: {
       // A predictable salt would let a captured MD5 response be replayed: no salt, no login.
-      if (RAND_bytes(md5_salt_.data(), static_cast<int>(md5_salt_.size())) != 1) {
+      if (!secure_random(md5_salt_.data(), md5_salt_.size())) {
         return fail("could not generate a random MD5 salt");
       }
       pp::write_authentication_md5_password(out, md5_salt_);

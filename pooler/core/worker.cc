@@ -2,7 +2,6 @@
 #include "pooler/core/worker.h"
 
 #include <malloc.h>
-#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include "pgsluice/protocol/md5.h"
 #include "pgsluice/protocol/scram.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/secure_random.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/auth_query.h"
 #include "pooler/core/cancel_key.h"
@@ -142,7 +142,8 @@ const pp::ScramVerifier* Worker::plain_scram_verifier(const std::string& user,
   if (it == scram_cache_.end() || it->second.first != secret ||
       it->second.second.iterations != iterations) {
     std::string salt(16, '\0');
-    RAND_bytes(reinterpret_cast<unsigned char*>(salt.data()), static_cast<int>(salt.size()));
+    // A failed draw leaves a zero salt: the verifier still works, made once per password.
+    (void)secure_random(salt.data(), salt.size());
     it = scram_cache_
              .insert_or_assign(
                  user, std::make_pair(secret, pp::make_scram_verifier(secret, salt, iterations)))
@@ -209,7 +210,7 @@ bool Worker::register_cancel_key(Client& client) {
   size_t key_size = client.protocol_version() >= pp::kProtocolVersion32 ? 32 : 4;
   std::string key(key_size, '\0');
   // Without the CSPRNG there is no key nobody can guess (an all-zero one would let anyone cancel
-  // the client's queries), and a failing RAND_bytes would spin this loop forever: refuse instead,
+  // the client's queries), and a failing draw would spin this loop forever: refuse instead,
   // as PostgreSQL does ("could not generate random cancel key").
   // The pid names this worker and the peer id (cancel_key.h). A pid of its own while a few draws
   // find one; with peering there are only 2^15 / workers pids per worker, so past those draws a
@@ -219,13 +220,11 @@ bool Worker::register_cancel_key(Client& client) {
   int32_t pid = 0;
   for (int draw = 1;; ++draw) {
     uint32_t raw = 0;
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(&raw), sizeof(raw)) != 1) return false;
+    if (!secure_random(&raw, sizeof(raw))) return false;
     pid = cancel_key::make_pid(raw, index_, group_.size(), peer_id);
     if (pid > 0 && (draw >= kPidDraws || !cancel_index_.contains(pid))) break;
   }
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), static_cast<int>(key.size())) != 1) {
-    return false;
-  }
+  if (!secure_random(key.data(), key.size())) return false;
   if (peer_id != 0) cancel_key::set_ttl(key, cancel_key::kFullTtl);
   client.set_cancel_key(pid, std::move(key));
   cancel_index_.emplace(pid, &client);
