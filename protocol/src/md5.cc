@@ -45,7 +45,12 @@ std::string md5_hex(std::string_view data) {
   unsigned int length = 0;
   // EVP rather than the deprecated MD5(): it can fail (an OpenSSL built or configured without MD5,
   // e.g. FIPS mode); then the result is empty, which never equals a real "md5…" response.
-  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_md5(), nullptr) != 1 ||
+  // The digest fetched once: EVP_md5() makes EVP_Digest look MD5 up in the provider again on
+  // every call (a third of a login's MD5 instructions). Fetched objects are immutable and
+  // reference counted, so all threads share this one; it lives as long as the process.
+  static EVP_MD* const kMd5 = EVP_MD_fetch(nullptr, "MD5", nullptr);
+  if (kMd5 == nullptr ||
+      EVP_Digest(data.data(), data.size(), digest, &length, kMd5, nullptr) != 1 ||
       length != kMd5HexLength / 2) {
     return {};
   }
