@@ -10,6 +10,7 @@
 
 #include "pooler/base/log_level.h"
 #include "pooler/base/syslog_sink.h"
+#include "pooler/ops/log_line_format.h"
 
 namespace pgsluice {
 
@@ -34,7 +35,8 @@ bool init_logging(const Settings& settings, const LogTargets& targets, std::stri
   sinks.push_back(process_syslog_sink());
   auto logger = std::make_shared<spdlog::logger>("pgsluice", sinks.begin(), sinks.end());
   g_command_line_verbosity.store(targets.verbosity, std::memory_order_relaxed);
-  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %P %l %v");
+  // "%Y-%m-%d %H:%M:%S.%e %P %l %v", without the pattern engine's cost per line.
+  logger->set_formatter(std::make_unique<LogLineFormatter>());
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
   set_log_level(configured_log_level(settings.verbose_level, settings.verbose));
