@@ -439,13 +439,15 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
   if (state_ != State::welcome_wait) return;
   if (!register_for_cancel()) return;
   std::string& out = channel_.output();
-  pp::write_authentication_ok(out);
   // One allocation for what the server reports (some 14 parameters) rather than five growing
   // ones, whose freed arrays stayed as holes in the heap of a pooler with idle clients.
-  reported_.reserve(reported_.size() + server_parameters.size());
-  for (const auto& [name, value] : server_parameters.items()) {
-    if (reported_.get(name) == nullptr) reported_.set(name, value);
-  }
+  reported_.add_missing(server_parameters);
+  // The whole welcome in one allocation too: AuthenticationOk (9 bytes), a ParameterStatus per
+  // parameter (5 + name + value + 2), BackendKeyData (9 + key) and ReadyForQuery (6).
+  size_t welcome = 9 + 9 + cancel_key_.size() + 6;
+  for (const auto& [name, value] : reported_.items()) welcome += 7 + name.size() + value.size();
+  out.reserve(out.size() + welcome);
+  pp::write_authentication_ok(out);
   for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
   pp::write_backend_key_data(out, cancel_pid_, cancel_key_);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);

@@ -47,6 +47,26 @@ void ParameterSet::set(std::string_view name, std::string_view value) {
   packed_stale_ = true;
 }
 
+void ParameterSet::add_missing(const ParameterSet& other) {
+  std::vector<std::pair<std::string, std::string>> merged;
+  merged.reserve(items_.size() + other.items_.size());
+  auto mine = items_.begin();
+  auto theirs = other.items_.begin();
+  while (mine != items_.end() || theirs != other.items_.end()) {
+    if (theirs == other.items_.end() ||
+        (mine != items_.end() && iless(mine->first, theirs->first))) {
+      merged.push_back(std::move(*mine++));
+    } else if (mine == items_.end() || iless(theirs->first, mine->first)) {
+      merged.push_back(*theirs++);
+    } else {  // the same name: this set's value stays
+      merged.push_back(std::move(*mine++));
+      ++theirs;
+    }
+  }
+  if (merged.size() != items_.size()) packed_stale_ = true;
+  items_ = std::move(merged);
+}
+
 void ParameterSet::repack() const {
   packed_stale_ = false;
   packed_.clear();

@@ -27,6 +27,10 @@ namespace pgsluice {
 class ParameterSet {
  public:
   void set(std::string_view name, std::string_view value);
+  // Adds every item of `other` whose name this set does not have; the names this set has keep
+  // their values. One merge of the two sorted lists into an array sized once, where a set() per
+  // item moved the array's tail for each (a login adds the server's 14 parameters this way).
+  void add_missing(const ParameterSet& other);
   [[nodiscard]] const std::string* get(std::string_view name) const;
   void erase(std::string_view name);
   void clear() {

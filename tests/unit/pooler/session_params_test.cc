@@ -36,6 +36,41 @@ TEST(ParameterSet, KeepsItemsSortedByFoldedName) {
   EXPECT_EQ(p.items()[4].first, "TimeZone");
 }
 
+TEST(ParameterSet, AddMissingKeepsOwnValuesAndTheOrder) {
+  // A client's startup parameters, then what the server reports: the client's own values stay
+  // (its application_name, its DateStyle spelled its way), the rest are added, all sorted; the
+  // result equals the same set filled one set() at a time.
+  ParameterSet client;
+  client.set("application_name", "app");
+  client.set("datestyle", "German");
+  client.set("zz_custom", "1");
+  ParameterSet server;
+  for (auto [n, v] : {std::pair{"application_name", ""},
+                      {"client_encoding", "UTF8"},
+                      {"DateStyle", "ISO, MDY"},
+                      {"integer_datetimes", "on"},
+                      {"server_version", "15.18 (Debian 15.18-0+deb12u1)"},
+                      {"TimeZone", "UTC"}}) {
+    server.set(n, v);
+  }
+  ParameterSet expected = client;
+  for (const auto& [n, v] : server.items()) {
+    if (expected.get(n) == nullptr) expected.set(n, v);
+  }
+  client.add_missing(server);
+  EXPECT_EQ(client, expected);
+  ASSERT_EQ(client.size(), 7u);
+  EXPECT_EQ(*client.get("application_name"), "app");
+  EXPECT_EQ(*client.get("DateStyle"), "German");
+  EXPECT_EQ(client.items()[2].first, "datestyle");  // the client's spelling
+  EXPECT_EQ(client.items()[6].first, "zz_custom");
+  ParameterSet empty;
+  empty.add_missing(server);
+  EXPECT_EQ(empty, server);
+  server.add_missing(ParameterSet{});
+  EXPECT_EQ(server.size(), 6u);
+}
+
 TEST(ParameterSet, EqualContentsAreEqualWhateverTheOrderOfFilling) {
   ParameterSet x, y;
   x.set("application_name", "app");
