@@ -420,9 +420,12 @@ void Client::auth_succeeded() {
   relays_listen_ = session_checks_ &&
                    session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
   set_state(State::welcome_wait);
-  channel_.stop_reading();
   wait_started_ms_ = worker_.now_ms();  // query_wait_timeout, and which login failure it hears
   pool_->request_welcome(*this);
+  // Reading pauses only while the welcome waits for a server's parameters (the pool's first
+  // login): a welcome given at once (on_welcome above, the usual case) then costs no stop and
+  // restart of the socket's polling, three epoll_ctl calls per login (docs/profile.md 0g).
+  if (state_ == State::welcome_wait) channel_.stop_reading();
 }
 
 bool Client::register_for_cancel() {

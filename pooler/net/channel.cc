@@ -435,7 +435,7 @@ void Channel::close() {
   // of the close once both handles are done (libuv finishes closes in no promised order).
   closes_pending_ = 1;
   if (poll_open_) {
-    uv_poll_stop(&poll_);
+    // No uv_poll_stop first: uv_close stops the poll itself, and each stop is an epoll_ctl.
     poll_events_ = 0;
     poll_open_ = false;
     ++closes_pending_;
