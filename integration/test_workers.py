@@ -301,6 +301,48 @@ def test_reload_reaches_every_worker(quiet_pg, make_pooler):
     assert len(set(pids)) >= 4, pids
 
 
+def test_reload_lowering_the_pool_size_closes_the_extra_servers_at_release(quiet_pg, make_pooler):
+    """A reload that lowers default_pool_size from 4 to 2 while both workers hold two idle
+    servers: each release closes a server while the pool (not the releasing worker's share) is
+    over its size, as PgBouncer's one process does; the last two stay. Counted per share, each
+    worker was within 2 and all four stayed until server_idle_timeout."""
+    pg = quiet_pg
+    pooler = make_pooler(workers=2, default_pool_size=4, server_idle_timeout=600, **ADMIN)
+    admin = Admin(pooler)
+    conns = [pooler.connect() for _ in range(4)]
+    try:
+        # Four transactions at once on four consecutive connections (two per worker, round
+        # robin): four servers, two on each worker.
+        pids = {c.execute("SELECT pg_backend_pid()").fetchone()[0] for c in conns}
+        for c in conns:
+            c.commit()
+        assert len(pids) == 4, pids
+        workers = show_workers(admin)
+        assert sorted(int(r["servers"]) for r in workers) == [2, 2], workers
+        with open(pooler.config_path) as f:
+            text = f.read()
+        with open(pooler.config_path, "w") as f:
+            f.write(text.replace("default_pool_size = 4", "default_pool_size = 2"))
+        assert admin.run("RELOAD")[2] == "RELOAD"
+        # One transaction per connection, one after another: every worker releases servers.
+        for _ in range(2):
+            for c in conns:
+                c.execute("SELECT 1")
+                c.commit()
+        assert wait_until(lambda: len(app_backends(pg)) == 2, 5), \
+            f"{app_backends(pg)}; {show_workers(admin)}"
+        assert "pool is over its size" in pooler.log(), pooler.log()
+        # The two left serve every client, one transaction each.
+        for c in conns:
+            assert c.execute("SELECT 2").fetchone()[0] == 2
+            c.commit()
+        assert len(app_backends(pg)) == 2, app_backends(pg)
+    finally:
+        for c in conns:
+            c.close()
+        admin.close()
+
+
 # --------------------------------------------------------------------------------------------
 # 5. An idle server moves to the worker whose clients starve
 

@@ -387,9 +387,10 @@ void Pool::on_server_idle(Server& server) {
   // whose role no longer fits leaves the pool between transactions, never in the middle of one.
   if (close_if_wrong_role(server, "the server's role changed")) return;
   end_outage(server, now);
-  if (static_cast<int>(server_count()) > pool_size_ + reserve_pool()) {
+  if (SharedLimits::open_servers(limit_slots_) > pool_size_ + reserve_pool()) {
     // The pool shrank under it (a reload): the extra server goes. Reserve servers stay until
-    // server_idle_timeout, as in PgBouncer, ready for the next burst.
+    // server_idle_timeout, as in PgBouncer, ready for the next burst. Counted over every worker:
+    // each worker's share may be within the new size while the pool is not.
     server.close("pool is over its size");
     return;
   }
@@ -435,6 +436,7 @@ void Pool::on_server_idle(Server& server) {
 
 void Pool::on_server_closing() {
   ++closing_open_;  // until on_server_destroyed(): its backend still counts in PostgreSQL
+  SharedLimits::add_closing(limit_slots_, 1);
   // Replace the server when clients are waiting and nothing else is on its way.
   launch_for_waiters(/*evict=*/false);
 }

@@ -244,9 +244,13 @@ void Pool::mark_removed() {
 }
 
 void Pool::on_server_destroyed() {
-  if (closing_open_ > 0) --closing_open_;
+  const bool was_closing = closing_open_ > 0;
+  if (was_closing) --closing_open_;
   // Its slots go to a worker starving for them, or are free only now (the backend is gone).
-  if (give_back_slot() || worker_.stopping()) return;
+  const bool handed = give_back_slot();
+  // After the slot's release: the pool's open servers (servers - closing) never read one high.
+  if (was_closing) SharedLimits::add_closing(limit_slots_, -1);
+  if (handed || worker_.stopping()) return;
   launch_for_waiters(/*evict=*/false);
   const Config& config = worker_.config();
   if (config.max_db_connections_for(db_) <= 0 &&

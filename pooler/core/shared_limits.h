@@ -47,6 +47,9 @@ struct LimitCounter {
   // stays counted; one whose login failed never was, even while its socket is still closing).
   // Only the pool's own counter keeps it.
   std::atomic<int> logged_in{0};
+  // Servers of the pool closing on every worker whose socket is not closed yet (they still
+  // count in `servers` until then). Only the pool's own counter keeps it.
+  std::atomic<int> closing{0};
   std::mutex login_error_mutex;
   std::string login_error;
   // The hosts of a multi-host entry whose login failed, by host:port, and until when every
@@ -165,6 +168,15 @@ class SharedLimits {
   }
   [[nodiscard]] static int logged_in(const LimitSlots& slots) {
     return slots.pool->logged_in.load(std::memory_order_acquire);
+  }
+  static void add_closing(const LimitSlots& slots, int delta) {
+    slots.pool->closing.fetch_add(delta, std::memory_order_acq_rel);
+  }
+  // The pool's servers on every worker that are not closing (logging in, idle, in use, moving
+  // between workers): what a pool size lowered by a reload is held to at each release.
+  [[nodiscard]] static int open_servers(const LimitSlots& slots) {
+    return slots.pool->servers.load(std::memory_order_acquire) -
+           slots.pool->closing.load(std::memory_order_acquire);
   }
 
   // `worker` could not start a server (the verdict names the full limit) while other workers
