@@ -60,6 +60,8 @@ bool simple_words(std::string_view sql, std::vector<std::string>& words) {
 bool starts_like_deallocate_command(std::string_view sql) {
   size_t start = 0;
   while (start < sql.size() && is_space(sql[start])) ++start;
+  // Every simple Query of a transaction-mode client comes here: one byte says no for nearly all.
+  if (start >= sql.size() || lower(sql[start]) != 'd') return false;
   auto starts_with_word = [&](std::string_view word) {
     const size_t end = start + word.size();
     return iequals_keyword(sql.substr(start, word.size()), word) &&
