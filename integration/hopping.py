@@ -26,14 +26,6 @@ class Holders:
         self.conns = [pooler.connect(), pooler.connect()]
         self.held = None  # the connection whose transaction holds the server
 
-    def both(self) -> tuple[int, int]:
-        """The pool's two servers (each held a moment, at the same time)."""
-        pids = (backend_pid(self.conns[0]), backend_pid(self.conns[1]))
-        for c in self.conns:
-            c.rollback()
-        assert pids[0] != pids[1], f"two open transactions on one server: {pids}"
-        return pids
-
     def hold(self, pid: int) -> None:
         """Holds server `pid`. The first holder takes whichever server it gets; when that is the
         other one, the second holder can only get `pid`, and the first lets the other go."""
@@ -50,6 +42,21 @@ class Holders:
         if self.held is not None:
             self.held.rollback()
             self.held = None
+
+    def hold_other_than(self, pid: int | None) -> int:
+        """Holds a server that is not `pid` (any when None) and returns its pid. Unlike hold(),
+        it does not assume the pool's servers stay the same two: the pooler rightly closes a
+        server whose client left before its reply was complete (node-postgres's end() right
+        after an error) and opens another in its place."""
+        first, second = self.conns
+        got = backend_pid(first)
+        if got != pid:
+            self.held = first
+            return got
+        other = backend_pid(second)  # the first holds `pid`: the second gets another server
+        first.rollback()
+        self.held = second
+        return other
 
     @contextlib.contextmanager
     def holding(self, pid: int):
@@ -95,7 +102,7 @@ class Rotator:
     """For clients the test does not drive one transaction at a time (node-postgres, pgjdbc,
     concurrent asyncpg tasks): a thread holds the pool's two servers in turn, `phase` seconds
     each, so that every client's transactions run on one and then the other, whatever worker
-    each client is on. On exit it checks that it held each server at least once."""
+    each client is on. On exit it checks that it held at least two servers."""
 
     def __init__(self, pooler, phase: float = 0.2):
         self.holders = Holders(pooler)
@@ -107,14 +114,15 @@ class Rotator:
 
     def _run(self) -> None:
         try:
-            pids = self.holders.both()
-            turn = 0
+            last = None
             while not self._stop.is_set():
-                pid = pids[turn % 2]
-                with self.holders.holding(pid):
+                pid = self.holders.hold_other_than(last)
+                try:
                     self.held[pid] = self.held.get(pid, 0) + 1
                     self._stop.wait(self.phase)
-                turn += 1
+                finally:
+                    self.holders.release()
+                last = pid
         except BaseException as e:  # noqa: BLE001 - reported on exit
             self.errors.append(e)
 
@@ -129,5 +137,5 @@ class Rotator:
         if exc[0] is None:
             assert not self._thread.is_alive(), "the rotator did not stop"
             assert not self.errors, self.errors
-            assert len(self.held) == 2, f"held only {self.held}: the clients did not hop"
+            assert len(self.held) >= 2, f"held only {self.held}: the clients did not hop"
         return False
