@@ -7,9 +7,10 @@ each client count, the binaries interleaved round by round, TPS and pooler CPU p
 
     /usr/bin/python3 integration/bench/ab.py --a OLD_BINARY --b NEW_BINARY \
         [--clients 20,1000] [--repeats 3] [--duration 10] [--workers-a N] [--workers-b N]
+        [--set-a KEY=VALUE] [--set-b KEY=VALUE]
 
 The same binary twice with different `workers` (--workers-a 1 --workers-b 2) compares worker
-counts in one run.
+counts in one run; --set-a/--set-b KEY=VALUE give either one any other setting.
 
 Both poolers get the same settings (transaction mode, pool of 20, max_client_conn 2000, md5,
 the harness's worker count); use Release builds. Prints a Markdown table.
@@ -57,6 +58,10 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--workers-a", type=int, help="workers for a (default: the harness's)")
     ap.add_argument("--workers-b", type=int, help="workers for b (default: the harness's)")
+    ap.add_argument("--set-a", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of a's pgsluice.ini (repeatable)")
+    ap.add_argument("--set-b", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of b's pgsluice.ini (repeatable)")
     args = ap.parse_args()
     harness.raise_nofile()
     clients = [int(c) for c in args.clients.split(",")]
@@ -68,9 +73,10 @@ def main() -> None:
         # would land in the per-transaction figure of the 1,000-client runs.
         settings = dict(pool_mode="transaction", default_pool_size=20, max_client_conn=2000,
                         auth_type="md5")
-        for name, binary, workers in (("a", args.a, args.workers_a),
-                                      ("b", args.b, args.workers_b)):
+        for name, binary, workers, sets in (("a", args.a, args.workers_a, args.set_a),
+                                            ("b", args.b, args.workers_b, args.set_b)):
             extra = {"workers": workers} if workers else {}
+            extra.update(kv.split("=", 1) for kv in sets)
             poolers[name] = harness.Pooler(pg, binary=binary, **settings, **extra)
             one_run(poolers[name], 20, args.warmup)
         results = {(n, c): [] for n in poolers for c in clients}
