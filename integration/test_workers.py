@@ -1,5 +1,5 @@
 """workers = N (issue 9): several libuv worker threads, one process. Worker 0 accepts and hands
-each new connection round-robin to a worker; pool limits are global across workers; cancel
+each new connection to the worker with the fewest clients; pool limits are global across workers; cancel
 requests, the admin console (SHOW, RELOAD, PAUSE/RESUME, KILL_CLIENT) and signals reach every
 worker; an idle server held by one worker is closed when another worker's clients starve for
 that pool. Real PostgreSQL, pgbench, psycopg and psql; pg_stat_activity is read directly on
@@ -213,6 +213,65 @@ def test_show_output_spans_workers(make_pooler):
         xacts = wait_until(lambda: int(stats_row(admin).get("total_xact_count", "0")) >= 12, 20,
                            interval=0.5)
         assert xacts, stats_row(admin)
+    finally:
+        admin.close()
+        for c in conns:
+            c.close()
+
+
+def worker_clients(admin: Admin) -> list[int]:
+    """Clients per worker, in worker order (the console's own session included)."""
+    return [int(r["clients"]) for r in show_workers(admin)]
+
+
+def test_clients_are_spread_from_the_first_at_the_default_placement(make_pooler):
+    pooler = make_pooler(workers=2, **ADMIN)
+    admin = Admin(pooler)
+    conns = []
+    try:
+        config = {r["key"]: r["value"] for r in admin.dicts("SHOW CONFIG")}
+        assert config["spread_clients_above"] == "0"
+        conns = [pooler.connect(autocommit=True) for _ in range(10)]
+        for c in conns:
+            assert c.execute("SELECT 1").fetchone()[0] == 1
+        # The console and 10 clients in turn (the console on either worker: the harness's
+        # readiness probe came first).
+        assert sorted(worker_clients(admin)) == [5, 6], worker_clients(admin)
+        # Four clients of one worker leave (every other one is on the same worker): the next
+        # ones go there until it has as many as the other.
+        for c in conns[0:8:2]:
+            c.close()
+        assert wait_until(lambda: sorted(worker_clients(admin)) == [1, 6], 10), \
+            worker_clients(admin)
+        conns += [pooler.connect(autocommit=True) for _ in range(5)]
+        assert worker_clients(admin) == [6, 6]
+    finally:
+        admin.close()
+        for c in conns:
+            c.close()
+
+
+def test_clients_beyond_spread_clients_above_go_to_the_worker_with_fewest(make_pooler):
+    pooler = make_pooler(workers=3, spread_clients_above=4, **ADMIN)
+    admin = Admin(pooler)  # the first client: the primary's
+    conns = []
+    try:
+        conns = [pooler.connect(autocommit=True) for _ in range(3)]
+        assert worker_clients(admin) == [4, 0, 0], "up to 4 clients: the primary"
+        # Beyond 4: the fewest first (workers 1 and 2 catch up), ties in turn.
+        conns += [pooler.connect(autocommit=True) for _ in range(8)]
+        assert worker_clients(admin) == [4, 4, 4]
+        # Clients that leave free their worker's places: the next ones fill the emptiest.
+        for c in conns[3:7]:  # two of worker 1's, two of worker 2's
+            c.close()
+        assert wait_until(lambda: worker_clients(admin) == [4, 2, 2], 10), worker_clients(admin)
+        conns.append(pooler.connect(autocommit=True))
+        conns.append(pooler.connect(autocommit=True))
+        assert worker_clients(admin) == [4, 3, 3]
+        # The console's SET applies to the next accept: below 100 clients, the primary again.
+        admin.run("SET spread_clients_above = 100")
+        conns.append(pooler.connect(autocommit=True))
+        assert worker_clients(admin) == [5, 3, 3]
     finally:
         admin.close()
         for c in conns:

@@ -263,6 +263,11 @@ struct Settings {
   std::vector<std::string> stats_users;
   // Worker threads (pgsluice's key): one per CPU unless set; `auto` or 0 mean the same.
   int workers = default_workers();
+  // Placement (pgsluice's key): while the process has at most this many clients, a new client
+  // goes to the first worker; beyond, to the worker with the fewest. 0 (the default) spreads
+  // from the first client; a few clients on one thread keep the pooler on one core. Measured:
+  // docs/design.md, "Worker threads".
+  int spread_clients_above = 0;
   // Protocol-level prepared statements kept per server in transaction mode; 0 turns the
   // rewriting off (and lets "prepared statement does not exist" through, as PgBouncer < 1.21).
   int max_prepared_statements = 200;

@@ -199,6 +199,7 @@ std::string Worker::listen() {
 
 void Worker::on_client_closed(Client& client) {
   clients_.remove(client);
+  placed_clients_.fetch_sub(1, std::memory_order_relaxed);
   group_.client_count().fetch_sub(1, std::memory_order_relaxed);
   delete &client;
 }

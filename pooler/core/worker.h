@@ -9,6 +9,7 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -133,6 +134,11 @@ class Worker {
 
   uint64_t next_socket_id() { return group_.next_socket_id(); }
   [[nodiscard]] size_t client_count() const { return clients_.size(); }
+  // Its clients and those handed to it not yet adopted; read by the primary's placement
+  // (WorkerGroup::next_for_client) from its own thread.
+  [[nodiscard]] size_t placed_clients() const {
+    return placed_clients_.load(std::memory_order_relaxed);
+  }
   void on_client_closed(Client& client);
 
   // Virtual cancel keys: the (pid, key) a client was given, mapped back to the client.
@@ -247,6 +253,7 @@ class Worker {
   bool wake_open_ = true;
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Pool>> pools_;
   IntrusiveList<Client, &Client::worker_node> clients_;
+  std::atomic<size_t> placed_clients_{0};
   // By pid; with peering a pid may be shared (cancel_key.h).
   std::unordered_multimap<int32_t, Client*> cancel_index_;
   std::unordered_map<uint64_t, Client*> relay_clients_;

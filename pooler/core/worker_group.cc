@@ -33,10 +33,25 @@ WorkerGroup::WorkerGroup(const std::shared_ptr<const Config>& config,
 
 WorkerGroup::~WorkerGroup() = default;
 
-Worker& WorkerGroup::next_for_client() {
-  Worker& w = *workers_[next_worker_];
-  next_worker_ = (next_worker_ + 1) % workers_.size();
-  return w;
+Worker& WorkerGroup::next_for_client(size_t spread_above) {
+  // Fewest clients rather than blind turns: clients that leave unevenly (long sessions on one
+  // worker, short ones on another) would otherwise leave the workers unbalanced for good.
+  const size_t clients =
+      clients_.load(std::memory_order_relaxed) + handoffs_.load(std::memory_order_relaxed);
+  if (clients < spread_above) return primary();
+  const size_t n = workers_.size();
+  size_t best = next_worker_;
+  size_t best_load = workers_[best]->placed_clients();
+  for (size_t k = 1; k < n; ++k) {
+    const size_t i = (next_worker_ + k) % n;
+    const size_t load = workers_[i]->placed_clients();
+    if (load < best_load) {
+      best = i;
+      best_load = load;
+    }
+  }
+  next_worker_ = (best + 1) % n;
+  return *workers_[best];
 }
 
 void WorkerGroup::set_tls(const TlsContexts& tls) {

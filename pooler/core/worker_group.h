@@ -2,8 +2,9 @@
 // other (world.h), the global server counts of the pool limits (shared_limits.h), the findings
 // table, the prepared statements, auth_query's cache, client and server ids. Worker 0, the
 // primary, listens, takes the signals, runs the janitor's process-wide part and the metrics
-// endpoint; it accepts every connection and hands it to the next worker in turn (itself
-// included), which owns the client from then on. Servers move between workers (server_move.cc).
+// endpoint; it accepts every connection and places it (next_for_client: the worker with the
+// fewest clients, or itself while the process has at most spread_clients_above), and that
+// worker owns the client from then on. Servers move between workers (server_move.cc).
 #pragma once
 
 #include <atomic>
@@ -86,8 +87,10 @@ class WorkerGroup {
   // two connections at once, and tools that read them expect a server's id to follow the
   // client it was opened for.
   uint64_t next_socket_id() { return last_socket_id_.fetch_add(1, std::memory_order_relaxed) + 1; }
-  // The worker that takes the next accepted connection (round robin; called by the primary).
-  Worker& next_for_client();
+  // The worker that takes the next accepted connection (called by the primary): the primary
+  // while the process has at most `spread_above` clients, else the worker with the fewest
+  // (ties in turn, so that balanced workers alternate).
+  Worker& next_for_client(size_t spread_above);
 
   void set_tls(const TlsContexts& tls);
   // Opens the primary's listening sockets and signal handlers; why not (Worker::listen), empty

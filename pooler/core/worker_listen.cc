@@ -215,6 +215,7 @@ Client* Worker::open_client(int fd, bool tcp, std::string_view failure) {
   int rc = tcp ? channel.init_tcp() : channel.init_pipe();
   if (rc == 0) rc = tcp ? uv_tcp_open(channel.tcp(), fd) : uv_pipe_open(channel.pipe(), fd);
   clients_.push_back(*client);
+  placed_clients_.fetch_add(1, std::memory_order_relaxed);
   group_.client_count().fetch_add(1, std::memory_order_relaxed);
   if (rc != 0) {
     ::close(fd);
@@ -233,7 +234,7 @@ void Worker::adopt_client(int fd, bool tcp) {
 
 void Worker::accept_client(uv_stream_t* listener) {
   if (group_.size() > 1) {
-    Worker& target = group_.next_for_client();
+    Worker& target = group_.next_for_client(static_cast<size_t>(settings().spread_clients_above));
     if (&target != this) {
       hand_off(listener, target);
       return;
@@ -244,6 +245,7 @@ void Worker::accept_client(uv_stream_t* listener) {
   int rc = listener->type == UV_TCP ? channel.init_tcp() : channel.init_pipe();
   if (rc == 0) rc = uv_accept(listener, channel.stream());
   clients_.push_back(*client);
+  placed_clients_.fetch_add(1, std::memory_order_relaxed);
   group_.client_count().fetch_add(1, std::memory_order_relaxed);
   if (rc != 0) {
     spdlog::warn("accept failed: {}", uv_strerror(rc));
@@ -279,11 +281,15 @@ void Worker::hand_off(uv_stream_t* listener, Worker& target) {
   // (otherwise the process could exit with the connection in the queue, and reset it).
   std::atomic<size_t>& in_flight = group_.handoffs_in_flight();
   in_flight.fetch_add(1, std::memory_order_relaxed);
+  // Counted on the target from now: the next placement sees it (adopting counts it again).
+  target.placed_clients_.fetch_add(1, std::memory_order_relaxed);
   const bool posted = target.post([&target, &in_flight, copy, tcp] {
     target.adopt_client(copy, tcp);
+    target.placed_clients_.fetch_sub(1, std::memory_order_relaxed);
     in_flight.fetch_sub(1, std::memory_order_relaxed);
   });
   if (!posted) {
+    target.placed_clients_.fetch_sub(1, std::memory_order_relaxed);
     in_flight.fetch_sub(1, std::memory_order_relaxed);
     ::close(copy);
   }

@@ -115,8 +115,8 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
   // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
   // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters,
-  // verbose, syslog, syslog_facility, syslog_ident, user; auth_ident_file.
-  EXPECT_EQ(rows.size(), 86u);
+  // verbose, syslog, syslog_facility, syslog_ident, user; auth_ident_file; spread_clients_above.
+  EXPECT_EQ(rows.size(), 87u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
