@@ -128,6 +128,63 @@ def _server_pids(pg):
     return [b[0] for b in pg.server_backends()]
 
 
+def _logins(pg) -> int:
+    return int(pg.psql("SELECT sessions FROM pg_stat_database WHERE datname = 'app'"))
+
+
+@pytest.mark.parametrize("mode", ["transaction", "session"])
+@pytest.mark.parametrize("leave", ["terminate", "reset"])
+def test_client_that_leaves_before_its_reply_keeps_the_server(pg, make_pooler, mode, leave):
+    # node-postgres's end() right after an error, or a client killed between its query and the
+    # reply: the reply is read and dropped, the server cleaned (a transaction the request left
+    # open rolled back) and served to the next client without a new backend login.
+    pooler = make_pooler(pool_mode=mode, default_pool_size=1, server_reset_query="DISCARD ALL")
+    t = unique("drain")
+    pg.psql(f"CREATE TABLE {t} (id int)", user="app", db="app")
+    with pooler.raw() as c:
+        assert c.query("SELECT 1") == [["1"]]
+    pids = _server_pids(pg)
+    assert len(pids) == 1, pids
+    logins = _logins(pg)
+    c = pooler.raw()
+    c.send_query(f"BEGIN; INSERT INTO {t} VALUES (1); SET application_name = 'left'; "
+                 "SELECT pg_sleep(0.3)")
+    time.sleep(0.05)  # the query has reached the server
+    if leave == "terminate":
+        c.sock.sendall(b"X\0\0\0\4")
+        c.close()
+    else:
+        c.close(abort=True)  # RST
+    with pooler.raw() as d:
+        # Waits for the drain (the pool has one server), then runs on the same backend.
+        rows = d.query("SELECT pg_backend_pid(), txid_current_if_assigned() IS NULL, "
+                       f"current_setting('application_name'), (SELECT count(*) FROM {t})")
+    assert rows[0][0] == str(pids[0]), (rows, pids)
+    assert rows[0][1:] == ["t", "", "0"], rows
+    assert _logins(pg) == logins, "no new backend login"
+
+
+def test_client_that_leaves_during_a_long_reply_frees_the_pool_after_2_s(pg, make_pooler):
+    # The server is not held for a client that is gone for longer than 2 s (Server::kDrainLimitMs):
+    # then it is closed, as PgBouncer closes it at once, and the pool opens another.
+    pooler = make_pooler(pool_mode="transaction", default_pool_size=1)
+    with pooler.raw() as c:
+        assert c.query("SELECT 1") == [["1"]]
+    pids = _server_pids(pg)
+    c = pooler.raw()
+    c.send_query("SELECT pg_sleep(30)")
+    time.sleep(0.1)
+    c.close(abort=True)
+    started = time.monotonic()
+    with pooler.raw() as d:
+        rows = d.query("SELECT pg_backend_pid()")
+    waited = time.monotonic() - started
+    assert rows[0][0] != str(pids[0]), "a new server, not the one still sleeping"
+    assert 1.5 < waited < 10, waited
+    assert "whose reply did not end within 2 s" in pooler.log()
+    _terminate(pg, pids[0])
+
+
 def _terminate(pg, pid):
     assert pg.psql(f"SELECT pg_terminate_backend({pid})") == "t"
     assert wait_until(lambda: pid not in _server_pids(pg), 10), "backend did not go away"

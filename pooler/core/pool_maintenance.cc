@@ -292,6 +292,13 @@ void Pool::maintain(uint64_t now_ms, int clients) {
       server.close("the server's settings changed (RECONNECT or RELOAD): replication connection");
     }
   });
+  // A client that left during a long reply (its query still running): the server is not held
+  // for it longer than this, nor closed at once for a reply about to end (server_release.cc).
+  active_.for_each([now_ms](Server& server) {
+    if (server.draining_for_ms(now_ms) > Server::kDrainLimitMs) {
+      server.close("client left in the middle of a request, whose reply did not end within 2 s");
+    }
+  });
   if (mode_ == PoolMode::session && s.server_fast_close) {
     // RECONNECT or a changed database line: in session mode the server would otherwise serve
     // its client until the session ends. Closed between transactions, with its client, so that

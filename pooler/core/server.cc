@@ -329,6 +329,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
       timing.on_ready(pool_->stats(), static_cast<char>(replies_.transaction_status()),
                       channel_.bytes_sent(), channel_.bytes_received(), worker_->turn_now_us());
+      if (client_ == nullptr && finish_drain_if_done()) return Reply::swallow;
       if (replies_.transaction_status() == TransactionStatus::idle && !at_transaction_boundary() &&
           log_enabled(spdlog::level::debug)) {
         spdlog::debug(
@@ -373,7 +374,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       if (!ps) return Reply::forward;
       if (!may_track_parameter(ps.value.name)) return Reply::swallow;
       tracked_.set(ps.value.name, ps.value.value);
-      client_->on_server_parameter(ps.value.name, ps.value.value);
+      if (client_ != nullptr) client_->on_server_parameter(ps.value.name, ps.value.value);
       return Reply::swallow;
     }
     default:

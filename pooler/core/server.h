@@ -237,6 +237,12 @@ class Server final : public ChannelOwner {
   // --- changing workers (server_move.cc): one pool per process ---
   // Idle, clean and between messages: the server may go to another worker's share of its pool.
   [[nodiscard]] bool movable() const;
+  // Its client left while the replies to its last requests were under way, this long ago (ms;
+  // -1: not so). The pool's maintenance closes it after kDrainLimitMs.
+  [[nodiscard]] int64_t draining_for_ms(uint64_t now_ms) const {
+    return draining_since_ms_ == 0 ? -1 : static_cast<int64_t>(now_ms - draining_since_ms_);
+  }
+  static constexpr int64_t kDrainLimitMs = 2000;
   // Leaves this worker for `target` (on this worker's thread; its pool has already moved the
   // slots, shared_limits.h): off the pool's lists at once, its socket and timer closed here, and
   // the server is posted to `target` once libuv has let go of both. `answers_ask`: the target
@@ -535,6 +541,11 @@ class Server final : public ChannelOwner {
   std::string pinned_for_;
   // The client left while only the pooler's own query was under way: cleaned after its answer.
   bool detach_pending_ = false;
+  // The client left with whole requests sent and their replies under way: when it left, the
+  // server is read to their last ReadyForQuery, then cleaned (server_release.cc); 0: not so.
+  uint64_t draining_since_ms_ = 0;
+  [[nodiscard]] bool may_drain_for_gone_client() const;
+  bool finish_drain_if_done();
   bool pin_may_end_ = false;
   bool pin_check_awaiting_ = false;
   // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.

@@ -68,12 +68,42 @@ void Server::detach_client() {
     return;
   }
   if (passthrough_remaining_ > 0 || replies_.request_open()) {
-    // Replies are still on their way, and a COPY or a half-sent batch cannot be finished for
-    // a client that is gone: closing is the only safe way.
+    if (may_drain_for_gone_client()) {
+      // Whole requests, each ended by a Sync or a Query: their replies are read and dropped,
+      // then the server is cleaned as for any client that leaves, without a new backend login
+      // (node-postgres's end() right after an error leaves before the ReadyForQuery).
+      draining_since_ms_ = worker_->now_ms();
+      return;
+    }
+    // A COPY or a half-sent batch cannot be finished for a client that is gone: closing is
+    // the only safe way.
     close("client left in the middle of a request");
     return;
   }
   clean_and_release(/*session_ended=*/true);
+}
+
+bool Server::may_drain_for_gone_client() const {
+  if (passthrough_remaining_ > 0 || replies_.copy() != ReplyQueue::Copy::none ||
+      replies_.extended_open() || replies_.internal_ready_owed() > 0 ||
+      replies_.client_ready_owed() == 0 || holding_error_ || query_sink_ != nullptr) {
+    return false;
+  }
+  // Replies the pooler makes up are sent when they reach the front, to a client: none then.
+  const PendingReplies& pending = replies_.pending();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (is_made_up(pending[i].kind)) return false;
+  }
+  return true;
+}
+
+bool Server::finish_drain_if_done() {
+  if (draining_since_ms_ == 0 || replies_.client_ready_owed() > 0) return false;
+  draining_since_ms_ = 0;
+  replies_.forget_client_requests();
+  spdlog::debug("{} drained after its client left: cleaned and released", log_id());
+  clean_and_release(/*session_ended=*/true);
+  return true;
 }
 
 void Server::forget_reset_settings() {
