@@ -45,9 +45,9 @@ class Holders:
 
     def hold_other_than(self, pid: int | None) -> int:
         """Holds a server that is not `pid` (any when None) and returns its pid. Unlike hold(),
-        it does not assume the pool's servers stay the same two: the pooler rightly closes a
-        server whose client left before its reply was complete (node-postgres's end() right
-        after an error) and opens another in its place."""
+        it does not assume the pool's servers stay the same two: the pooler may rightly close
+        one (a client that left in a COPY, or during a reply that did not end within 2 s) and
+        open another in its place."""
         first, second = self.conns
         got = backend_pid(first)
         if got != pid:
