@@ -551,8 +551,8 @@ class Pooler:
         if config is None:
             config = self._build_config(databases, settings)
         elif not self.pgbouncer and not re.search(r"^\s*workers\s*=", config, re.M):
-            # A test's own file gets the same worker count as the built ones (not one per CPU
-            # of whatever machine runs the suite).
+            # A test's own file gets the same worker count as the built ones (not the default,
+            # from the CPUs of whatever machine runs the suite).
             config = re.sub(r"^\[(pgsluice|pgbouncer)\][ \t]*$",
                             lambda m: f"{m.group(0)}\nworkers = {DEFAULT_WORKERS}", config,
                             count=1, flags=re.M)
@@ -585,7 +585,7 @@ class Pooler:
         if self.pgbouncer:
             main["unix_socket_dir"] = ""
         else:
-            # A fixed number, not pgsluice's default (one per CPU): the same tests on every
+            # A fixed number, not pgsluice's default (half the CPUs): the same tests on every
             # machine, and more than one, so that every test crosses workers.
             main["workers"] = str(DEFAULT_WORKERS)
         main.update({k: str(v) for k, v in settings.items()})

@@ -618,3 +618,32 @@ def test_sigint_under_load_loses_no_transaction(pg, make_pooler, tmp_path):
     print(f"SIGINT with workers = 2: {sum(logged.values())} transactions logged by pgbench, "
           f"all committed")
     assert wait_until(lambda: not app_backends(pg), 10), app_backends(pg)
+
+
+def _workers_at_default(make_pooler, cpus: set[int]) -> tuple[int, str]:
+    """Starts a pooler with `workers = auto` on `cpus` (the affinity it inherits, as under
+    taskset or a container's cpuset) and returns its worker threads and SHOW CONFIG's value."""
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        pooler = make_pooler(workers="auto", **ADMIN)
+    finally:
+        os.sched_setaffinity(0, own)
+    admin = Admin(pooler)
+    try:
+        config = {r["key"]: r["value"] for r in admin.dicts("SHOW CONFIG")}
+        return len(show_workers(admin)), config["workers"]
+    finally:
+        admin.close()
+
+
+def test_default_workers_are_half_the_cpus_the_process_may_use(make_pooler):
+    # One CPU of the affinity mask: one worker, whatever the host's count (the old default, one
+    # per CPU of the host, started as many workers as the host had CPUs).
+    first = min(os.sched_getaffinity(0))
+    assert _workers_at_default(make_pooler, {first}) == (1, "1")
+    # All of them: half, at least one (lower still if a cgroup quota binds; the unit tests of
+    # usable_cpus cover the quota).
+    cpus = os.sched_getaffinity(0)
+    workers, shown = _workers_at_default(make_pooler, cpus)
+    assert 1 <= workers <= max(1, len(cpus) // 2) and shown == str(workers)

@@ -15,7 +15,8 @@
 #include "pooler/config/session_policy.h"
 
 namespace pgsluice {
-// One worker thread per CPU (at most 64: SharedLimits keeps a bit per worker).
+// Half the CPUs the process may use (usable_cpus: affinity and cgroup quota), at least 1 and at
+// most 64 (SharedLimits keeps a bit per worker).
 int default_workers();
 }  // namespace pgsluice
 
@@ -261,7 +262,7 @@ struct Settings {
   std::string user;
   std::vector<std::string> admin_users;
   std::vector<std::string> stats_users;
-  // Worker threads (pgsluice's key): one per CPU unless set; `auto` or 0 mean the same.
+  // Worker threads (pgsluice's key): default_workers() unless set; `auto` or 0 mean the same.
   int workers = default_workers();
   // Placement (pgsluice's key): while the process has at most this many clients, a new client
   // goes to the first worker; beyond, to the worker with the fewest. 0 (the default) spreads

@@ -47,7 +47,7 @@ std::string parse_load_balance_hosts(std::string_view value, LoadBalanceHosts& o
 std::string parse_port_list(std::string_view value, std::vector<int>& out);
 std::string parse_auth_type(std::string_view value, AuthType& out);
 std::string parse_sslmode(std::string_view value, SslMode& out);
-// 0..64 or auto; 0 and auto become one worker per CPU.
+// 0..64 or auto; 0 and auto become default_workers().
 std::string parse_workers(std::string_view value, int& out);
 // "3.0", "3.2" or "latest" (libpq's max_protocol_version values) into the minor version.
 std::string parse_protocol_version(std::string_view value, int& minor);

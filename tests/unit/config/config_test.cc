@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 
+#include "pooler/base/usable_cpus.h"
 #include "pooler/config/server_address.h"
 #include "tests/unit/config/load_ok.h"
 
@@ -55,7 +55,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_TRUE(s.log_connections);
   EXPECT_TRUE(s.log_disconnections);
   EXPECT_TRUE(s.log_pooler_errors);
-  EXPECT_EQ(s.workers, default_workers());  // one per CPU
+  EXPECT_EQ(s.workers, default_workers());  // half the usable CPUs
   EXPECT_EQ(s.verbose_level, "info");
   EXPECT_TRUE(c->databases.empty());
   EXPECT_FALSE(c->fallback_database.has_value());
@@ -242,11 +242,12 @@ TEST(ConfigTest, MaxPacketSizeUpperBound) {
 }
 
 TEST(ConfigTest, WorkersAuto) {
-  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Half the usable CPUs, at least one (value_parsers.cc, default_workers).
+  const int half = std::max(1, usable_cpus() / 2);
   for (const char* v : {"auto", "0", "AUTO"}) {
     auto c = load_ok(std::string("[pgsluice]\nworkers = ") + v + "\n");
     ASSERT_NE(c, nullptr);
-    EXPECT_EQ(c->settings.workers, cpus) << v;
+    EXPECT_EQ(c->settings.workers, half) << v;
     EXPECT_GE(c->settings.workers, 1);
   }
 }
