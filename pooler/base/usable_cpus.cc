@@ -4,21 +4,21 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
-#include <vector>
+
+#include "pooler/base/read_file.h"
 
 namespace pgsluice {
 
 namespace {
 
 std::optional<std::string> first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
-  return line;
+  std::string text;
+  std::string error;
+  if (!read_whole_file(path, text, error)) return std::nullopt;
+  return text.substr(0, text.find('\n'));
 }
 
 std::optional<long long> to_number(std::string_view text) {
@@ -117,12 +117,8 @@ int usable_cpus() {
   if (sched_getaffinity(0, sizeof set, &set) == 0) affinity = CPU_COUNT(&set);
   if (affinity <= 0) affinity = static_cast<int>(std::thread::hardware_concurrency());
   std::string cgroup;
-  {
-    std::ifstream in("/proc/self/cgroup");
-    std::ostringstream text;
-    text << in.rdbuf();
-    cgroup = text.str();
-  }
+  std::string error;
+  if (!read_whole_file("/proc/self/cgroup", cgroup, error)) cgroup.clear();  // no limit known
   return usable_cpus_from(affinity, cgroup, "/sys/fs/cgroup");
 }
 
