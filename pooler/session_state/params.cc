@@ -69,16 +69,33 @@ void ParameterSet::add_missing(const ParameterSet& other) {
 
 void ParameterSet::repack() const {
   packed_stale_ = false;
-  packed_.clear();
-  // Sized once: every client keeps one of these, and growing it by doubling left the smaller
-  // strings freed between long-lived objects (heap that an idle pooler cannot give back).
+  packed_.reset();
+  if (items_.empty()) return;
+  // Sized once: every client keeps one of these until it shares another's, and growing it by
+  // doubling left the smaller strings freed between long-lived objects (heap that an idle pooler
+  // cannot give back).
   size_t size = 0;
   for (const auto& [name, value] : items_) size += name.size() + value.size() + 2;
-  packed_.reserve(size);
+  auto packed = std::make_shared<std::string>();
+  packed->reserve(size);
   for (const auto& [name, value] : items_) {
-    packed_.append(name).push_back('\0');
-    packed_.append(value).push_back('\0');
+    packed->append(name).push_back('\0');
+    packed->append(value).push_back('\0');
   }
+  packed_ = std::move(packed);
+}
+
+bool ParameterSet::equal_contents_then_share(const ParameterSet& other) const {
+  if (packed_ == nullptr || other.packed_ == nullptr || *packed_ != *other.packed_) return false;
+  // Both keep the string at the lower address: whichever pairs meet, the sets of a pool whose
+  // settings agree converge on one string (each adoption moves a set to a lower one), and the
+  // other strings are freed as their last set leaves them.
+  if (packed_.get() < other.packed_.get()) {
+    other.packed_ = packed_;
+  } else {
+    packed_ = other.packed_;
+  }
+  return true;
 }
 
 const std::string* ParameterSet::get(std::string_view name) const {

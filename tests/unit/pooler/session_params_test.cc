@@ -130,6 +130,42 @@ TEST(ParameterSet, EqualityFollowsEveryChange) {
   EXPECT_EQ(c, ParameterSet());
 }
 
+TEST(ParameterSet, SetsFoundEqualShareOnePackingUntilOneChanges) {
+  // The comparison at every link: once two sets were found equal, the next comparison of the
+  // two is a pointer comparison, and a third equal set joins the packing they share.
+  ParameterSet client;
+  ParameterSet server;
+  ParameterSet other_client;
+  for (ParameterSet* p : {&client, &server, &other_client}) {
+    p->set("TimeZone", "UTC");
+    p->set("DateStyle", "ISO, MDY");
+  }
+  EXPECT_FALSE(client.shares_packing_with(server));
+  EXPECT_EQ(client, server);
+  EXPECT_TRUE(client.shares_packing_with(server));
+  EXPECT_EQ(other_client, server);
+  EXPECT_TRUE(other_client.shares_packing_with(server));
+  EXPECT_TRUE(client.shares_packing_with(other_client));
+  // A change leaves the shared packing to the others: they stay equal, the changed one not.
+  other_client.set("TimeZone", "Europe/Paris");
+  EXPECT_NE(other_client, server);
+  EXPECT_FALSE(other_client.shares_packing_with(server));
+  EXPECT_EQ(client, server);
+  EXPECT_EQ(*client.get("TimeZone"), "UTC");
+  // A copy shares its source's packing; empty sets share none and are equal.
+  ParameterSet copy = other_client;
+  EXPECT_TRUE(copy.shares_packing_with(other_client));
+  EXPECT_EQ(copy, other_client);
+  EXPECT_EQ(ParameterSet(), ParameterSet());
+  EXPECT_NE(ParameterSet(), client);
+  // Unequal sets of the same size never share.
+  ParameterSet tz_a;
+  ParameterSet tz_b;
+  tz_a.set("TimeZone", "UTC");
+  tz_b.set("TimeZone", "UT0");
+  EXPECT_NE(tz_a, tz_b);
+  EXPECT_FALSE(tz_a.shares_packing_with(tz_b));
+}
 TEST(TrackedParameters, CanonicalNames) {
   EXPECT_EQ(tracked_parameter_name("datestyle"), "DateStyle");
   EXPECT_EQ(tracked_parameter_name("CLIENT_ENCODING"), "client_encoding");
