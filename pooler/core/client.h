@@ -322,12 +322,31 @@ class Client final : public ChannelOwner {
   Worker& worker_;
   uint64_t id_;
   State state_ = State::startup;
+  // What every transaction reads, kept together so that a transaction touches a few cache lines
+  // of the client, not one per member (docs/profile.md 0i).
+  bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
+  bool discard_until_sync_ = false;
+  bool admin_console_ = false;
+  bool relays_listen_ = false;   // the LISTEN relay
+  bool awaiting_relay_ = false;  // held_ready_ waits for on_relay_confirmed
+  // What it sent after a transaction waits while the server reads its settings back
+  // (process_regular_input).
+  bool input_held_for_read_back_ = false;
+  protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
+  Pool* pool_ = nullptr;
+  Server* server_ = nullptr;
+  size_t passthrough_remaining_ = 0;
+  uint64_t wait_started_ms_ = 0;
+  uint64_t last_request_ms_ = 0;
+  ParameterSet reported_;    // the client's view of every parameter the server reports
+  ParameterSet settings_;    // what the client wants now: extras_, then what `keep` kept
+  PrefilterMemo prefilter_;  // for the message forward_to_server handles
+  RelayQueue relayed_;       // held while the client is in a transaction
+  SessionPolicy session_policy_;
   Channel channel_;
   std::string log_id_;
   std::string peer_;
   uint64_t connected_ms_ = 0;
-  uint64_t wait_started_ms_ = 0;
-  uint64_t last_request_ms_ = 0;
 
   std::string user_;
   std::string database_;
@@ -347,11 +366,7 @@ class Client final : public ChannelOwner {
   bool secret_from_lookup_ = false;       // the secret came from auth_query
   bool peer_verified_ = false;            // hba peer: the kernel named the user, who may be unknown
   std::string ident_map_;                 // the hba rule's map= (peer, cert): who may be whom
-  Pool* pool_ = nullptr;
-  Server* server_ = nullptr;
-  ParameterSet reported_;  // the client's view of every parameter the server reports
-  ParameterSet extras_;    // startup settings the server does not report
-  ParameterSet settings_;  // what the client wants now: extras_, then what `keep` kept
+  ParameterSet extras_;                   // startup settings the server does not report
 
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;
@@ -372,29 +387,15 @@ class Client final : public ChannelOwner {
   ClientSqlStatements sql_statements_;
   // A renamed unnamed Parse whose Execute has not come yet (route_execute_or_sync).
   std::shared_ptr<SqlQueryPlan> unexecuted_sql_parse_;
-  bool discard_until_sync_ = false;
   std::vector<std::string> refused_statements_;  // see bind_refused_statement()
-  SessionPolicy session_policy_;
-  bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
-  PrefilterMemo prefilter_;      // for the message forward_to_server handles
-  size_t passthrough_remaining_ = 0;
-  bool admin_console_ = false;
-  protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   std::vector<std::pair<std::string, std::string>> replication_parameters_;
   bool own_user_ = false;  // see is_own_user()
-  // The LISTEN relay.
-  bool relays_listen_ = false;
   // Closed for its queue: the error is sent and the connection stays until the client closes it
   // (closing first would reset it, and a reset may discard the error before the client reads it).
   bool close_when_client_closes_ = false;
   ChannelSet listen_channels_;
   ListenRelay* relay_ = nullptr;  // set at the first channel; registered with the worker then
-  bool awaiting_relay_ = false;   // held_ready_ waits for on_relay_confirmed
-  // What it sent after a transaction waits while the server reads its settings back
-  // (process_regular_input).
-  bool input_held_for_read_back_ = false;
   std::string held_ready_;
-  RelayQueue relayed_;  // held while the client is in a transaction
   std::unique_ptr<ConsoleSession> admin_;
 };
 

@@ -60,11 +60,11 @@ std::string_view state_name(Server::State s) {
 Server::Server(Pool& pool, uint64_t id, size_t host, ServerAddress address)
     : pool_(&pool),
       worker_(&pool.worker()),
+      channel_(pool.worker().loop(), *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength),
       id_(id),
       host_index_(host),
       address_(std::move(address)),
-      cancel_address_(address_),
-      channel_(pool.worker().loop(), *this, pp::FramePhase::regular, pp::kDefaultMaxMessageLength) {
+      cancel_address_(address_) {
   int max_statements = pool.worker().settings().max_prepared_statements;
   if (shares_servers(pool.mode()) && max_statements > 0) {
     statements_ = std::make_unique<ServerStatementCache>(static_cast<size_t>(max_statements));
