@@ -44,7 +44,6 @@ class Features final : public Extensions {
     console_.tick();
     ops_.progress(primary, now_ms);  // last: it may stop the worker
   }
-  [[nodiscard]] bool draining() const override { return ops_.draining(); }
 
  private:
   Operations ops_;

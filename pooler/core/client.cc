@@ -507,7 +507,7 @@ void Client::process_regular_input() {
     return;
   }
   // SHUTDOWN WAIT_FOR_SERVERS: a new transaction is never begun (PgBouncer closes the client).
-  if (worker_.extensions().draining()) {
+  if (worker_.draining()) {
     fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason);
     return;
   }
@@ -653,7 +653,7 @@ void Client::on_server_released() {
   input_held_for_read_back_ = false;  // the next link's sync comes before it
   set_state(State::idle);
   // SIGINT: the transaction this client ran is over; what it sends next is never begun.
-  if (worker_.extensions().draining()) {
+  if (worker_.draining()) {
     fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason);
     return;
   }

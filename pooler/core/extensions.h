@@ -55,9 +55,6 @@ class Extensions {
   // and doing it, on the primary with the world stopped.
   [[nodiscard]] virtual bool janitor_needs_world(uint64_t now_us) = 0;
   virtual void on_janitor(Worker& primary, uint64_t now_ms) = 0;
-  // SIGINT's drain: a client whose transaction ended, or that starts one, is closed instead of
-  // served.
-  [[nodiscard]] virtual bool draining() const = 0;
 };
 
 // The core on its own: nobody to ask, everything admitted (unit tests, tools).
@@ -73,7 +70,6 @@ class NoExtensions final : public Extensions {
   void on_worker_janitor(Worker&, uint64_t) override {}
   [[nodiscard]] bool janitor_needs_world(uint64_t) override { return false; }
   void on_janitor(Worker&, uint64_t) override {}
-  [[nodiscard]] bool draining() const override { return false; }
 };
 
 }  // namespace pgsluice

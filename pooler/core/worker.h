@@ -122,6 +122,11 @@ class Worker {
     return turn_us_;
   }
   [[nodiscard]] bool stopping() const { return stopping_; }
+  // SIGINT's drain (SHUTDOWN WAIT_FOR_SERVERS): a client whose transaction ended, or that starts
+  // one, is closed instead of served. Set on every worker with the world stopped (Shutdown); a
+  // member of the worker, read at every transaction, rather than a question to the operations.
+  [[nodiscard]] bool draining() const { return draining_; }
+  void start_draining() { draining_ = true; }
 
   // The pool for a client of `user` on `db` (created on first use).
   Pool& pool_for(const DatabaseEntry& db, const std::string& user);
@@ -247,6 +252,7 @@ class Worker {
   // Runs before each wait for events: the next turn reads the clock again (turn_now_us).
   uv_prepare_t turn_{};
   uint64_t turn_us_ = 0;
+  bool draining_ = false;
   uv_async_t wake_{};
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;

@@ -31,7 +31,6 @@ class Operations {
   // The primary's, with the world stopped: the shutdown's progress (it may stop the worker).
   void progress(Worker& primary, uint64_t now_ms);
   [[nodiscard]] bool shutting_down() const { return shutdown_.mode() != Shutdown::Mode::none; }
-  [[nodiscard]] bool draining() const { return shutdown_.draining(); }
 
  private:
   Shutdown shutdown_;

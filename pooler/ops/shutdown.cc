@@ -83,6 +83,8 @@ void Shutdown::wait_for_clients() {
 void Shutdown::wait_for_servers() {
   if (mode_ == Mode::wait_for_servers || mode_ == Mode::immediate) return;
   mode_ = Mode::wait_for_servers;
+  // Every worker's clients are stopped with it (the signal's pause, the console's command).
+  worker_.group().for_each_worker([](Worker& w) { w.start_draining(); });
   worker_.close_tcp_listeners();
   // As PgBouncer's pause: no server is handed out any more, idle ones close now and busy ones
   // when released. A client is let be until it starts its next transaction (then closed,

@@ -54,8 +54,6 @@ class Shutdown {
   // false returned).
   bool admit(Client& client) const;
 
-  // SIGINT: a client whose transaction just ended is closed instead of served again.
-  [[nodiscard]] bool draining() const { return mode_ == Mode::wait_for_servers; }
   [[nodiscard]] Mode mode() const { return mode_; }
 
  private:
