@@ -530,9 +530,11 @@ class Pooler:
     def __init__(self, pg: PostgresCluster | None, config: str | None = None, *,
                  databases: dict[str, str] | None = None, users: dict[str, str] | None = None,
                  binary: str | None = None, args: list[str] | None = None, start: bool = True,
-                 **settings):
+                 wrapper: list[str] | None = None, **settings):
         self.pg = pg
         self.binary = binary or pgsluice_bin()
+        # A command the pooler runs under (valgrind for integration/bench/cachesim.py).
+        self.wrapper = wrapper or []
         self.pgbouncer = is_pgbouncer(self.binary)
         self.dir = tempfile.mkdtemp(prefix="pgsluice-pooler-")
         os.chmod(self.dir, 0o755)
@@ -605,7 +607,8 @@ class Pooler:
             kwargs = {"user": "postgres", "group": "postgres", "extra_groups": []}
         log = open(self.log_path, "ab")
         try:
-            self.proc = subprocess.Popen([self.binary] + self.args + [self.config_path],
+            command = self.wrapper + [self.binary] + self.args + [self.config_path]
+            self.proc = subprocess.Popen(command,
                                          stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=clean_env(),
                                          preexec_fn=raise_nofile, **kwargs)
