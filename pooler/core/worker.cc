@@ -179,20 +179,22 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
 
 std::string Worker::listen() {
   started_ms_ = now_ms();
-  // Before the port accepts: whoever sees it open may signal at once.
+  // Before the port accepts: whoever sees it open may signal at once (a SIGHUP not yet caught
+  // would end the process).
   extensions().before_listen(*this);
+  uv_signal_start(&sighup_, on_sighup, SIGHUP);
   std::string error = open_listeners();
   if (error.empty() && !extensions().after_listen(*this)) {
     error = "the metrics endpoint could not listen";
   }
   if (!error.empty()) {
     listeners_.clear();
+    uv_signal_stop(&sighup_);
     extensions().stop(*this);
     uv_run(&loop_, UV_RUN_NOWAIT);  // the closes complete, so that the loop can be closed
     return error;
   }
   resume_taken_clients();  // -R: posted to their workers, which serve them once running
-  uv_signal_start(&sighup_, on_sighup, SIGHUP);
   uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   return {};
 }
