@@ -61,8 +61,16 @@ Worker::Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> conf
   wake_.data = this;
   uv_prepare_init(&loop_, &turn_);
   turn_.data = this;
-  uv_prepare_start(&turn_,
-                   [](uv_prepare_t* handle) { static_cast<Worker*>(handle->data)->turn_us_ = 0; });
+  uv_prepare_start(&turn_, [](uv_prepare_t* handle) {
+    auto* self = static_cast<Worker*>(handle->data);
+    self->flushes_.run();
+    self->turn_us_ = 0;
+  });
+  uv_check_init(&loop_, &turn_end_);
+  turn_end_.data = this;
+  uv_check_start(&turn_end_,
+                 [](uv_check_t* handle) { static_cast<Worker*>(handle->data)->flushes_.run(); });
+  loop_.data = &flushes_;
   started_ms_ = now_ms();
   disable_pqexec_ = config_->settings.disable_pqexec;
 }
@@ -86,6 +94,7 @@ bool Worker::wake() {
 
 void Worker::on_wake(uv_async_t* handle) {
   auto* self = static_cast<Worker*>(handle->data);
+  self->flushes_.run();  // as in pause_world: the world may stop to read this worker's objects
   self->group_.world().park(self->index_);
   std::vector<std::function<void()>> tasks;
   {
@@ -365,6 +374,11 @@ void Worker::stop() {
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
   uv_prepare_stop(&turn_);
   uv_close(reinterpret_cast<uv_handle_t*>(&turn_), nullptr);
+  // From here on writes go out at once: the handles that sent the batch are closing.
+  flushes_.run();
+  loop_.data = nullptr;
+  uv_check_stop(&turn_end_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&turn_end_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
   clients_.for_each(
       [](Client& c) { c.fail(sqlstate::kAdminShutdown, kShutdownMessage, kShutdownLogReason); });

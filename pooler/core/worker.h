@@ -30,6 +30,7 @@
 #include "pooler/core/takeover.h"
 #include "pooler/core/worker_group.h"
 #include "pooler/net/cancel_sender.h"
+#include "pooler/net/flush_batch.h"
 #include "pooler/net/listen_addresses.h"
 #include "pooler/net/tls_context.h"
 #include "pooler/session_state/findings.h"
@@ -60,7 +61,12 @@ class Worker {
   // Wakes the loop so that it parks (world.h); false once the worker stopped.
   bool wake();
   // Stops the world for the lifetime of the returned object (world.h).
-  [[nodiscard]] WorldPause pause_world() { return WorldPause(group_.world(), index_); }
+  // This worker's batched writes go out first: what the paused world reads (queued output, a
+  // client's or a server's readiness to move) is then as it would be between loop turns.
+  [[nodiscard]] WorldPause pause_world() {
+    flushes_.run();
+    return WorldPause(group_.world(), index_);
+  }
   // A connection the primary accepted and handed to this worker.
   void adopt_client(int fd, bool tcp);
   // --- online restart (worker_takeover.cc, takeover.h) ---
@@ -251,6 +257,10 @@ class Worker {
   uv_timer_t janitor_{};
   // Runs before each wait for events: the next turn reads the clock again (turn_now_us).
   uv_prepare_t turn_{};
+  // This turn's writes (loop_.data points here): sent after the turn's I/O callbacks (turn_end_)
+  // and, for those queued by timers and close callbacks, before the next wait (turn_).
+  FlushBatch flushes_;
+  uv_check_t turn_end_{};
   uint64_t turn_us_ = 0;
   bool draining_ = false;
   uv_async_t wake_{};

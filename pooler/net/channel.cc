@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "pooler/base/io_buffers.h"
+#include "pooler/net/flush_batch.h"
 #include "pooler/net/tls_session.h"
 
 namespace pgsluice {
@@ -42,7 +43,13 @@ Channel::Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phas
   std::memset(&poll_, 0, sizeof(poll_));
 }
 
-Channel::~Channel() = default;
+Channel::~Channel() {
+  if (in_batch_) batch()->forget(this);
+}
+
+FlushBatch* Channel::batch() const {
+  return static_cast<FlushBatch*>(loop_->data);
+}
 
 int Channel::init_tcp(int family) {
   is_tcp_ = true;
@@ -184,6 +191,25 @@ void Channel::on_read(ssize_t nread) {
 }
 
 void Channel::flush() {
+  if (in_batch_ || writing_ || closing_) return;
+  if (FlushBatch* turn = batch(); turn != nullptr && !output_.empty()) {
+    in_batch_ = true;
+    turn->add(this);
+    return;
+  }
+  flush_now();
+}
+
+void Channel::flush_batched() {
+  in_batch_ = false;
+  // The producer may have checked over_high_water() before this send and paused: if the send
+  // takes it all, no write completes later to tell it, so tell it here.
+  const bool was_high = queued_output() > kLowWaterMark;
+  flush_now();
+  if (was_high && !closing_ && queued_output() <= kLowWaterMark) owner_.on_channel_drained(*this);
+}
+
+void Channel::flush_now() {
   if (tls_ != nullptr) {
     flush_tls();
     return;
@@ -263,7 +289,7 @@ void Channel::on_write_done(int status) {
     return;
   }
   bool was_high = output_.size() + cipher_out_.size() > kLowWaterMark;
-  flush();
+  flush_now();
   if (close_after_flush_ && !writing_) {
     if (awaiting_peer_close_) {
       start_awaiting_peer_close();
@@ -400,7 +426,7 @@ void Channel::close_when_flushed() {
   if (closing_) return;
   stop_reading();
   close_after_flush_ = true;
-  flush();
+  flush_now();
   if (!writing_) close();
 }
 
@@ -414,7 +440,7 @@ void Channel::close_when_peer_closes(bool half_close) {
   awaiting_peer_close_ = true;
   close_after_flush_ = true;
   half_close_ = half_close;
-  flush();
+  flush_now();
   if (!writing_) start_awaiting_peer_close();
 }
 
@@ -425,6 +451,13 @@ void Channel::start_awaiting_peer_close() {
 
 void Channel::close() {
   if (closing_) return;
+  // What a flush() earlier in this turn queued goes out first, as it did before writes were
+  // batched (a final message followed by a close).
+  // A failed send calls the owner, who may close: then this close has nothing left to do.
+  if (in_batch_ && !writing_) {
+    flush_now();
+    if (closing_) return;
+  }
   closing_ = true;
   reading_ = false;
   if (!initialized_) {
@@ -459,6 +492,10 @@ int Channel::detach() {
   // uv_close), so the duplicate's open file description leaves no stale registration behind.
   const int copy = ::dup(fd);
   if (copy < 0) return uv_translate_sys_error(errno);
+  if (in_batch_) {
+    batch()->forget(this);  // nothing to send (can_detach), and the batch is the old loop's
+    in_batch_ = false;
+  }
   stop_reading();
   close();
   return copy;

@@ -11,6 +11,10 @@
 // Output is double-buffered: bytes queued with output() go out with one send() when the socket
 // takes them at once (the common case for small replies); what it does not take waits in a
 // second buffer, sent as the socket becomes writable, while new bytes collect behind it.
+// On a worker's loop (its uv_loop_t's data is a FlushBatch) flush() does not send at once: the
+// channel joins the batch, and the worker sends every joined channel's output at the end of the
+// loop turn, after all its reads (flush_batch.h says why). Closing sends what the turn queued
+// first; nothing else in this class waits for the batch.
 //
 // TLS (start_tls) sits between the socket and those buffers: input() still yields plaintext and
 // output() still takes it; ciphertext is read into a buffer of its own and decrypted into the
@@ -30,6 +34,7 @@
 namespace pgsluice {
 
 class Channel;
+class FlushBatch;
 class TlsSession;
 
 class ChannelOwner {
@@ -80,7 +85,10 @@ class Channel {
   size_t release_idle_buffers();
   // Append whole messages here, then call flush().
   std::string& output() { return output_; }
+  // Sends output() now, or at the end of this loop turn when the loop has a FlushBatch.
   void flush();
+  // The batch's call at the end of the turn.
+  void flush_batched();
   [[nodiscard]] size_t queued_output() const {
     return output_.size() + cipher_out_.size() + in_flight_.size();
   }
@@ -159,6 +167,10 @@ class Channel {
   // Sends more of in_flight_ once the socket is writable again; at its end, what collected.
   void continue_write();
   void on_write_done(int status);
+  // Sends output() now (TLS: encrypts and sends), whatever the loop batches.
+  void flush_now();
+  // The loop's batch of this turn's writes, or null (sends happen in flush()).
+  [[nodiscard]] FlushBatch* batch() const;
   void write_failed(int status);
   // Sends `pending` (output_ in plaintext, cipher_out_ under TLS): one send(); what the socket
   // does not take becomes in_flight_, sent as the socket becomes writable.
@@ -183,6 +195,7 @@ class Channel {
   int closes_pending_ = 0;     // handle_ and poll_: on_channel_closed after the last
   size_t in_flight_sent_ = 0;  // of in_flight_, what send() took already
   bool writing_ = false;
+  bool in_batch_ = false;    // joined the loop's FlushBatch, not yet sent
   size_t read_size_ = 2048;  // grows to 16 kB when reads fill it
   size_t send_chunk_ = 0;    // set_send_chunk
   bool reading_ = false;

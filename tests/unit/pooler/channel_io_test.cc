@@ -1,15 +1,19 @@
 // Channel's socket IO (pooler/net/channel.h): recv/send on a uv_poll_t. Output the socket does
 // not take at once goes out in order as the peer reads; the peer's end and a reset are reported
 // after the bytes that came before them; close reports once for both handles. Real sockets
-// (a Unix socketpair, loopback TCP) and a real loop, on one thread.
+// (a Unix socketpair, loopback TCP) and a real loop, on one thread. On a loop with a FlushBatch
+// (a worker's), flush() sends at the end of the turn, once per channel, and nothing queued is
+// lost to a close or to the channel going away first.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 
 #include "pooler/net/channel.h"
+#include "pooler/net/flush_batch.h"
 #include "tests/unit/pooler/channel_recorder.h"
 
 namespace pgsluice {
@@ -159,6 +163,104 @@ TEST_F(ChannelIo, StopReadingLeavesBytesInTheSocketUntilReadingStartsAgain) {
   channel.close();
   run_until(&loop_, [&] { return owner.closed == 1; });
   EXPECT_EQ(owner.closed, 1);
+}
+
+// What the peer can read now, without waiting.
+std::string readable_now(int fd) {
+  std::string got;
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+    got.append(buf, static_cast<size_t>(n));
+  return got;
+}
+
+TEST_F(ChannelIo, OnALoopWithABatchTheTurnsFlushesGoOutTogetherAtItsEnd) {
+  FlushBatch batch;
+  loop_.data = &batch;
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  channel.output() = "first ";
+  channel.flush();
+  channel.output() += "second";
+  channel.flush();  // the channel is in the batch once
+  EXPECT_EQ(readable_now(peer_), "");
+  EXPECT_EQ(channel.queued_output(), 12U);
+  batch.run();
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(readable_now(peer_), "first second");
+  EXPECT_EQ(channel.bytes_sent(), 12U);
+  channel.output() = "next turn";
+  channel.flush();
+  batch.run();
+  EXPECT_EQ(readable_now(peer_), "next turn");
+  loop_.data = nullptr;
+  channel.output() = "unbatched";
+  channel.flush();
+  EXPECT_EQ(readable_now(peer_), "unbatched");
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  EXPECT_EQ(owner.closed, 1);
+}
+
+TEST_F(ChannelIo, ABatchedSendThatTakesAllOfAHighQueueReportsItDrained) {
+  FlushBatch batch;
+  loop_.data = &batch;
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  // Above the low-water mark: a producer forwarding this much pauses until it hears "drained".
+  // It saw the queue before the batch sent it, and no write is left to complete later.
+  const std::string chunk(Channel::kLowWaterMark + 1000, 'q');
+  channel.output() = chunk;
+  channel.flush();
+  batch.run();
+  ASSERT_EQ(channel.queued_output(), 0U) << "the socketpair took less than one send";
+  EXPECT_EQ(owner.drained, 1);
+  EXPECT_EQ(readable_now(peer_), chunk);
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  loop_.data = nullptr;
+}
+
+TEST_F(ChannelIo, ACloseSendsWhatAFlushOfTheTurnQueuedBeforeIt) {
+  FlushBatch batch;
+  loop_.data = &batch;
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  channel.output() = "the last message";
+  channel.flush();
+  channel.close();
+  EXPECT_EQ(readable_now(peer_), "the last message");
+  batch.run();  // the closed channel is still listed: nothing more to send, no error
+  EXPECT_EQ(owner.error, 0);
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  EXPECT_EQ(owner.closed, 1);
+  loop_.data = nullptr;
+}
+
+TEST_F(ChannelIo, AChannelDeletedBeforeTheTurnsEndLeavesTheBatch) {
+  FlushBatch batch;
+  loop_.data = &batch;
+  Recorder owner;
+  Recorder other_owner;
+  // Never initialized: such a channel may be deleted at once (its owner gave up before connecting).
+  auto gone = std::make_unique<Channel>(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  gone->output() = "never sent";
+  gone->flush();
+  Channel stays(&loop_, other_owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(stays);
+  stays.output() = "sent";
+  stays.flush();
+  gone.reset();
+  batch.run();  // ASan reports a use of the deleted channel here if it was not forgotten
+  EXPECT_EQ(readable_now(peer_), "sent");
+  EXPECT_EQ(owner.error, 0);
+  stays.close();
+  run_until(&loop_, [&] { return other_owner.closed == 1; });
+  loop_.data = nullptr;
 }
 
 }  // namespace

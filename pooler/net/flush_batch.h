@@ -1,0 +1,32 @@
+// The writes of one loop turn, sent together at its end.
+//
+// A channel's flush() does not send at once when its loop has a FlushBatch: it joins the batch,
+// and the worker sends every joined channel's output after the turn's I/O callbacks (a uv_check)
+// and before it waits for events again (its uv_prepare). The turn's reads all happen before its
+// writes: a peer woken by the first reply finds the others there when it runs, instead of being
+// woken once per reply (issue 17: "writes gathered to the end of a loop turn").
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace pgsluice {
+
+class Channel;
+
+class FlushBatch {
+ public:
+  void add(Channel* channel) { channels_.push_back(channel); }
+  // A channel that goes away, or moves to another loop, before the batch ran.
+  void forget(const Channel* channel);
+  // Sends every joined channel's output; channels that join while it runs are sent too.
+  void run();
+  [[nodiscard]] bool empty() const { return channels_.empty(); }
+
+ private:
+  std::vector<Channel*> channels_;
+  std::vector<Channel*> running_;
+  bool running_now_ = false;
+};
+
+}  // namespace pgsluice
