@@ -30,6 +30,8 @@ void release_if_large(std::string& buffer) {
   if (buffer.empty() && buffer.capacity() > kIdleOutputCapacity) std::string().swap(buffer);
 }
 
+// Output up to this much waits for the end of the loop turn (flush()); more is sent at once.
+constexpr size_t kBatchedOutputLimit = 16 * 1024;
 // The read size asked of the kernel; the buffer grows only when one message needs more.
 constexpr size_t kReadChunk = 16 * 1024;  // the most one read asks for
 // An emptied input buffer above this capacity is released, so an idle client costs little.
@@ -191,10 +193,15 @@ void Channel::on_read(ssize_t nread) {
 }
 
 void Channel::flush() {
-  if (in_batch_ || writing_ || closing_) return;
-  if (FlushBatch* turn = batch(); turn != nullptr && !output_.empty()) {
-    in_batch_ = true;
-    turn->add(this);
+  if (writing_ || closing_) return;
+  // Bulk data (a large result, COPY, a base backup) goes out as it is read, as before batching:
+  // held to the turn's end, up to 32 reads of 16 kB would collect first, and the buffer would
+  // grow and be given back every turn.
+  if (FlushBatch* turn = batch(); turn != nullptr && output_.size() < kBatchedOutputLimit) {
+    if (!in_batch_ && !output_.empty()) {
+      in_batch_ = true;
+      turn->add(this);
+    }
     return;
   }
   flush_now();

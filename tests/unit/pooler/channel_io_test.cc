@@ -204,17 +204,42 @@ TEST_F(ChannelIo, OnALoopWithABatchTheTurnsFlushesGoOutTogetherAtItsEnd) {
   EXPECT_EQ(owner.closed, 1);
 }
 
+TEST_F(ChannelIo, BulkOutputIsSentAtOnceEvenOnALoopWithABatch) {
+  FlushBatch batch;
+  loop_.data = &batch;
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  channel.output() = "small";
+  channel.flush();
+  EXPECT_EQ(readable_now(peer_), "");
+  // A large result or COPY data: what one full read brings is forwarded as it comes, with what
+  // the turn had queued before it, so that a turn of many reads does not collect them all.
+  const std::string bulk(16 * 1024, 'b');
+  channel.output() += bulk;
+  channel.flush();
+  EXPECT_EQ(readable_now(peer_), "small" + bulk);
+  batch.run();  // the channel's entry finds nothing left to send
+  EXPECT_EQ(readable_now(peer_), "");
+  EXPECT_EQ(owner.error, 0);
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  loop_.data = nullptr;
+}
+
 TEST_F(ChannelIo, ABatchedSendThatTakesAllOfAHighQueueReportsItDrained) {
   FlushBatch batch;
   loop_.data = &batch;
   Recorder owner;
   Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
   open_pair(channel);
-  // Above the low-water mark: a producer forwarding this much pauses until it hears "drained".
-  // It saw the queue before the batch sent it, and no write is left to complete later.
-  const std::string chunk(Channel::kLowWaterMark + 1000, 'q');
-  channel.output() = chunk;
+  // Above the low-water mark: a producer that queued this much pauses until it hears "drained".
+  // It saw the queue before the batch sent it, and no write is left to complete later. (Small
+  // output joins the batch; what is appended after it, unflushed, goes with it.)
+  const std::string chunk = "q" + std::string(Channel::kLowWaterMark + 1000, 'q');
+  channel.output() = "q";
   channel.flush();
+  channel.output().append(chunk.size() - 1, 'q');
   batch.run();
   ASSERT_EQ(channel.queued_output(), 0U) << "the socketpair took less than one send";
   EXPECT_EQ(owner.drained, 1);
