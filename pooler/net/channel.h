@@ -13,8 +13,8 @@
 // second buffer, sent as the socket becomes writable, while new bytes collect behind it.
 // On a worker's loop (its uv_loop_t's data is a FlushBatch) flush() does not send at once: the
 // channel joins the batch, and the worker sends every joined channel's output at the end of the
-// loop turn, after all its reads (flush_batch.h says why). Closing sends what the turn queued
-// first; nothing else in this class waits for the batch.
+// loop turn, after all its reads (flush_batch.h says why); 16 kB or more goes out at once.
+// Closing sends what the turn queued first; nothing else in this class waits for the batch.
 //
 // TLS (start_tls) sits between the socket and those buffers: input() still yields plaintext and
 // output() still takes it; ciphertext is read into a buffer of its own and decrypted into the

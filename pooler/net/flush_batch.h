@@ -1,10 +1,11 @@
 // The writes of one loop turn, sent together at its end.
 //
-// A channel's flush() does not send at once when its loop has a FlushBatch: it joins the batch,
-// and the worker sends every joined channel's output after the turn's I/O callbacks (a uv_check)
-// and before it waits for events again (its uv_prepare). The turn's reads all happen before its
-// writes: a peer woken by the first reply finds the others there when it runs, instead of being
-// woken once per reply (issue 17: "writes gathered to the end of a loop turn").
+// A channel's flush() of small output (under 16 kB) does not send at once when its loop has a
+// FlushBatch: it joins the batch, and the worker sends every joined channel's output after the
+// turn's I/O callbacks (a uv_check) and before it waits for events again (its uv_prepare). The
+// turn's reads all happen before its writes: a peer woken by one reply no longer preempts the
+// pooler before the turn's next read (issue 17: "writes gathered to the end of a loop turn";
+// docs/profile.md 0j).
 #pragma once
 
 #include <cstddef>
