@@ -102,6 +102,13 @@ def rss_kb(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def sanitized(pid: int) -> bool:
+    """An ASan build: its allocator keeps freed memory in quarantine (256 MB by default), so
+    RSS says nothing about what pgsluice holds; the buffers' own count (/metrics) still does."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))

@@ -26,13 +26,6 @@ import harness
 TIMEOUT = 20
 
 
-def sanitized(pid: int) -> bool:
-    """An ASan build: its allocator keeps freed memory in quarantine (256 MB by default), so
-    RSS says nothing about what pgsluice holds; the buffers' own count (/metrics) still does."""
-    with open(f"/proc/{pid}/maps") as f:
-        return "libasan" in f.read()
-
-
 def startup_packet(user: str = "app", database: str = "app") -> bytes:
     body = struct.pack("!i", 196608)
     body += b"user\0" + user.encode() + b"\0database\0" + database.encode() + b"\0\0"
@@ -167,7 +160,7 @@ def test_oversized_messages_before_login_are_refused_at_the_header(make_pooler):
     for e in errors:
         assert e["S"] == "FATAL" and e["C"] == "08P01", e
         assert "during authentication" in e["M"] and "65535" in e["M"], e
-    if not sanitized(pid):
+    if not harness.sanitized(pid):
         assert peak[0] < rss_start + 30 * 1024, f"RSS {rss_start // 1024} -> {peak[0] // 1024} MB"
     assert pooler.wait_for_log(r"sent a 209715200 byte message before login")
     metrics = scrape_metrics(mport)
@@ -245,7 +238,7 @@ def test_a_200mb_statement_streams_through(make_pooler, protocol):
         held = (metrics['pgsluice_buffer_bytes{side="client"}'] +
                 metrics['pgsluice_buffer_bytes{side="server"}'])
         assert held < 4 * 1024 * 1024, metrics
-    if not sanitized(pid):
+    if not harness.sanitized(pid):
         assert rss.peak < 100 * 1024, f"RSS peaked at {rss.peak // 1024} MB"
         assert harness.rss_kb(pid) < 30 * 1024, f"RSS {harness.rss_kb(pid) // 1024} MB after"
 
@@ -273,7 +266,7 @@ def test_buffers_shrink_after_a_large_message(make_pooler):
                 metrics['pgsluice_buffer_bytes{side="server"}'])
         assert held < 4 * 1024 * 1024, metrics
         assert c.scalar("SELECT 'still here'") == "still here"
-    if not sanitized(pooler.proc.pid):
+    if not harness.sanitized(pooler.proc.pid):
         assert harness.rss_kb(pooler.proc.pid) < 60 * 1024
 
 

@@ -30,6 +30,7 @@ RELOAD_EVERY = float(os.environ.get("PGSLUICE_SOAK_RELOAD_EVERY", "5"))
 CHURN_SECONDS = max(5, SECONDS // 3)
 GROWTH_FACTOR = 1.2
 SLACK_KB = 8 * 1024
+QUARANTINE_MB = 16  # ASan's, for this test (its default is 256 MB)
 
 
 def pgbench_figures(stdout: str) -> tuple[int, int]:
@@ -44,7 +45,8 @@ def test_soak(pgbench_data, make_pooler, monkeypatch):
     # Under ASan, freed memory waits in a quarantine (256 MB by default) that shows as RSS growth
     # for a while; a small one keeps the flatness check meaningful. (A normal build ignores it.)
     opts = os.environ.get("ASAN_OPTIONS", "")
-    monkeypatch.setenv("ASAN_OPTIONS", (opts + ":" if opts else "") + "quarantine_size_mb=16")
+    monkeypatch.setenv("ASAN_OPTIONS",
+                       (opts + ":" if opts else "") + f"quarantine_size_mb={QUARANTINE_MB}")
     pooler = make_pooler(pool_mode="transaction", default_pool_size=10,
                          max_client_conn=CLIENTS + 200, query_wait_timeout=120)
     pid = pooler.proc.pid
@@ -105,8 +107,14 @@ def test_soak(pgbench_data, make_pooler, monkeypatch):
     assert steady_failed == 0 and churn_failed == 0
     assert steady > CLIENTS and churn > 20
     assert RELOAD_EVERY <= 0 or SECONDS < RELOAD_EVERY or reloads >= 1
-    # Flat: no growth after warm-up beyond noise (allocator caches, the ASan quarantine).
-    assert rss_end <= max(rss_warm * GROWTH_FACTOR, rss_warm + SLACK_KB), (rss_warm, rss_end)
+    # Flat: no growth after warm-up beyond noise (allocator caches, the ASan quarantine). Under
+    # ASan the quarantine fills after warm-up with what the churn phase's logins free: up to its
+    # whole size is noise on top of the normal build's allowance (runs measured 90 -> 105-109 MB
+    # before and after the same change).
+    allowed = max(rss_warm * GROWTH_FACTOR, rss_warm + SLACK_KB)
+    if harness.sanitized(pid):
+        allowed += QUARANTINE_MB * 1024
+    assert rss_end <= allowed, (rss_warm, rss_end, allowed)
     assert pooler.alive()
     # No errors beyond those injected (a reload injects none): no warning or error line.
     bad = [line for line in pooler.log().splitlines()
