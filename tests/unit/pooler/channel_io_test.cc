@@ -175,117 +175,99 @@ std::string readable_now(int fd) {
   return got;
 }
 
-TEST_F(ChannelIo, OnALoopWithABatchTheTurnsFlushesGoOutTogetherAtItsEnd) {
-  FlushBatch batch;
-  loop_.data = &batch;
-  Recorder owner;
-  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
-  open_pair(channel);
-  channel.output() = "first ";
-  channel.flush();
-  channel.output() += "second";
-  channel.flush();  // the channel is in the batch once
+// A channel on a socketpair, on a loop whose data is a FlushBatch (as a worker's is).
+class BatchedChannelIo : public ChannelIo {
+ protected:
+  void SetUp() override {
+    ChannelIo::SetUp();
+    loop_.data = &batch_;
+    open_pair(channel_);
+  }
+  void TearDown() override {
+    channel_.close();
+    run_until(&loop_, [&] { return owner_.closed == 1; });
+    EXPECT_EQ(owner_.closed, 1);
+    batch_.run();  // the closed channel's entry, if any, before the batch goes
+    loop_.data = nullptr;
+    ChannelIo::TearDown();
+  }
+
+  FlushBatch batch_;
+  Recorder owner_;
+  Channel channel_{&loop_, owner_, protocol::FramePhase::regular, 1 << 20};
+};
+
+TEST_F(BatchedChannelIo, TheTurnsFlushesGoOutTogetherAtItsEnd) {
+  channel_.output() = "first ";
+  channel_.flush();
+  channel_.output() += "second";
+  channel_.flush();  // the channel is in the batch once
   EXPECT_EQ(readable_now(peer_), "");
-  EXPECT_EQ(channel.queued_output(), 12U);
-  batch.run();
-  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(channel_.queued_output(), 12U);
+  batch_.run();
+  EXPECT_TRUE(batch_.empty());
   EXPECT_EQ(readable_now(peer_), "first second");
-  EXPECT_EQ(channel.bytes_sent(), 12U);
-  channel.output() = "next turn";
-  channel.flush();
-  batch.run();
+  EXPECT_EQ(channel_.bytes_sent(), 12U);
+  channel_.output() = "next turn";
+  channel_.flush();
+  batch_.run();
   EXPECT_EQ(readable_now(peer_), "next turn");
-  loop_.data = nullptr;
-  channel.output() = "unbatched";
-  channel.flush();
+  loop_.data = nullptr;  // a loop without a batch: flush() sends
+  channel_.output() = "unbatched";
+  channel_.flush();
   EXPECT_EQ(readable_now(peer_), "unbatched");
-  channel.close();
-  run_until(&loop_, [&] { return owner.closed == 1; });
-  EXPECT_EQ(owner.closed, 1);
 }
 
-TEST_F(ChannelIo, BulkOutputIsSentAtOnceEvenOnALoopWithABatch) {
-  FlushBatch batch;
-  loop_.data = &batch;
-  Recorder owner;
-  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
-  open_pair(channel);
-  channel.output() = "small";
-  channel.flush();
+TEST_F(BatchedChannelIo, BulkOutputIsSentAtOnce) {
+  channel_.output() = "small";
+  channel_.flush();
   EXPECT_EQ(readable_now(peer_), "");
   // A large result or COPY data: what one full read brings is forwarded as it comes, with what
   // the turn had queued before it, so that a turn of many reads does not collect them all.
   const std::string bulk(16 * 1024, 'b');
-  channel.output() += bulk;
-  channel.flush();
+  channel_.output() += bulk;
+  channel_.flush();
   EXPECT_EQ(readable_now(peer_), "small" + bulk);
-  batch.run();  // the channel's entry finds nothing left to send
+  batch_.run();  // the channel's entry finds nothing left to send
   EXPECT_EQ(readable_now(peer_), "");
-  EXPECT_EQ(owner.error, 0);
-  channel.close();
-  run_until(&loop_, [&] { return owner.closed == 1; });
-  loop_.data = nullptr;
+  EXPECT_EQ(owner_.error, 0);
 }
 
-TEST_F(ChannelIo, ABatchedSendThatTakesAllOfAHighQueueReportsItDrained) {
-  FlushBatch batch;
-  loop_.data = &batch;
-  Recorder owner;
-  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
-  open_pair(channel);
+TEST_F(BatchedChannelIo, ASendThatTakesAllOfAHighQueueReportsItDrained) {
   // Above the low-water mark: a producer that queued this much pauses until it hears "drained".
   // It saw the queue before the batch sent it, and no write is left to complete later. (Small
   // output joins the batch; what is appended after it, unflushed, goes with it.)
   const std::string chunk = "q" + std::string(Channel::kLowWaterMark + 1000, 'q');
-  channel.output() = "q";
-  channel.flush();
-  channel.output().append(chunk.size() - 1, 'q');
-  batch.run();
-  ASSERT_EQ(channel.queued_output(), 0U) << "the socketpair took less than one send";
-  EXPECT_EQ(owner.drained, 1);
+  channel_.output() = "q";
+  channel_.flush();
+  channel_.output().append(chunk.size() - 1, 'q');
+  batch_.run();
+  ASSERT_EQ(channel_.queued_output(), 0U) << "the socketpair took less than one send";
+  EXPECT_EQ(owner_.drained, 1);
   EXPECT_EQ(readable_now(peer_), chunk);
-  channel.close();
-  run_until(&loop_, [&] { return owner.closed == 1; });
-  loop_.data = nullptr;
 }
 
-TEST_F(ChannelIo, ACloseSendsWhatAFlushOfTheTurnQueuedBeforeIt) {
-  FlushBatch batch;
-  loop_.data = &batch;
-  Recorder owner;
-  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
-  open_pair(channel);
-  channel.output() = "the last message";
-  channel.flush();
-  channel.close();
+TEST_F(BatchedChannelIo, ACloseSendsWhatAFlushOfTheTurnQueuedBeforeIt) {
+  channel_.output() = "the last message";
+  channel_.flush();
+  channel_.close();
   EXPECT_EQ(readable_now(peer_), "the last message");
-  batch.run();  // the closed channel is still listed: nothing more to send, no error
-  EXPECT_EQ(owner.error, 0);
-  run_until(&loop_, [&] { return owner.closed == 1; });
-  EXPECT_EQ(owner.closed, 1);
-  loop_.data = nullptr;
+  batch_.run();  // the closed channel is still listed: nothing more to send, no error
+  EXPECT_EQ(owner_.error, 0);
 }
 
-TEST_F(ChannelIo, AChannelDeletedBeforeTheTurnsEndLeavesTheBatch) {
-  FlushBatch batch;
-  loop_.data = &batch;
-  Recorder owner;
-  Recorder other_owner;
+TEST_F(BatchedChannelIo, AChannelDeletedBeforeTheTurnsEndLeavesTheBatch) {
+  Recorder gone_owner;
   // Never initialized: such a channel may be deleted at once (its owner gave up before connecting).
-  auto gone = std::make_unique<Channel>(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  auto gone = std::make_unique<Channel>(&loop_, gone_owner, protocol::FramePhase::regular, 1 << 20);
   gone->output() = "never sent";
   gone->flush();
-  Channel stays(&loop_, other_owner, protocol::FramePhase::regular, 1 << 20);
-  open_pair(stays);
-  stays.output() = "sent";
-  stays.flush();
+  channel_.output() = "sent";
+  channel_.flush();
   gone.reset();
-  batch.run();  // ASan reports a use of the deleted channel here if it was not forgotten
+  batch_.run();  // ASan reports a use of the deleted channel here if it was not forgotten
   EXPECT_EQ(readable_now(peer_), "sent");
-  EXPECT_EQ(owner.error, 0);
-  stays.close();
-  run_until(&loop_, [&] { return other_owner.closed == 1; });
-  loop_.data = nullptr;
+  EXPECT_EQ(gone_owner.error, 0);
 }
 
 }  // namespace
