@@ -17,12 +17,15 @@
 #include "pooler/core/peer_forwarder.h"
 #include "pooler/core/session_checks.h"
 #include "pooler/net/cancel_sender.h"
+#include "pooler/net/send_ring.h"
 
 namespace pgsluice {
 
 namespace pp = pgsluice::protocol;
 
 namespace {
+// Sends per io_uring submission; a turn with more submits more than once.
+constexpr unsigned kSendRingEntries = 128;
 // See on_janitor: 256 kB is a burst of ~128 idle clients (2 kB first reads); trimming costs a walk
 // of the heap, so it is not done for a handful.
 constexpr size_t kTrimAfterReleasedBytes = 256 * 1024;
@@ -389,6 +392,8 @@ void Worker::stop() {
 }
 
 void Worker::run() {
+  // Made on the thread that submits to it (the ring admits one submitting thread).
+  if (!flushes_.has_ring()) flushes_.use_ring(SendRing::open(kSendRingEntries));
   uv_run(&loop_, UV_RUN_DEFAULT);
   group_.world().retire(index_);
 }

@@ -216,6 +216,56 @@ void Channel::flush_batched() {
   if (was_high && !closing_ && queued_output() <= kLowWaterMark) owner_.on_channel_drained(*this);
 }
 
+bool Channel::take_ring_send(int* fd, const char** data, size_t* size) {
+  if (tls_ != nullptr || writing_ || closing_ || output_.empty() || send_chunk_ != 0) return false;
+  if (fd_ < 0) {
+    const int socket = socket_of(reinterpret_cast<const uv_handle_t*>(&handle_));
+    if (socket < 0) return false;  // flush_batched reports it
+    fd_ = socket;
+  }
+  ring_was_high_ = queued_output() > kLowWaterMark;
+  ring_error_ = 0;
+  *fd = fd_;
+  *data = output_.data();
+  *size = output_.size();
+  return true;
+}
+
+void Channel::ring_sent(ssize_t result) {
+  if (result > 0) {
+    bytes_sent_ += static_cast<uint64_t>(result);
+    if (static_cast<size_t>(result) == output_.size()) {
+      output_.clear();
+      release_if_large(output_);
+      return;
+    }
+  } else if (result != -EAGAIN && result != -EWOULDBLOCK && result != -EINTR) {
+    output_.clear();
+    ring_error_ = uv_translate_sys_error(static_cast<int>(-result));
+    return;
+  }
+  // What the socket did not take waits for it to be writable, as in send().
+  in_flight_.swap(output_);
+  in_flight_sent_ = result > 0 ? static_cast<size_t>(result) : 0;
+  output_.clear();
+  writing_ = true;
+}
+
+void Channel::finish_ring_send() {
+  in_batch_ = false;
+  if (closing_) return;
+  if (ring_error_ != 0) {
+    write_failed(ring_error_);
+    return;
+  }
+  if (writing_) update_poll();
+  if (closing_) return;
+  if (ring_was_high_ && queued_output() <= kLowWaterMark) owner_.on_channel_drained(*this);
+  // Another channel's owner may have added output since the send (while this one was still
+  // marked as in the batch, so its flush() did not join again).
+  if (!closing_ && !output_.empty()) flush();
+}
+
 void Channel::flush_now() {
   if (tls_ != nullptr) {
     flush_tls();

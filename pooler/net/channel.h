@@ -89,6 +89,15 @@ class Channel {
   void flush();
   // The batch's call at the end of the turn.
   void flush_batched();
+  // The batch's calls when it sends through a SendRing. take_ring_send: whether this turn's
+  // output can go in one ring send (plaintext, nothing being written, not sent in pieces), and
+  // what to send. ring_sent: the send's result, booked as send() books it, with no call to the
+  // owner yet (other channels' results of the same submission are not booked yet).
+  // finish_ring_send: what send() would then tell the owner (a failure, a drained queue) and the
+  // wait for a writable socket after a partial send.
+  [[nodiscard]] bool take_ring_send(int* fd, const char** data, size_t* size);
+  void ring_sent(ssize_t result);
+  void finish_ring_send();
   [[nodiscard]] size_t queued_output() const {
     return output_.size() + cipher_out_.size() + in_flight_.size();
   }
@@ -195,9 +204,11 @@ class Channel {
   int closes_pending_ = 0;     // handle_ and poll_: on_channel_closed after the last
   size_t in_flight_sent_ = 0;  // of in_flight_, what send() took already
   bool writing_ = false;
-  bool in_batch_ = false;    // joined the loop's FlushBatch, not yet sent
-  size_t read_size_ = 2048;  // grows to 16 kB when reads fill it
-  size_t send_chunk_ = 0;    // set_send_chunk
+  bool in_batch_ = false;       // joined the loop's FlushBatch, not yet sent (or not yet finished)
+  bool ring_was_high_ = false;  // take_ring_send: the queue was above the low-water mark
+  int ring_error_ = 0;          // ring_sent: the send's error (a libuv code), for finish_ring_send
+  size_t read_size_ = 2048;     // grows to 16 kB when reads fill it
+  size_t send_chunk_ = 0;       // set_send_chunk
   bool reading_ = false;
   bool closing_ = false;
   bool close_after_flush_ = false;

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
+
+#include "pooler/net/send_ring.h"
 
 namespace pgsluice {
 
@@ -23,8 +26,17 @@ class FlushBatch {
   // Sends every joined channel's output; channels that join while it runs are sent too.
   void run();
   [[nodiscard]] bool empty() const { return channels_.empty(); }
+  // Sends through `ring` from now on (null: one send() per channel).
+  void use_ring(std::unique_ptr<SendRing> ring) { ring_ = std::move(ring); }
+  [[nodiscard]] bool has_ring() const { return ring_ != nullptr; }
 
  private:
+  // Sends what running_'s plaintext channels hold in ring submissions; those it sent leave
+  // running_ (null), the rest (TLS, sends in pieces, a failed ring) stay for flush_batched.
+  void send_through_ring();
+
+  std::unique_ptr<SendRing> ring_;
+  std::vector<size_t> ring_sent_;  // send_through_ring: indexes into running_ of one submission
   std::vector<Channel*> channels_;
   std::vector<Channel*> running_;
   bool running_now_ = false;

@@ -3,17 +3,22 @@
 // after the bytes that came before them; close reports once for both handles. Real sockets
 // (a Unix socketpair, loopback TCP) and a real loop, on one thread. On a loop with a FlushBatch
 // (a worker's), flush() sends at the end of the turn, once per channel, and nothing queued is
-// lost to a close or to the channel going away first.
+// lost to a close or to the channel going away first; each of those tests runs twice, with the
+// batch sending through an io_uring (a SendRing, where the kernel allows one) and without.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "pooler/net/channel.h"
 #include "pooler/net/flush_batch.h"
+#include "pooler/net/send_ring.h"
 #include "tests/unit/pooler/channel_recorder.h"
 
 namespace pgsluice {
@@ -175,11 +180,16 @@ std::string readable_now(int fd) {
   return got;
 }
 
-// A channel on a socketpair, on a loop whose data is a FlushBatch (as a worker's is).
-class BatchedChannelIo : public ChannelIo {
+// A channel on a socketpair, on a loop whose data is a FlushBatch (as a worker's is); the
+// parameter: whether the batch sends through a SendRing.
+class BatchedChannelIo : public ChannelIo, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     ChannelIo::SetUp();
+    if (GetParam()) {
+      batch_.use_ring(SendRing::open(kRingEntries));
+      if (!batch_.has_ring()) GTEST_SKIP() << "io_uring is not available here";
+    }
     loop_.data = &batch_;
     open_pair(channel_);
   }
@@ -192,12 +202,13 @@ class BatchedChannelIo : public ChannelIo {
     ChannelIo::TearDown();
   }
 
+  static constexpr unsigned kRingEntries = 4;  // small: a test's batch fills it more than once
   FlushBatch batch_;
   Recorder owner_;
   Channel channel_{&loop_, owner_, protocol::FramePhase::regular, 1 << 20};
 };
 
-TEST_F(BatchedChannelIo, TheTurnsFlushesGoOutTogetherAtItsEnd) {
+TEST_P(BatchedChannelIo, TheTurnsFlushesGoOutTogetherAtItsEnd) {
   channel_.output() = "first ";
   channel_.flush();
   channel_.output() += "second";
@@ -218,7 +229,7 @@ TEST_F(BatchedChannelIo, TheTurnsFlushesGoOutTogetherAtItsEnd) {
   EXPECT_EQ(readable_now(peer_), "unbatched");
 }
 
-TEST_F(BatchedChannelIo, BulkOutputIsSentAtOnce) {
+TEST_P(BatchedChannelIo, BulkOutputIsSentAtOnce) {
   channel_.output() = "small";
   channel_.flush();
   EXPECT_EQ(readable_now(peer_), "");
@@ -233,7 +244,7 @@ TEST_F(BatchedChannelIo, BulkOutputIsSentAtOnce) {
   EXPECT_EQ(owner_.error, 0);
 }
 
-TEST_F(BatchedChannelIo, ASendThatTakesAllOfAHighQueueReportsItDrained) {
+TEST_P(BatchedChannelIo, ASendThatTakesAllOfAHighQueueReportsItDrained) {
   // Above the low-water mark: a producer that queued this much pauses until it hears "drained".
   // It saw the queue before the batch sent it, and no write is left to complete later. (Small
   // output joins the batch; what is appended after it, unflushed, goes with it.)
@@ -247,7 +258,7 @@ TEST_F(BatchedChannelIo, ASendThatTakesAllOfAHighQueueReportsItDrained) {
   EXPECT_EQ(readable_now(peer_), chunk);
 }
 
-TEST_F(BatchedChannelIo, ACloseSendsWhatAFlushOfTheTurnQueuedBeforeIt) {
+TEST_P(BatchedChannelIo, ACloseSendsWhatAFlushOfTheTurnQueuedBeforeIt) {
   channel_.output() = "the last message";
   channel_.flush();
   channel_.close();
@@ -256,7 +267,7 @@ TEST_F(BatchedChannelIo, ACloseSendsWhatAFlushOfTheTurnQueuedBeforeIt) {
   EXPECT_EQ(owner_.error, 0);
 }
 
-TEST_F(BatchedChannelIo, AChannelDeletedBeforeTheTurnsEndLeavesTheBatch) {
+TEST_P(BatchedChannelIo, AChannelDeletedBeforeTheTurnsEndLeavesTheBatch) {
   Recorder gone_owner;
   // Never initialized: such a channel may be deleted at once (its owner gave up before connecting).
   auto gone = std::make_unique<Channel>(&loop_, gone_owner, protocol::FramePhase::regular, 1 << 20);
@@ -268,6 +279,161 @@ TEST_F(BatchedChannelIo, AChannelDeletedBeforeTheTurnsEndLeavesTheBatch) {
   batch_.run();  // ASan reports a use of the deleted channel here if it was not forgotten
   EXPECT_EQ(readable_now(peer_), "sent");
   EXPECT_EQ(gone_owner.error, 0);
+}
+
+TEST_P(BatchedChannelIo, ManyChannelsOfOneTurnEachSendTheirOwnBytes) {
+  // More channels than the ring takes at once: the batch submits in several rounds.
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<int> peers;
+  Recorder owner;
+  for (int i = 0; i < 10; ++i) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    peers.push_back(fds[1]);
+    channels.push_back(
+        std::make_unique<Channel>(&loop_, owner, protocol::FramePhase::regular, 1 << 20));
+    ASSERT_EQ(channels.back()->init_pipe(), 0);
+    ASSERT_EQ(uv_pipe_open(channels.back()->pipe(), fds[0]), 0);
+    channels.back()->output() = "to " + std::to_string(i);
+    channels.back()->flush();
+  }
+  batch_.run();
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(readable_now(peers[i]), "to " + std::to_string(i));
+    EXPECT_EQ(channels[i]->bytes_sent(), 3 + std::to_string(i).size());
+    channels[i]->close();
+  }
+  run_until(&loop_, [&] { return owner.closed == 10; });
+  EXPECT_EQ(owner.closed, 10);
+  EXPECT_EQ(owner.error, 0);
+  for (int fd : peers) ::close(fd);
+}
+
+TEST_P(BatchedChannelIo, WhatTheSocketDoesNotTakeGoesOutAsThePeerReads) {
+  // A small flush joins the batch; what is appended unflushed goes with it: 4 MB, far more than
+  // the socketpair holds, so the batched send takes part and the rest waits for writability.
+  channel_.output() = "<";
+  channel_.flush();
+  std::string big = "<";
+  for (int i = 0; big.size() < 4 * 1024 * 1024; ++i) big += std::to_string(i) + ",";
+  channel_.output() = big;
+  batch_.run();
+  EXPECT_GT(channel_.queued_output(), 0U);
+  channel_.output() += "tail";  // behind what is being written
+  channel_.flush();
+  std::string got;
+  char buf[65536];
+  while (got.size() < big.size() + 4) {
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    batch_.run();
+    ssize_t n = ::recv(peer_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_TRUE(got == big + "tail");
+  EXPECT_EQ(channel_.queued_output(), 0U);
+  EXPECT_EQ(channel_.bytes_sent(), big.size() + 4);
+  EXPECT_GE(owner_.drained, 1);
+  EXPECT_EQ(owner_.error, 0);
+}
+
+TEST_P(BatchedChannelIo, ABatchedSendToAClosedPeerIsAnErrorNotASignal) {
+  ::close(peer_);
+  peer_ = -1;
+  channel_.output() = "nobody reads this";
+  channel_.flush();
+  EXPECT_EQ(owner_.error, 0);
+  batch_.run();
+  EXPECT_EQ(owner_.error, UV_EPIPE);
+  EXPECT_EQ(channel_.queued_output(), 0U);
+}
+
+// An owner whose channel's failure closes another channel, as a client's end closes its server's.
+class ClosesAnotherOnError final : public ChannelOwner {
+ public:
+  void on_channel_readable(Channel&) override {}
+  void on_channel_error(Channel&, int status) override {
+    error = status;
+    if (then) then();
+  }
+  void on_channel_drained(Channel&) override {}
+  void on_channel_closed(Channel&) override { ++closed; }
+  std::function<void()> then;
+  int error = 0;
+  int closed = 0;
+};
+
+TEST_P(BatchedChannelIo, AFailedSendsOwnerMayCloseOrFeedAChannelSentInTheSameTurn) {
+  // The failing channel is in the batch first, so its owner hears of the failure while the
+  // other channels of the turn are sent but not yet finished. One gets more output (it is sent
+  // after its first bytes, once); one is deleted (the batch must not touch it again).
+  ClosesAnotherOnError failing_owner;
+  Channel failing(&loop_, failing_owner, protocol::FramePhase::regular, 1 << 20);
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ::close(fds[1]);  // its peer is gone: the send fails with EPIPE
+  ASSERT_EQ(failing.init_pipe(), 0);
+  ASSERT_EQ(uv_pipe_open(failing.pipe(), fds[0]), 0);
+  failing.output() = "lost";
+  failing.flush();
+
+  channel_.output() = "first";
+  channel_.flush();
+  Recorder gone_owner;
+  auto gone = std::make_unique<Channel>(&loop_, gone_owner, protocol::FramePhase::regular, 1 << 20);
+  int gone_fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, gone_fds), 0);
+  ASSERT_EQ(gone->init_pipe(), 0);
+  ASSERT_EQ(uv_pipe_open(gone->pipe(), gone_fds[0]), 0);
+  gone->output() = "sent before its owner went";
+  gone->flush();
+
+  failing_owner.then = [&] {
+    channel_.output() += " then more";
+    channel_.flush();
+    gone->close();
+  };
+  batch_.run();
+  EXPECT_EQ(failing_owner.error, UV_EPIPE);
+  EXPECT_EQ(readable_now(peer_), "first then more");
+  EXPECT_EQ(channel_.bytes_sent(), 15U);
+  EXPECT_TRUE(batch_.empty());
+  run_until(&loop_, [&] { return gone_owner.closed == 1; });
+  gone.reset();
+  batch_.run();  // ASan: nothing of the deleted channel is left in the batch
+  failing.close();
+  run_until(&loop_, [&] { return failing_owner.closed == 1; });
+  EXPECT_EQ(failing_owner.closed, 1);
+  ::close(gone_fds[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(SendCalls, BatchedChannelIo, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "IoUring" : "SendEach";
+                         });
+
+TEST_F(ChannelIo, ARingThatFailsLeavesTheBatchWhichSendsWithoutIt) {
+  // A ring admits one submitting thread (IORING_SETUP_SINGLE_ISSUER): one opened on another
+  // thread refuses this one's submission, a real failure of a live ring.
+  std::unique_ptr<SendRing> ring;
+  std::thread([&] { ring = SendRing::open(4); }).join();
+  if (ring == nullptr) GTEST_SKIP() << "io_uring is not available here";
+  FlushBatch batch;
+  batch.use_ring(std::move(ring));
+  loop_.data = &batch;
+  Recorder owner;
+  Channel channel(&loop_, owner, protocol::FramePhase::regular, 1 << 20);
+  open_pair(channel);
+  channel.output() = "sent all the same";
+  channel.flush();
+  batch.run();
+  const bool ring_failed = !batch.has_ring();
+  EXPECT_EQ(readable_now(peer_), "sent all the same");
+  EXPECT_EQ(channel.bytes_sent(), 17U);
+  EXPECT_EQ(owner.error, 0);
+  channel.close();
+  run_until(&loop_, [&] { return owner.closed == 1; });
+  loop_.data = nullptr;
+  if (!ring_failed) GTEST_SKIP() << "this kernel has no single-issuer rings: the ring worked";
 }
 
 }  // namespace
