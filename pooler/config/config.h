@@ -269,6 +269,9 @@ struct Settings {
   // from the first client; a few clients on one thread keep the pooler on one core. Measured:
   // docs/design.md, "Worker threads".
   int spread_clients_above = 0;
+  // pgsluice's key: a loop turn's sends go to the kernel in one io_uring submission where the
+  // kernel allows it (net/send_ring.h); off, or where it does not, one send() each.
+  bool io_uring = true;
   // Protocol-level prepared statements kept per server in transaction mode; 0 turns the
   // rewriting off (and lets "prepared statement does not exist" through, as PgBouncer < 1.21).
   int max_prepared_statements = 200;

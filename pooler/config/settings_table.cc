@@ -291,6 +291,8 @@ std::vector<SettingDef> make_table() {
       // SIGINT / SHUTDOWN WAIT_FOR_SERVERS' bound; PgBouncer waits for ever.
       row("shutdown_timeout", duration_value(&S::shutdown_timeout), kOnline, kOwn),
       row("so_reuseport", bool_value(&S::so_reuseport), kRestart),
+      // Each worker opens its ring when it starts.
+      row("io_uring", bool_value(&S::io_uring), kRestart, kOwn),
       row("spread_clients_above", int_value(&S::spread_clients_above, 0, 1000000), kOnline, kOwn),
       row("stats_period", duration_value(&S::stats_period)),
       row("stats_users", list_value(&S::stats_users)),

@@ -393,7 +393,15 @@ void Worker::stop() {
 
 void Worker::run() {
   // Made on the thread that submits to it (the ring admits one submitting thread).
-  if (!flushes_.has_ring()) flushes_.use_ring(SendRing::open(kSendRingEntries));
+  if (config_->settings.io_uring && !flushes_.has_ring()) {
+    flushes_.use_ring(SendRing::open(kSendRingEntries));
+  }
+  if (index_ == 0) {
+    spdlog::info("a loop turn's sends: {}", flushes_.has_ring() ? "one io_uring submission"
+                                            : config_->settings.io_uring
+                                                ? "one send() each (io_uring is not available)"
+                                                : "one send() each (io_uring = 0)");
+  }
   uv_run(&loop_, UV_RUN_DEFAULT);
   group_.world().retire(index_);
 }

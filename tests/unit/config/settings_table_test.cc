@@ -73,13 +73,21 @@ TEST(SettingsTable, AllButRestartKeysAndTheHbaAndIdentFilesAreChangeable) {
   EXPECT_TRUE(is_changeable_setting("max_prepared_statements"));
   EXPECT_TRUE(is_tls_setting("client_tls_key_file"));
   EXPECT_FALSE(is_tls_setting("max_prepared_statements"));
-  const std::set<std::string_view> restart = {"disable_pqexec",   "listen_addr",
-                                              "listen_backlog",   "listen_port",
-                                              "logfile",          "metrics_addr",
-                                              "metrics_port",     "pidfile",
-                                              "so_reuseport",     "track_extra_parameters",
-                                              "unix_socket_dir",  "unix_socket_group",
-                                              "unix_socket_mode", "user",
+  const std::set<std::string_view> restart = {"disable_pqexec",
+                                              "io_uring",
+                                              "listen_addr",
+                                              "listen_backlog",
+                                              "listen_port",
+                                              "logfile",
+                                              "metrics_addr",
+                                              "metrics_port",
+                                              "pidfile",
+                                              "so_reuseport",
+                                              "track_extra_parameters",
+                                              "unix_socket_dir",
+                                              "unix_socket_group",
+                                              "unix_socket_mode",
+                                              "user",
                                               "workers"};
   for (const SettingDef& d : setting_table()) {
     EXPECT_EQ(restart.contains(d.key), d.apply == SettingApply::restart) << d.key;
@@ -115,8 +123,9 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // peer_id, server_role_check_interval and session_state_relay_queue; the ten socket settings
   // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
   // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters,
-  // verbose, syslog, syslog_facility, syslog_ident, user; auth_ident_file; spread_clients_above.
-  EXPECT_EQ(rows.size(), 87u);
+  // verbose, syslog, syslog_facility, syslog_ident, user; auth_ident_file; spread_clients_above;
+  // io_uring.
+  EXPECT_EQ(rows.size(), 88u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
