@@ -46,7 +46,9 @@ Channel::Channel(uv_loop_t* loop, ChannelOwner& owner, protocol::FramePhase phas
 }
 
 Channel::~Channel() {
-  if (in_batch_) batch()->forget(this);
+  // The batch is gone once its worker stopped (Worker::stop empties it first, so a channel still
+  // marked here would be a bug elsewhere; not a reason to crash at exit).
+  if (FlushBatch* turn = batch(); in_batch_ && turn != nullptr) turn->forget(this);
 }
 
 FlushBatch* Channel::batch() const {
@@ -550,7 +552,8 @@ int Channel::detach() {
   const int copy = ::dup(fd);
   if (copy < 0) return uv_translate_sys_error(errno);
   if (in_batch_) {
-    batch()->forget(this);  // nothing to send (can_detach), and the batch is the old loop's
+    // Nothing to send (can_detach), and the batch is the old loop's.
+    if (FlushBatch* turn = batch()) turn->forget(this);
     in_batch_ = false;
   }
   stop_reading();
