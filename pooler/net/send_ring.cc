@@ -4,6 +4,7 @@
 #include <liburing.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,6 +14,38 @@ namespace pgsluice {
 struct SendRing::Ring {
   io_uring ring{};
 };
+
+namespace {
+
+// Whether a send to a full socket answers EAGAIN at once, as the batch needs: a kernel that
+// instead waited for room (armed a poll) would leave the turn's send pending and the loop waiting
+// on it. Checked on a socketpair filled first; what the check leaves pending, the ring's exit
+// cancels (the filler is static, so no buffer of the check is freed under it).
+bool sends_answer_at_once(io_uring* ring) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) != 0) return false;
+  int small = 4096;
+  ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  static const char kFiller[4096] = {};
+  while (::send(fds[0], kFiller, sizeof(kFiller), MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+  }
+  bool at_once = false;
+  if (io_uring_sqe* sqe = io_uring_get_sqe(ring); sqe != nullptr) {
+    io_uring_prep_send(sqe, fds[0], kFiller, sizeof(kFiller), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (io_uring_submit(ring) == 1) {
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_peek_cqe(ring, &cqe) == 0 && cqe != nullptr) {
+        at_once = cqe->res == -EAGAIN;
+        io_uring_cqe_seen(ring, cqe);
+      }
+    }
+  }
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return at_once;
+}
+
+}  // namespace
 
 std::unique_ptr<SendRing> SendRing::open(unsigned entries) {
   auto ring = std::make_unique<Ring>();
@@ -38,6 +71,13 @@ std::unique_ptr<SendRing> SendRing::open(unsigned entries) {
   if (!sends) {
     io_uring_queue_exit(&ring->ring);
     spdlog::debug("io_uring has no send operation here: a loop turn's sends are separate calls");
+    return nullptr;
+  }
+  if (!sends_answer_at_once(&ring->ring)) {
+    io_uring_queue_exit(&ring->ring);
+    spdlog::debug(
+        "io_uring sends wait for a full socket here: a loop turn's sends are separate "
+        "calls");
     return nullptr;
   }
   return std::unique_ptr<SendRing>(new SendRing(std::move(ring), entries));

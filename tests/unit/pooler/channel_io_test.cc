@@ -336,6 +336,32 @@ TEST_P(BatchedChannelIo, WhatTheSocketDoesNotTakeGoesOutAsThePeerReads) {
   EXPECT_EQ(owner_.error, 0);
 }
 
+TEST_P(BatchedChannelIo, ASendToAFullSocketWaitsForRoomWithoutHoldingTheLoop) {
+  // The socket is full before the turn's send: it takes nothing (EAGAIN, at once: the batch does
+  // not wait), and the output goes once the peer has read.
+  uv_os_fd_t fd = -1;
+  ASSERT_EQ(uv_fileno(reinterpret_cast<const uv_handle_t*>(channel_.pipe()), &fd), 0);
+  const std::string filler(4096, 'f');
+  size_t filled = 0;
+  for (ssize_t n; (n = ::send(fd, filler.data(), filler.size(), MSG_DONTWAIT)) > 0;) {
+    filled += static_cast<size_t>(n);
+  }
+  channel_.output() = "after the filler";
+  channel_.flush();
+  batch_.run();
+  EXPECT_EQ(channel_.queued_output(), 16U);
+  EXPECT_EQ(owner_.error, 0);
+  std::string got;
+  char buf[65536];
+  while (got.size() < filled + 16) {
+    ssize_t n = ::recv(peer_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) got.append(buf, static_cast<size_t>(n));
+    uv_run(&loop_, UV_RUN_NOWAIT);
+  }
+  EXPECT_EQ(got.substr(filled), "after the filler");
+  EXPECT_EQ(channel_.queued_output(), 0U);
+}
+
 TEST_P(BatchedChannelIo, ABatchedSendToAClosedPeerIsAnErrorNotASignal) {
   ::close(peer_);
   peer_ = -1;
