@@ -234,23 +234,7 @@ bool Channel::take_ring_send(int* fd, const char** data, size_t* size) {
 }
 
 void Channel::ring_sent(ssize_t result) {
-  if (result > 0) {
-    bytes_sent_ += static_cast<uint64_t>(result);
-    if (static_cast<size_t>(result) == output_.size()) {
-      output_.clear();
-      release_if_large(output_);
-      return;
-    }
-  } else if (result != -EAGAIN && result != -EWOULDBLOCK && result != -EINTR) {
-    output_.clear();
-    ring_error_ = uv_translate_sys_error(static_cast<int>(-result));
-    return;
-  }
-  // What the socket did not take waits for it to be writable, as in send().
-  in_flight_.swap(output_);
-  in_flight_sent_ = result > 0 ? static_cast<size_t>(result) : 0;
-  output_.clear();
-  writing_ = true;
+  ring_error_ = book_send(output_, result);
 }
 
 void Channel::finish_ring_send() {
@@ -286,26 +270,34 @@ void Channel::send(std::string& pending) {
     write_failed(error);
     return;
   }
-  ssize_t written = send_bytes(pending.data(), pending.size());
-  if (written > 0) {
-    bytes_sent_ += static_cast<uint64_t>(written);
-    if (static_cast<size_t>(written) == pending.size()) {
-      pending.clear();
-      release_if_large(pending);
-      return;
-    }
-  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    // The error surfaces through the read side as well; drop what cannot be sent.
-    pending.clear();
-    write_failed(uv_translate_sys_error(errno));
+  const ssize_t written = send_bytes(pending.data(), pending.size());
+  // The error surfaces through the read side as well; what cannot be sent is dropped.
+  if (int error = book_send(pending, written >= 0 ? written : -errno); error != 0) {
+    write_failed(error);
     return;
   }
+  if (writing_) update_poll();
+}
+
+int Channel::book_send(std::string& pending, ssize_t result) {
+  if (result > 0) {
+    bytes_sent_ += static_cast<uint64_t>(result);
+    if (static_cast<size_t>(result) == pending.size()) {
+      pending.clear();
+      release_if_large(pending);
+      return 0;
+    }
+  } else if (result < 0 && result != -EAGAIN && result != -EWOULDBLOCK && result != -EINTR) {
+    pending.clear();
+    return uv_translate_sys_error(static_cast<int>(-result));
+  }
+  // What the socket did not take waits for it to be writable.
   in_flight_.swap(pending);
-  in_flight_sent_ = written > 0 ? static_cast<size_t>(written) : 0;
+  in_flight_sent_ = result > 0 ? static_cast<size_t>(result) : 0;
   pending.clear();
   release_if_large(pending);
   writing_ = true;
-  update_poll();
+  return 0;
 }
 
 ssize_t Channel::send_bytes(const char* data, size_t size) {

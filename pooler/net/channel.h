@@ -184,6 +184,10 @@ class Channel {
   // Sends `pending` (output_ in plaintext, cipher_out_ under TLS): one send(); what the socket
   // does not take becomes in_flight_, sent as the socket becomes writable.
   void send(std::string& pending);
+  // Books a send of `pending` that took `result` bytes (or failed: a negative errno): what went
+  // is counted and dropped, what the socket did not take becomes in_flight_ (writing_), a
+  // failure drops it all and returns its libuv error (else 0). Nothing is reported to the owner.
+  int book_send(std::string& pending, ssize_t result);
   // ::send() of `data` in send_chunk_ pieces until the kernel takes less; -1 (errno set) when
   // the first piece failed.
   ssize_t send_bytes(const char* data, size_t size);
