@@ -393,14 +393,14 @@ void Worker::stop() {
 
 void Worker::run() {
   // Made on the thread that submits to it (the ring admits one submitting thread).
+  std::string why = "io_uring = 0";
   if (config_->settings.io_uring && !flushes_.has_ring()) {
-    flushes_.use_ring(SendRing::open(kSendRingEntries));
+    flushes_.use_ring(SendRing::open(kSendRingEntries, why));
   }
-  if (index_ == 0) {
-    spdlog::info("a loop turn's sends: {}", flushes_.has_ring() ? "one io_uring submission"
-                                            : config_->settings.io_uring
-                                                ? "one send() each (io_uring is not available)"
-                                                : "one send() each (io_uring = 0)");
+  if (index_ == 0 && flushes_.has_ring()) {
+    spdlog::info("a loop turn's sends: one io_uring submission");
+  } else if (index_ == 0) {
+    spdlog::info("a loop turn's sends: one send() each ({})", why);
   }
   uv_run(&loop_, UV_RUN_DEFAULT);
   group_.world().retire(index_);

@@ -47,7 +47,7 @@ bool sends_answer_at_once(io_uring* ring) {
 
 }  // namespace
 
-std::unique_ptr<SendRing> SendRing::open(unsigned entries) {
+std::unique_ptr<SendRing> SendRing::open(unsigned entries, std::string& why) {
   auto ring = std::make_unique<Ring>();
   // One thread submits (its worker's), and no send completes later that would need the kernel to
   // interrupt it: the lightest setup, where the kernel knows it (6.0 and 5.19).
@@ -59,8 +59,7 @@ std::unique_ptr<SendRing> SendRing::open(unsigned entries) {
     rc = io_uring_queue_init_params(entries, &ring->ring, &params);
   }
   if (rc < 0) {
-    spdlog::debug("io_uring unavailable ({}): a loop turn's sends are separate system calls",
-                  std::strerror(-rc));
+    why = std::string("the kernel refused a ring: ") + std::strerror(-rc);
     return nullptr;
   }
   // Kernels 5.1 to 5.5 have rings but no IORING_OP_SEND (a send would fail with EINVAL), and
@@ -70,14 +69,12 @@ std::unique_ptr<SendRing> SendRing::open(unsigned entries) {
   if (probe != nullptr) io_uring_free_probe(probe);
   if (!sends) {
     io_uring_queue_exit(&ring->ring);
-    spdlog::debug("io_uring has no send operation here: a loop turn's sends are separate calls");
+    why = "the kernel's io_uring has no send operation (before 5.6)";
     return nullptr;
   }
   if (!sends_answer_at_once(&ring->ring)) {
     io_uring_queue_exit(&ring->ring);
-    spdlog::debug(
-        "io_uring sends wait for a full socket here: a loop turn's sends are separate "
-        "calls");
+    why = "an io_uring send to a full socket does not answer at once on this kernel";
     return nullptr;
   }
   return std::unique_ptr<SendRing>(new SendRing(std::move(ring), entries));

@@ -14,13 +14,15 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace pgsluice {
 
 class SendRing {
  public:
-  // A ring for `entries` sends at a time, or null where io_uring is unavailable.
-  static std::unique_ptr<SendRing> open(unsigned entries);
+  // A ring for `entries` sends at a time, or null where io_uring is unavailable; then `why`
+  // says why (for the startup log).
+  static std::unique_ptr<SendRing> open(unsigned entries, std::string& why);
   ~SendRing();
   SendRing(const SendRing&) = delete;
   SendRing& operator=(const SendRing&) = delete;

@@ -187,8 +187,9 @@ class BatchedChannelIo : public ChannelIo, public ::testing::WithParamInterface<
   void SetUp() override {
     ChannelIo::SetUp();
     if (GetParam()) {
-      batch_.use_ring(SendRing::open(kRingEntries));
-      if (!batch_.has_ring()) GTEST_SKIP() << "io_uring is not available here";
+      std::string why;
+      batch_.use_ring(SendRing::open(kRingEntries, why));
+      if (!batch_.has_ring()) GTEST_SKIP() << "no io_uring here: " << why;
     }
     loop_.data = &batch_;
     open_pair(channel_);
@@ -441,8 +442,9 @@ TEST_F(ChannelIo, ARingThatFailsLeavesTheBatchWhichSendsWithoutIt) {
   // A ring admits one submitting thread (IORING_SETUP_SINGLE_ISSUER): one opened on another
   // thread refuses this one's submission, a real failure of a live ring.
   std::unique_ptr<SendRing> ring;
-  std::thread([&] { ring = SendRing::open(4); }).join();
-  if (ring == nullptr) GTEST_SKIP() << "io_uring is not available here";
+  std::string why;
+  std::thread([&] { ring = SendRing::open(4, why); }).join();
+  if (ring == nullptr) GTEST_SKIP() << "no io_uring here: " << why;
   FlushBatch batch;
   batch.use_ring(std::move(ring));
   loop_.data = &batch;
