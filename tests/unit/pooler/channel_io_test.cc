@@ -40,12 +40,27 @@ class ChannelIo : public ::testing::Test {
     EXPECT_EQ(uv_loop_close(&loop_), 0);
   }
   // A channel on one end of a Unix socketpair; peer_ is the other end (blocking).
-  void open_pair(Channel& channel) {
+  void open_pair(Channel& channel) { open_pair(channel, peer_); }
+  // The same, the other end in `peer` (the test closes it).
+  static void open_pair(Channel& channel, int& peer) {
     int fds[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    peer_ = fds[1];
+    peer = fds[1];
     ASSERT_EQ(channel.init_pipe(), 0);
     ASSERT_EQ(uv_pipe_open(channel.pipe(), fds[0]), 0);
+  }
+  // What the peer receives of `size` bytes while the loop turns (and `batch`, if any, is sent at
+  // each turn's end, as a worker does).
+  std::string receive_while_turning(size_t size, FlushBatch* batch = nullptr) {
+    std::string got;
+    char buf[65536];
+    while (got.size() < size) {
+      uv_run(&loop_, UV_RUN_NOWAIT);
+      if (batch != nullptr) batch->run();
+      ssize_t n = ::recv(peer_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
   }
   // A channel on the accepted end of a loopback TCP connection; peer_ is the connecting end.
   void open_tcp(Channel& channel) {
@@ -83,14 +98,7 @@ TEST_F(ChannelIo, OutputTheSocketDoesNotTakeAtOnceGoesOutInOrder) {
   EXPECT_GT(channel.queued_output(), 0U);
   channel.output() = "tail";  // collects behind what is being written
   channel.flush();
-  std::string got;
-  char buf[65536];
-  while (got.size() < big.size() + 4) {
-    uv_run(&loop_, UV_RUN_NOWAIT);
-    ssize_t n = ::recv(peer_, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) got.append(buf, static_cast<size_t>(n));
-  }
-  EXPECT_TRUE(got == big + "tail");
+  EXPECT_TRUE(receive_while_turning(big.size() + 4) == big + "tail");
   EXPECT_EQ(channel.queued_output(), 0U);
   EXPECT_EQ(channel.bytes_sent(), big.size() + 4);
   EXPECT_GE(owner.drained, 1);
@@ -288,13 +296,9 @@ TEST_P(BatchedChannelIo, ManyChannelsOfOneTurnEachSendTheirOwnBytes) {
   std::vector<int> peers;
   Recorder owner;
   for (int i = 0; i < 10; ++i) {
-    int fds[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-    peers.push_back(fds[1]);
     channels.push_back(
         std::make_unique<Channel>(&loop_, owner, protocol::FramePhase::regular, 1 << 20));
-    ASSERT_EQ(channels.back()->init_pipe(), 0);
-    ASSERT_EQ(uv_pipe_open(channels.back()->pipe(), fds[0]), 0);
+    ASSERT_NO_FATAL_FAILURE(open_pair(*channels.back(), peers.emplace_back()));
     channels.back()->output() = "to " + std::to_string(i);
     channels.back()->flush();
   }
@@ -322,15 +326,7 @@ TEST_P(BatchedChannelIo, WhatTheSocketDoesNotTakeGoesOutAsThePeerReads) {
   EXPECT_GT(channel_.queued_output(), 0U);
   channel_.output() += "tail";  // behind what is being written
   channel_.flush();
-  std::string got;
-  char buf[65536];
-  while (got.size() < big.size() + 4) {
-    uv_run(&loop_, UV_RUN_NOWAIT);
-    batch_.run();
-    ssize_t n = ::recv(peer_, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) got.append(buf, static_cast<size_t>(n));
-  }
-  EXPECT_TRUE(got == big + "tail");
+  EXPECT_TRUE(receive_while_turning(big.size() + 4, &batch_) == big + "tail");
   EXPECT_EQ(channel_.queued_output(), 0U);
   EXPECT_EQ(channel_.bytes_sent(), big.size() + 4);
   EXPECT_GE(owner_.drained, 1);
@@ -352,14 +348,7 @@ TEST_P(BatchedChannelIo, ASendToAFullSocketWaitsForRoomWithoutHoldingTheLoop) {
   batch_.run();
   EXPECT_EQ(channel_.queued_output(), 16U);
   EXPECT_EQ(owner_.error, 0);
-  std::string got;
-  char buf[65536];
-  while (got.size() < filled + 16) {
-    ssize_t n = ::recv(peer_, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) got.append(buf, static_cast<size_t>(n));
-    uv_run(&loop_, UV_RUN_NOWAIT);
-  }
-  EXPECT_EQ(got.substr(filled), "after the filler");
+  EXPECT_EQ(receive_while_turning(filled + 16, &batch_).substr(filled), "after the filler");
   EXPECT_EQ(channel_.queued_output(), 0U);
 }
 
@@ -395,11 +384,9 @@ TEST_P(BatchedChannelIo, AFailedSendsOwnerMayCloseOrFeedAChannelSentInTheSameTur
   // after its first bytes, once); one is deleted (the batch must not touch it again).
   ClosesAnotherOnError failing_owner;
   Channel failing(&loop_, failing_owner, protocol::FramePhase::regular, 1 << 20);
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  ::close(fds[1]);  // its peer is gone: the send fails with EPIPE
-  ASSERT_EQ(failing.init_pipe(), 0);
-  ASSERT_EQ(uv_pipe_open(failing.pipe(), fds[0]), 0);
+  int failing_peer = -1;
+  ASSERT_NO_FATAL_FAILURE(open_pair(failing, failing_peer));
+  ::close(failing_peer);  // its peer is gone: the send fails with EPIPE
   failing.output() = "lost";
   failing.flush();
 
@@ -407,10 +394,8 @@ TEST_P(BatchedChannelIo, AFailedSendsOwnerMayCloseOrFeedAChannelSentInTheSameTur
   channel_.flush();
   Recorder gone_owner;
   auto gone = std::make_unique<Channel>(&loop_, gone_owner, protocol::FramePhase::regular, 1 << 20);
-  int gone_fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, gone_fds), 0);
-  ASSERT_EQ(gone->init_pipe(), 0);
-  ASSERT_EQ(uv_pipe_open(gone->pipe(), gone_fds[0]), 0);
+  int gone_peer = -1;
+  ASSERT_NO_FATAL_FAILURE(open_pair(*gone, gone_peer));
   gone->output() = "sent before its owner went";
   gone->flush();
 
@@ -430,7 +415,7 @@ TEST_P(BatchedChannelIo, AFailedSendsOwnerMayCloseOrFeedAChannelSentInTheSameTur
   failing.close();
   run_until(&loop_, [&] { return failing_owner.closed == 1; });
   EXPECT_EQ(failing_owner.closed, 1);
-  ::close(gone_fds[1]);
+  ::close(gone_peer);
 }
 
 INSTANTIATE_TEST_SUITE_P(SendCalls, BatchedChannelIo, ::testing::Values(false, true),
