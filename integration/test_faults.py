@@ -71,7 +71,10 @@ def assert_pool_heals(pooler: harness.Pooler, clients: int = POOL_SIZE * 2) -> N
 @pytest.fixture
 def table(pg):
     name = unique("fault")
-    pg.psql(f"CREATE TABLE {name} (id int, tag text, payload text); "
+    # The test cluster runs with synchronous_commit = off, and the SIGKILL tests below make the
+    # postmaster reinitialise shared memory: WAL not yet written by then is gone, and with it a
+    # table created half a second before (CI lost one this way). Its creation waits for the flush.
+    pg.psql(f"SET synchronous_commit = on; CREATE TABLE {name} (id int, tag text, payload text); "
             f"ALTER TABLE {name} OWNER TO app", db="app")
     yield name
     pg.psql(f"DROP TABLE IF EXISTS {name}", db="app")
