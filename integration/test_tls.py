@@ -15,6 +15,7 @@ import threading
 import pytest
 
 import harness
+import test_send_ring
 
 
 @pytest.fixture(scope="session")
@@ -399,6 +400,32 @@ def test_pgbench_over_tls(pgbench_data, make_pooler):
     assert "number of failed transactions: 0" in out, out
     processed = int(out.split("number of transactions actually processed: ")[1].split()[0])
     assert processed > 100, out
+
+
+@pytest.mark.skipif(not test_send_ring.kernel_allows_io_uring(),
+                    reason="this kernel refuses io_uring")
+def test_tls_sends_go_through_the_ring(pgbench_data, make_pooler):
+    """TLS on both sides: the ciphertext of a turn's sends goes in the worker's io_uring
+    submission as plaintext does (encrypted before it), counted by the ring's own SqHead."""
+    p = make_pooler(**client_tls(pgbench_data), server_tls_sslmode="require", workers="1",
+                    pool_mode="transaction", default_pool_size="4")
+    assert p.wait_for_log(r"a loop turn's sends: one io_uring submission"), p.log()
+    env = p.client_env("app")
+    env["PGSSLMODE"] = "require"
+    before = test_send_ring.rings_of(p.proc.pid)
+    rc, out, err = harness.run(["pgbench", "-h", harness.HOST, "-p", str(p.port), "-U", "app",
+                                "-n", "-c", "8", "-j", "2", "-t", "250", "-S", "app"],
+                               env=env, timeout=120)
+    assert rc == 0, out + err
+    assert "number of transactions actually processed: 2000/2000" in out, out
+    after = test_send_ring.rings_of(p.proc.pid)
+    assert len(after) == 1, after
+    # Each transaction's query to its server and reply to its client (both TLS) are ring sends.
+    assert sum(after[fd] - before.get(fd, 0) for fd in after) >= 2000, (before, after)
+    # The servers were TLS too, as PostgreSQL sees them.
+    rows = pgbench_data.psql("SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a "
+                             "USING (pid) WHERE a.usename = 'app' AND a.datname = 'app'")
+    assert rows and set(rows.split()) == {"t"}, rows
 
 
 # --- certificate reload ------------------------------------------------------------------------

@@ -219,22 +219,29 @@ void Channel::flush_batched() {
 }
 
 bool Channel::take_ring_send(int* fd, const char** data, size_t* size) {
-  if (tls_ != nullptr || writing_ || closing_ || output_.empty() || send_chunk_ != 0) return false;
+  if (writing_ || closing_ || send_chunk_ != 0) return false;
+  // During a TLS handshake output() is held back, and flush_batched sends the handshake's bytes.
+  if (tls_ != nullptr && !tls_ready_) return false;
   if (fd_ < 0) {
     const int socket = socket_of(reinterpret_cast<const uv_handle_t*>(&handle_));
     if (socket < 0) return false;  // flush_batched reports it
     fd_ = socket;
   }
   ring_was_high_ = queued_output() > kLowWaterMark;
+  // TLS: encrypted now, before the submission. A broken session cannot be reported here (its
+  // owner's call could touch other channels of the submission): flush_batched reports it.
+  if (tls_ != nullptr && !encrypt_output()) return false;
+  std::string& pending = tls_ != nullptr ? cipher_out_ : output_;
+  if (pending.empty()) return false;
   ring_error_ = 0;
   *fd = fd_;
-  *data = output_.data();
-  *size = output_.size();
+  *data = pending.data();
+  *size = pending.size();
   return true;
 }
 
 void Channel::ring_sent(ssize_t result) {
-  ring_error_ = book_send(output_, result);
+  ring_error_ = book_send(tls_ != nullptr ? cipher_out_ : output_, result);
 }
 
 void Channel::finish_ring_send() {
@@ -377,6 +384,15 @@ void Channel::start_tls_on_input(std::unique_ptr<TlsSession> session) {
 
 void Channel::flush_tls() {
   if (writing_ || closing_) return;  // on_write flushes again
+  if (!encrypt_output()) {
+    owner_.on_channel_error(*this, UV_EPROTO);
+    return;
+  }
+  send(cipher_out_);
+}
+
+bool Channel::encrypt_output() {
+  if (tls_write_failed_) return false;
   // Until the handshake is done, output() is held back: nothing may leave unencrypted once TLS
   // was agreed (an error queued then is dropped with the connection).
   if (tls_ready_ && !output_.empty()) {
@@ -384,8 +400,8 @@ void Channel::flush_tls() {
     output_.clear();
     if (status != TlsSession::Status::ok) {
       tls_error_ = tls_->error();
-      owner_.on_channel_error(*this, UV_EPROTO);
-      return;
+      tls_write_failed_ = true;
+      return false;
     }
   }
   if (close_after_flush_ && tls_ready_ && !tls_shutdown_sent_) {
@@ -393,7 +409,7 @@ void Channel::flush_tls() {
     tls_->shutdown();  // close_notify after the last data: the peer sees a clean end
   }
   tls_->drain(cipher_out_);
-  send(cipher_out_);
+  return true;
 }
 
 void Channel::tls_failed(std::string message) {

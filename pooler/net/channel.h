@@ -90,11 +90,12 @@ class Channel {
   // The batch's call at the end of the turn.
   void flush_batched();
   // The batch's calls when it sends through a SendRing. take_ring_send: whether this turn's
-  // output can go in one ring send (plaintext, nothing being written, not sent in pieces), and
-  // what to send. ring_sent: the send's result, booked as send() books it, with no call to the
-  // owner yet (other channels' results of the same submission are not booked yet).
-  // finish_ring_send: what send() would then tell the owner (a failure, a drained queue) and the
-  // wait for a writable socket after a partial send.
+  // output can go in one ring send (nothing being written, not sent in pieces, no TLS handshake
+  // under way), and what to send (under TLS: the ciphertext, encrypted by this call). ring_sent:
+  // the send's result, booked as send() books it, with no call to the owner yet (other channels'
+  // results of the same submission are not booked yet). finish_ring_send: what send() would then
+  // tell the owner (a failure, a drained queue) and the wait for a writable socket after a partial
+  // send.
   [[nodiscard]] bool take_ring_send(int* fd, const char** data, size_t* size);
   void ring_sent(ssize_t result);
   void finish_ring_send();
@@ -192,6 +193,9 @@ class Channel {
   // the first piece failed.
   ssize_t send_bytes(const char* data, size_t size);
   void flush_tls();
+  // TLS: encrypts output() into cipher_out_ (and the close_notify once closing); false when the
+  // session broke (tls_error() says why; it stays broken).
+  bool encrypt_output();
   void on_tls_read(size_t nread);
   void tls_failed(std::string message);
 
@@ -230,6 +234,7 @@ class Channel {
   std::string tls_error_;
   bool tls_ready_ = false;
   bool tls_shutdown_sent_ = false;
+  bool tls_write_failed_ = false;
   uv_poll_t poll_;
   union Handle {
     uv_tcp_t tcp;

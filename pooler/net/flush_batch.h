@@ -32,7 +32,8 @@ class FlushBatch {
 
  private:
   // Sends what running_'s plaintext channels hold in ring submissions; those it sent leave
-  // running_ (null), the rest (TLS, sends in pieces, a failed ring) stay for flush_batched.
+  // running_ (null), the rest (a TLS handshake or failure, sends in pieces, a failed ring)
+  // stay for flush_batched.
   void send_through_ring();
 
   std::unique_ptr<SendRing> ring_;
