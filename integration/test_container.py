@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -203,6 +204,13 @@ def test_pgbench_through_the_pgsluice_container(stand):
     after = {s["database"]: int(s["total_xact_count"]) for s in console(stand, "SHOW STATS")}
     # pgbench's transactions went through this pgsluice (the counters are its own).
     assert after["app"] - before.get("app", 0) >= 2000
+    # Its startup log says how a loop turn's sends went: one io_uring submission, or one send()
+    # each where the container's seccomp profile refuses io_uring (with the kernel's reason).
+    logs = sh(stand + ["logs", "--no-color", "pgsluice"], 60).stdout
+    sends = re.search(r"a loop turn's sends: (one io_uring submission|one send\(\) each \(.+\))",
+                      logs)
+    assert sends, logs[-3000:]
+    print(sends.group(0))
 
 
 def test_health_check_reports_healthy(stand):
