@@ -31,9 +31,9 @@ class FlushBatch {
   [[nodiscard]] bool has_ring() const { return ring_ != nullptr; }
 
  private:
-  // Sends what running_'s plaintext channels hold in ring submissions; those it sent leave
-  // running_ (null), the rest (a TLS handshake or failure, sends in pieces, a failed ring)
-  // stay for flush_batched.
+  // Sends what running_'s channels hold (TLS: their ciphertext) in ring submissions; those it
+  // sent leave running_ (null), the rest (a TLS handshake or failure, sends in pieces, a failed
+  // ring) stay for flush_batched.
   void send_through_ring();
 
   std::unique_ptr<SendRing> ring_;
