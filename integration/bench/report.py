@@ -335,8 +335,9 @@ def engine_bars(res: dict) -> list[tuple[str, str, str]]:
                          f"pgsluice {fmt(pt)}, PgBouncer {fmt(bt)}: ratio {pt / bt:.2f}",
                          verdict(pt >= bt, f"{100 * (1 - pt / bt):.0f} % short")))
         bc, pc = med(name, "pgbouncer", "cpu_us_per_txn"), med(name, "pgsluice", "cpu_us_per_txn")
-        limits = [1.0] + ([0.85] if name == "select_only_1000" else [])
-        for limit in limits if bc and pc else []:
+        if not (bc and pc):
+            continue
+        for limit in [1.0] + ([0.85] if name == "select_only_1000" else []):
             rows.append((f"{what}: pooler CPU/txn ≤ {limit:.2f} × PgBouncer's",
                          f"pgsluice {pc:.1f} µs, PgBouncer {bc:.1f} µs: ratio {pc / bc:.2f}",
                          verdict(pc <= limit * bc, f"needs ≤ {limit * bc:.1f} µs")))
