@@ -178,24 +178,19 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
     const std::string* current = server_tracked.get(name);
     if (current == nullptr || *current != value) add_set(name, value);
   }
-  // The session authorization and the role go in an order: the session authorization first
-  // (changing or resetting it resets the role), the role last (a setting only a superuser may
-  // change must be set or reset before the role drops the privilege).
+  // Who the session is goes around the settings, so that the replay has the privileges the
+  // client had: a superuser-only setting the client made before it became a less privileged
+  // role needs the login role. So a server that runs as another identity goes back to the login
+  // role first (RESET ROLE, RESET SESSION AUTHORIZATION: always allowed), the settings are
+  // applied as the login role (which could make each of them: the pool logs in as the client's
+  // user), then the client's session authorization (which resets the role) and its role last.
   auto differ = [](const std::string* a, const std::string* b) {
     return a == nullptr || b == nullptr ? a != b : *a != *b;
   };
   const std::string* authorization = client_extras.get(kSessionAuthorization);
-  const bool authorization_changes =
-      differ(authorization, server_extras.get(kSessionAuthorization));
-  std::string first;
-  if (authorization_changes) {
-    if (authorization != nullptr) {
-      first = "SELECT pg_catalog.set_config('session_authorization', " +
-              quote_literal(*authorization) + ", false);";
-    } else {
-      first = "RESET session_authorization;";
-    }
-  }
+  const std::string* role = client_extras.get(kRole);
+  const std::string* server_authorization = server_extras.get(kSessionAuthorization);
+  const std::string* server_role = server_extras.get(kRole);
   for (const auto& [name, value] : client_extras.items()) {
     if (is_role_setting(name)) continue;
     const std::string* current = server_extras.get(name);
@@ -208,15 +203,24 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
     resets += quote_identifier(name);
     resets += ";";
   }
+  const bool settings_change = !sets.empty() || !resets.empty();
+  const bool identity_changes =
+      differ(authorization, server_authorization) || differ(role, server_role);
+  const bool server_has_identity = server_authorization != nullptr || server_role != nullptr;
+  std::string first;
   std::string last;
-  const std::string* role = client_extras.get(kRole);
-  const std::string* server_role = server_extras.get(kRole);
-  if (role != nullptr) {
-    if (authorization_changes || differ(role, server_role)) {
-      last = "SELECT pg_catalog.set_config('role', " + quote_literal(*role) + ", false);";
+  if (server_has_identity && (settings_change || identity_changes)) {
+    first = "RESET role;RESET session_authorization;";
+  }
+  if (!first.empty() || identity_changes) {
+    // From the login identity (reset above, or never left): the client's, in its order.
+    if (authorization != nullptr) {
+      last = "SELECT pg_catalog.set_config('session_authorization', " +
+             quote_literal(*authorization) + ", false);";
     }
-  } else if (server_role != nullptr && !authorization_changes) {
-    last = "RESET role;";
+    if (role != nullptr) {
+      last += "SELECT pg_catalog.set_config('role', " + quote_literal(*role) + ", false);";
+    }
   }
   server_extras = client_extras;
   if (!sets.empty()) sets += ";";

@@ -417,16 +417,46 @@ TEST(KeptSettings, UnreadSettingsAreResetWithTheCleaning) {
   EXPECT_TRUE(d.resets_role());
 }
 
-TEST(SyncQuery, RoleLastAndSessionAuthorizationFirst) {
+// Settings are replayed as the login role, then who the client is: the session authorization,
+// and the role last (issue 42: a superuser-only setting made before SET SESSION AUTHORIZATION
+// would be refused to the less privileged identity).
+TEST(SyncQuery, SettingsAsTheLoginRoleThenSessionAuthorizationThenRole) {
   ParameterSet client, server, extras, server_extras;
   extras.set("role", "reporting");
   extras.set("session_authorization", "bob");
   extras.set("work_mem", "64MB");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
-            "SELECT pg_catalog.set_config('session_authorization', 'bob', false);"
             "SELECT pg_catalog.set_config('work_mem', '64MB', false);"
+            "SELECT pg_catalog.set_config('session_authorization', 'bob', false);"
             "SELECT pg_catalog.set_config('role', 'reporting', false);");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
+}
+
+TEST(SyncQuery, AnotherIdentityOnTheServerGoesBackToTheLoginRoleFirst) {
+  // The issue's reproduction: the server runs as the previous client's u4 with its
+  // superuser-only setting; the next client is u1 with neither.
+  ParameterSet client, server, extras, server_extras;
+  server_extras.set("session_authorization", "u4");
+  server_extras.set("lo_compat_privileges", "on");
+  extras.set("session_authorization", "u1");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "RESET role;RESET session_authorization;"
+            "RESET lo_compat_privileges;"
+            "SELECT pg_catalog.set_config('session_authorization', 'u1', false);");
+  EXPECT_EQ(server_extras, extras);
+}
+
+TEST(SyncQuery, ASettingUnderTheSameIdentityIsMadeAsTheLoginRole) {
+  // Client and server are both u4, only a superuser-only setting differs: u4 could not make
+  // it, the login role can, and u4 is taken again after it.
+  ParameterSet client, server, extras, server_extras;
+  server_extras.set("session_authorization", "u4");
+  extras.set("session_authorization", "u4");
+  extras.set("lo_compat_privileges", "on");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "RESET role;RESET session_authorization;"
+            "SELECT pg_catalog.set_config('lo_compat_privileges', 'on', false);"
+            "SELECT pg_catalog.set_config('session_authorization', 'u4', false);");
 }
 
 TEST(SyncQuery, ChangingTheSessionAuthorizationSetsTheRoleAgain) {
@@ -435,17 +465,36 @@ TEST(SyncQuery, ChangingTheSessionAuthorizationSetsTheRoleAgain) {
   server_extras.set("session_authorization", "bob");
   extras.set("role", "reporting");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
-            "RESET session_authorization;"
+            "RESET role;RESET session_authorization;"
             "SELECT pg_catalog.set_config('role', 'reporting', false);");
 }
 
-TEST(SyncQuery, ResetsTheRoleOfThePreviousClient) {
+TEST(SyncQuery, ResetsTheRoleOfThePreviousClientBeforeItsSettings) {
   ParameterSet client, server, extras, server_extras;
   server_extras.set("role", "reporting");
   server_extras.set("search_path", "x");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
-            "RESET search_path;RESET role;");
+            "RESET role;RESET session_authorization;RESET search_path;");
   EXPECT_TRUE(server_extras.empty());
+}
+
+TEST(SyncQuery, TheSameIdentityWithNothingElseToChangeIsLeftAlone) {
+  ParameterSet client, server, extras, server_extras;
+  server_extras.set("role", "reporting");
+  extras.set("role", "reporting");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras), "");
+}
+
+TEST(SyncQuery, ATrackedParameterUnderAnIdentityStillGoesThroughTheLoginRole) {
+  ParameterSet client, server, extras, server_extras;
+  client.set("application_name", "b");
+  server.set("application_name", "a");
+  server_extras.set("role", "reporting");
+  extras.set("role", "reporting");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "RESET role;RESET session_authorization;"
+            "SELECT pg_catalog.set_config('application_name', 'b', false);"
+            "SELECT pg_catalog.set_config('role', 'reporting', false);");
 }
 
 }  // namespace
