@@ -482,8 +482,9 @@ void Client::process_regular_input() {
   if (state_ == State::active) {
     // The server reads back the settings the last transaction changed (kept_settings.h): the
     // answer may call for a parameter sync first (a RESET of a setting of the startup packet
-    // leaves the server's default there), so the next request waits for it.
-    if (server_->reading_back_settings()) {
+    // leaves the server's default there), so the next request waits for it; and nothing runs
+    // before the sync has brought the server to this client's state.
+    if (server_->holds_client_input()) {
       input_held_for_read_back_ = channel_.input().unread_size() > 0;
       if (channel_.input().unread_size() > kQueuedInputLimit) channel_.stop_reading();
       return;
@@ -492,6 +493,7 @@ void Client::process_regular_input() {
     return;
   }
   if (state_ != State::idle) return;
+  if (!held_request_error_.empty() && !answer_held_request()) return;
   pp::HeaderResult header = channel_.input().peek();
   if (header.status == pp::FrameStatus::need_more) return;
   if (header.status == pp::FrameStatus::error) {
@@ -532,6 +534,12 @@ void Client::on_server_linked(Server& server) {
   server_ = &server;
   set_state(State::active);
   channel_.start_reading();
+  // The server is being brought to this client's settings: nothing the client sent may run
+  // there before that has succeeded (Server::finish_parameter_sync resumes or refuses it).
+  if (server.holds_client_input()) {
+    input_held_for_read_back_ = true;
+    return;
+  }
   forward_to_server();
 }
 

@@ -79,6 +79,10 @@ class Client final : public ChannelOwner {
   // when something was held, which the server's parameter sync must then come before).
   [[nodiscard]] bool input_held_for_read_back() const { return input_held_for_read_back_; }
   void resume_input_after_read_back();
+  // The server's sync to this client's settings failed and the server is gone: the request
+  // that was held for it is answered with `error_response` (a whole ErrorResponse) instead of
+  // running anywhere; the client stays connected, and its next request links a server anew.
+  void refuse_held_request(std::string error_response);
   // The server's socket took what this client sent: reading may resume.
   void on_server_drained();
   // A ParameterStatus the server reported while linked: the client sees it only when its own
@@ -311,6 +315,10 @@ class Client final : public ChannelOwner {
   // Parse: the others pass in the forwarding batch untouched).
   [[nodiscard]] bool routes_statement_message(char type) const;
   void refuse_until_sync(std::string code, std::string message, std::string hint);
+  // refuse_held_request's answer, once its request is here: the error, the messages up to the
+  // Sync skipped, a ReadyForQuery. False while the request has not come whole (or the client
+  // was closed).
+  bool answer_held_request();
   // A refused Query or Parse, replaced by a statement the server itself refuses.
   void write_refusal(const protocol::Message& message, std::string_view text, std::string_view hint,
                      std::string& out);
@@ -397,6 +405,9 @@ class Client final : public ChannelOwner {
   ListenRelay* relay_ = nullptr;  // set at the first channel; registered with the worker then
   std::string held_ready_;
   std::unique_ptr<ConsoleSession> admin_;
+  // refuse_held_request: the ErrorResponse still to answer a request with, and whether it went.
+  std::string held_request_error_;
+  bool held_request_error_sent_ = false;
 };
 
 }  // namespace pgsluice

@@ -4,8 +4,11 @@
 // query_wait_notify.
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/writer.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/worker.h"
@@ -61,6 +64,44 @@ void Client::refuse_bad_header(const pp::HeaderResult& header) {
     return;
   }
   protocol_violation(fmt::format("invalid message: {}", pp::to_string(header.error)));
+}
+
+void Client::refuse_held_request(std::string error_response) {
+  server_ = nullptr;
+  input_held_for_read_back_ = false;
+  held_request_error_ = std::move(error_response);
+  held_request_error_sent_ = false;
+  if (state_ == State::closing) return;
+  set_state(State::idle);
+  channel_.start_reading();
+  process_regular_input();
+}
+
+bool Client::answer_held_request() {
+  pp::FrameReader& in = channel_.input();
+  while (!held_request_error_.empty()) {
+    pp::HeaderResult header = in.peek();
+    if (header.status == pp::FrameStatus::need_more) break;
+    if (header.status == pp::FrameStatus::error) {
+      refuse_bad_header(header);
+      return false;
+    }
+    const char type = header.header.type;
+    if (type == fe::kTerminate) return true;                  // closed as usual
+    if (header.header.wire_size() > in.unread_size()) break;  // bounded by max_packet_size
+    in.take(header.header);
+    // As PostgreSQL answers a request whose first message fails: the error, then everything
+    // up to the Sync skipped (a Query after an extended-protocol error is skipped too).
+    const bool first = !std::exchange(held_request_error_sent_, true);
+    if (first) channel_.output().append(held_request_error_);
+    if (type == fe::kSync || (first && (type == fe::kQuery || type == fe::kFunctionCall))) {
+      pp::write_ready_for_query(channel_.output(), pp::TransactionStatus::idle);
+      held_request_error_.clear();
+      held_request_error_sent_ = false;
+    }
+  }
+  channel_.flush();
+  return held_request_error_.empty() && state_ != State::closing;
 }
 
 void Client::notify_queued() {

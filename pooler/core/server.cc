@@ -426,7 +426,8 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
-      if (parameter_sync_owed_ && replies_.internal_ready_owed() == 0) adopt_canonical_values();
+      const bool synced = parameter_sync_owed_ && replies_.internal_ready_owed() == 0;
+      if (synced && !finish_parameter_sync()) return false;
       if (listen_.awaiting() && replies_.internal_ready_owed() == 0) finish_listen_read_back();
       if (kept_.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
       if (pin_check_awaiting_ && replies_.internal_ready_owed() == 0) finish_pin_check();
@@ -446,6 +447,11 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         return state_ == State::idle || state_ == State::active || state_ == State::resetting;
       }
       if (state_ == State::active && replies_.internal_ready_owed() == 0 && client_ != nullptr) {
+        if (synced && client_->input_held_for_read_back()) {
+          // The server is in the client's state now: what the client sent goes on.
+          client_->resume_input_after_read_back();
+          if (state_ != State::active || client_ == nullptr) return state_ != State::closing;
+        }
         // The link's parameter sync may have been all the server owed (the pooler answered
         // the client's DEALLOCATE itself): the link ends here, or nothing else would end it.
         release_if_nothing_owed();
@@ -464,17 +470,11 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       }
       internal_failed_ = true;
       spdlog::warn("{} pooler query failed: {}", log_id(), text);
-      // Reading kept settings back is the pooler's business: finish_kept_settings() closes the
-      // server, the client is not told.
-      if (client_ != nullptr && !kept_.awaiting() && !pin_check_awaiting_ && !listen_.awaiting()) {
-        pp::ErrorNotice notice{.severity = "WARNING",
-                               .code = error ? error.value.code : sqlstate::kInternalError,
-                               .message = text,
-                               .detail =
-                                   "pgsluice could not apply the session parameters "
-                                   "of this client on the server",
-                               .hint = {}};
-        pp::write_notice_response(client_->channel().output(), notice);
+      // The link's sync failed: the client's held request is refused at its ReadyForQuery
+      // (finish_parameter_sync). Reading kept settings back is the pooler's business:
+      // finish_kept_settings() closes the server, the client is not told.
+      if (parameter_sync_owed_ && client_ != nullptr && sync_failure_.empty()) {
+        note_sync_failure(error ? &error.value : nullptr);
       }
       return true;
     }

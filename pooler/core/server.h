@@ -90,8 +90,10 @@ class Server final : public ChannelOwner {
   // Links an idle server to a client: the client's parameters are applied first when they
   // differ from the server's.
   void link(Client& client);
-  // A read-back of the settings its client's transaction changed is under way.
-  [[nodiscard]] bool reading_back_settings() const { return kept_.awaiting(); }
+  // What the linked client sends waits: a read-back of the settings its transaction changed
+  // is under way, or the parameter sync that must succeed before any statement of the client
+  // runs here (fail closed: server_kept.cc).
+  [[nodiscard]] bool holds_client_input() const { return kept_.awaiting() || parameter_sync_owed_; }
   // The client is going away: the server is cleaned (rolled back, reset) and returned to the
   // pool, or closed when it is in the middle of something it cannot safely finish.
   void detach_client();
@@ -383,8 +385,15 @@ class Server final : public ChannelOwner {
   // Still linked after a read-back the client's input waited for: the parameter sync the
   // answer calls for, then the client's input (server_kept.cc).
   void resume_client_after_read_back();
-  // The client's parameters, applied when they differ from the server's (link, read-backs).
-  void sync_parameters(const Client& client);
+  // The client's parameters, applied when they differ from the server's (link, read-backs);
+  // true when the sync was sent: the client's input then waits for its answer.
+  bool sync_parameters(const Client& client);
+  // The sync's ReadyForQuery: the client's input goes on, or, when the sync failed, the server
+  // is closed and the client's held request is answered with the error (fail closed). False
+  // when the server was closed.
+  bool finish_parameter_sync();
+  // An ErrorResponse to the sync: what the client's held request is answered with.
+  void note_sync_failure(const protocol::ErrorFields* error);
   [[nodiscard]] std::string_view server_version() const;  // as reported, or empty
   void finish_kept_settings();
   // At the ReadyForQuery 'I' that ends a transaction that touched LISTEN (server_relay.cc): the
@@ -494,6 +503,9 @@ class Server final : public ChannelOwner {
   ServerAddress cancel_address_;  // address_ with the IP the login connected to (start_connect)
   // Reply::replace: what the client gets instead of the server's message.
   std::string replacement_;
+  // The link's sync failed: the ErrorResponse its client's held request gets instead of running
+  // (finish_parameter_sync); empty otherwise.
+  std::string sync_failure_;
   uv_connect_t connect_req_{};
   uv_getaddrinfo_t resolve_req_{};
   uv_timer_t connect_timer_{};

@@ -2,11 +2,15 @@
 // (pooler/session_state/kept_settings.h) before the server is released.
 #include <spdlog/spdlog.h>
 
+#include "pgsluice/protocol/writer.h"
+#include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 
 namespace pgsluice {
+
+namespace pp = pgsluice::protocol;
 
 // PostgreSQL reports a parameter only when its value changes: a client's DateStyle=ISO set on
 // a server that has 'ISO, MDY' brings no ParameterStatus, and the client's value would differ
@@ -49,21 +53,73 @@ bool Server::read_back_kept_settings() {
   return true;
 }
 
-void Server::sync_parameters(const Client& client) {
+bool Server::sync_parameters(const Client& client) {
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
                                                 client.session_settings(), extras_);
-  if (!sync.empty()) {
-    send_internal_query(sync);
-    parameter_sync_owed_ = true;
-  }
+  if (sync.empty()) return false;
+  send_internal_query(sync);
+  parameter_sync_owed_ = true;
+  sync_failure_.clear();
+  return true;
 }
 
 void Server::resume_client_after_read_back() {
   // Released meanwhile, the client went on at once (Client::on_server_released).
   if (state_ != State::active || client_ == nullptr || kept_.awaiting()) return;
   if (!client_->input_held_for_read_back()) return;
-  sync_parameters(*client_);
+  // The sync's answer resumes the client (finish_parameter_sync).
+  if (sync_parameters(*client_)) return;
   client_->resume_input_after_read_back();
+}
+
+// The client's statements were held back until this answer (Client::on_server_linked): they
+// run on this server only when it is in the client's state. A sync that failed (a setting the
+// server refuses, a role that no longer exists) leaves the server as the previous client left
+// it, or in a state nobody knows: it is closed, and the client's request gets the error instead
+// of running anywhere.
+bool Server::finish_parameter_sync() {
+  parameter_sync_owed_ = false;
+  if (sync_failure_.empty()) {
+    adopt_canonical_values();
+    return true;
+  }
+  std::string error = std::move(sync_failure_);
+  sync_failure_.clear();
+  Client* client = client_;
+  client_ = nullptr;
+  close("could not apply a client's session parameters");
+  if (client != nullptr) client->refuse_held_request(std::move(error));
+  return false;
+}
+
+void Server::note_sync_failure(const pp::ErrorFields* error) {
+  std::string names;
+  if (client_ != nullptr) {
+    for (const auto& [name, value] : client_->session_settings().items()) {
+      names += names.empty() ? "" : ", ";
+      names += name;
+    }
+  }
+  const std::string_view text = error != nullptr ? error->message : "malformed ErrorResponse";
+  sync_failure_.clear();
+  pp::write_error_response(
+      sync_failure_,
+      pp::ErrorNotice{
+          .severity = "ERROR",
+          .code = error != nullptr ? error->code : sqlstate::kInternalError,
+          .message = fmt::format("pgsluice could not apply this session's settings on a "
+                                 "server: {}",
+                                 text),
+          .detail =
+              names.empty()
+                  ? std::string("The statement was not run.")
+                  : fmt::format("The statement was not run. This session's settings: {}.", names),
+          .hint = "A setting or role that no server can take any more keeps failing; a new "
+                  "connection starts without it."});
+  spdlog::warn(
+      "{} could not apply the session parameters of {}: {}; the client's statement "
+      "is not run, the server is closed",
+      log_id(), client_ != nullptr ? client_->log_id() : std::string("a client"), text);
 }
 
 void Server::finish_kept_settings() {

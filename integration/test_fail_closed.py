@@ -1,0 +1,132 @@
+"""Fail closed (issue 42, part 1): a client's statement never runs on a server that carries
+another client's role or settings. The link-time sync replays a client's state in an order that
+gives it the privileges it had (settings as the login role, then the session authorization, the
+role last); when the sync still fails, the statement is not run at all: the client gets an
+ErrorResponse naming what could not be applied, keeps its connection, and the server is closed.
+
+The clients log in as the superuser `postgres` (trust), as the regression suite does."""
+
+from __future__ import annotations
+
+import psycopg
+import psycopg.errors
+import pytest
+
+import harness
+
+SHOW = "select current_user, session_user, current_setting('lo_compat_privileges')"
+
+
+@pytest.fixture(scope="module")
+def roles(pg):
+    # The cluster asks for SCRAM over TCP: the pooler logs in to it with this password.
+    pg.psql("DO $$BEGIN CREATE ROLE fc_u1; CREATE ROLE fc_u4; EXCEPTION WHEN duplicate_object "
+            "THEN NULL; END$$; ALTER ROLE postgres PASSWORD 'fc_pass'")
+    return pg
+
+
+def trust_pooler(make_pooler, pool_size: int):
+    return make_pooler(auth_type="trust", default_pool_size=pool_size,
+                       users={"postgres": "fc_pass", "app": "app"},
+                       databases={"postgres": "host=127.0.0.1 port={pg_port} dbname=postgres"})
+
+
+def psql_lines(pooler, *statements: str) -> tuple[int, str, str]:
+    args = []
+    for s in statements:
+        args += ["-c", s]
+    rc, out, err = pooler.psql(None, user="postgres", password=None, db="postgres",
+                               args=["-q"] + args)
+    return rc, out.strip(), err
+
+
+@pytest.mark.parametrize("pool_size", [1, 2, 10])
+def test_the_next_client_gets_its_own_role_and_settings(roles, make_pooler, pool_size):
+    # The issue's reproduction: X, a superuser, sets a superuser-only setting, then becomes
+    # fc_u4, and leaves; Z becomes fc_u1 on the server X left. Directly: fc_u1|fc_u1|off.
+    pooler = trust_pooler(make_pooler, pool_size)
+    rc, out, err = psql_lines(pooler, "SET lo_compat_privileges = true",
+                              "SET SESSION AUTHORIZATION fc_u4", SHOW)
+    assert rc == 0, err
+    assert out == "fc_u4|fc_u4|on"
+    rc, out, err = psql_lines(pooler, "SET SESSION AUTHORIZATION fc_u1", SHOW)
+    assert rc == 0, err
+    assert out == "fc_u1|fc_u1|off", (out, err)
+    assert "WARNING" not in err, err
+    # And back: X's state comes back whole on whichever server it gets.
+    with psycopg.connect(pooler.dsn("postgres", None, "postgres"), autocommit=True) as x, \
+            psycopg.connect(pooler.dsn("postgres", None, "postgres"), autocommit=True) as z:
+        x.execute("SET lo_compat_privileges = true")
+        x.execute("SET SESSION AUTHORIZATION fc_u4")
+        z.execute("SET SESSION AUTHORIZATION fc_u1")
+        for _ in range(10):
+            assert x.execute(SHOW).fetchone() == ("fc_u4", "fc_u4", "on")
+            assert z.execute(SHOW).fetchone() == ("fc_u1", "fc_u1", "off")
+
+
+def test_each_ordering_of_role_and_settings_is_replayed(roles, make_pooler):
+    # A setting made before SET SESSION AUTHORIZATION, one made after it, one made under SET
+    # ROLE: a superuser-only setting needs the login role, the others come out the same.
+    pooler = trust_pooler(make_pooler, 1)
+    cases = [
+        (["SET lo_compat_privileges = on", "SET SESSION AUTHORIZATION fc_u1",
+          "SET work_mem = '9MB'"], ("fc_u1", "fc_u1", "on", "9MB")),
+        (["SET SESSION AUTHORIZATION fc_u4", "SET work_mem = '7MB'",
+          "RESET SESSION AUTHORIZATION", "SET lo_compat_privileges = on"],
+         ("postgres", "postgres", "on", "7MB")),
+        (["SET lo_compat_privileges = on", "SET ROLE fc_u4", "SET work_mem = '5MB'"],
+         ("fc_u4", "postgres", "on", "5MB")),
+        (["SET SESSION AUTHORIZATION fc_u1", "SET ROLE fc_u1", "SET work_mem = '3MB'"],
+         ("fc_u1", "fc_u1", "off", "3MB")),
+    ]
+    show = SHOW + ", current_setting('work_mem')"
+    conns = [psycopg.connect(pooler.dsn("postgres", None, "postgres"), autocommit=True)
+             for _ in cases]
+    try:
+        for conn, (statements, _) in zip(conns, cases):
+            for s in statements:
+                conn.execute(s)
+        # One server for all: every statement of each client is a link with a sync.
+        for _ in range(3):
+            for conn, (statements, want) in zip(conns, cases):
+                assert conn.execute(show).fetchone() == want, statements
+    finally:
+        for c in conns:
+            c.close()
+    assert "could not apply" not in pooler.log()
+
+
+def test_a_sync_that_fails_runs_nothing_and_the_client_carries_on(roles, pg, make_pooler):
+    # The role a client became is dropped while its server serves someone else: no server can
+    # take its session authorization any more. Its statements must not run (not as the login
+    # role, not in another client's state): each gets an ErrorResponse, the connection stays.
+    pg.psql("DROP ROLE IF EXISTS fc_gone; CREATE ROLE fc_gone; "
+            "DROP TABLE IF EXISTS fc_ran; CREATE TABLE fc_ran (who text); "
+            "GRANT INSERT ON fc_ran TO PUBLIC")
+    pooler = trust_pooler(make_pooler, 1)
+    dsn = pooler.dsn("postgres", None, "postgres")
+    with psycopg.connect(dsn, autocommit=True) as a, psycopg.connect(dsn, autocommit=True) as b:
+        a.execute("SET SESSION AUTHORIZATION fc_gone")
+        b.execute("SET lo_compat_privileges = on")  # the one server now carries b's state
+        assert b.execute(SHOW).fetchone() == ("postgres", "postgres", "on")
+        pg.psql("DROP ROLE fc_gone")
+        for _ in range(3):
+            with pytest.raises(psycopg.Error) as info:
+                a.execute("INSERT INTO fc_ran SELECT current_user")
+            assert "could not apply" in str(info.value), info.value
+            assert info.value.diag.message_detail and "session_authorization" in \
+                info.value.diag.message_detail, info.value.diag.message_detail
+            assert not a.closed
+        # The extended protocol is refused the same way, up to its Sync.
+        with pytest.raises(psycopg.Error) as info:
+            a.execute("INSERT INTO fc_ran SELECT %s::text", ("x",), prepare=False)
+        assert "could not apply" in str(info.value)
+        with pytest.raises(psycopg.Error):
+            a.execute("INSERT INTO fc_ran SELECT %s::text", ("y",), prepare=True)
+        # The other client is unharmed, in its own state.
+        assert b.execute(SHOW).fetchone() == ("postgres", "postgres", "on")
+    # The statements ran nowhere.
+    assert pg.psql("SELECT count(*) FROM fc_ran") == "0"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute(SHOW).fetchone() == ("postgres", "postgres", "off")
+    assert "could not apply" in pooler.log()
