@@ -172,6 +172,23 @@ INSTANTIATE_TEST_SUITE_P(
 
 // FrameReader::peek decides the usual regular-phase headers inline: every header, good, bad or
 // short, must get peek_header's answer, at both limits and in both phases.
+TEST(FrameReader, AMessageGivenBackIsReadAgain) {
+  FrameReader reader(FramePhase::regular);
+  reader.append("B\0\0\0\x06xyS\0\0\0\x04"s);
+  HeaderResult header = reader.peek();
+  ASSERT_EQ(header.status, FrameStatus::complete);
+  const Message bind = reader.take(header.header);
+  EXPECT_EQ(bind.body, "xy");
+  reader.give_back(bind);
+  EXPECT_EQ(reader.unread_size(), 12u);
+  header = reader.peek();
+  ASSERT_EQ(header.status, FrameStatus::complete);
+  EXPECT_EQ(reader.take(header.header).body, "xy");
+  header = reader.peek();
+  ASSERT_EQ(header.status, FrameStatus::complete);
+  EXPECT_EQ(header.header.type, 'S');
+}
+
 TEST(FrameReader, PeekAgreesWithPeekHeader) {
   const std::vector<std::string> headers = {""s,
                                             "Q"s,

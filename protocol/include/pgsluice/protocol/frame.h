@@ -119,6 +119,9 @@ class FrameReader {
   }
   // Consumes `count` unread bytes (a message forwarded in pieces).
   void skip(size_t count);
+  // Un-takes the message take() just returned (nothing read or compacted since): it is read
+  // again later (a client's Bind that waits for the pooler's check of its statement).
+  void give_back(const Message& message) { start_ -= message.wire.size(); }
 
   [[nodiscard]] std::string_view unread() const;
   [[nodiscard]] size_t unread_size() const { return end_ - start_; }
