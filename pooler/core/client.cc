@@ -621,6 +621,12 @@ void Client::forward_to_server() {
           if (type != fe::kQuery) server_->note_client_message(type, /*queue_reply=*/false);
           answered_here = true;
           continue;
+        case Routed::held:
+          // Read again when the server has answered (Server::finish_shape_check_if_answered).
+          in.give_back(message);
+          input_held_for_read_back_ = true;
+          out.flush();
+          return;
       }
     }
     std::string_view wire = message.wire;

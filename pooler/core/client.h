@@ -79,6 +79,9 @@ class Client final : public ChannelOwner {
   // when something was held, which the server's parameter sync must then come before).
   [[nodiscard]] bool input_held_for_read_back() const { return input_held_for_read_back_; }
   void resume_input_after_read_back();
+  // A Describe 'S' of the client's statement `name` was answered: the client was told `shape`.
+  void note_told_shape(std::string_view name, const PreparedStatement& stmt,
+                       std::shared_ptr<const std::string> shape);
   // The server's sync to this client's settings failed and the server is gone: the request
   // that was held for it is answered with `error_response` (a whole ErrorResponse) instead of
   // running anywhere; the client stays connected, and its next request links a server anew.
@@ -281,6 +284,7 @@ class Client final : public ChannelOwner {
     as_is,     // forward it unchanged
     written,   // rewritten into the server's output; its reply is queued
     answered,  // answered by the pooler (its made-up reply is queued); nothing sent
+    held,      // not yet: read again once the server has answered the pooler's question
   };
   Routed route_statement_message(const protocol::Message& message, std::string& out);
   // One per message type: a client's statement name mapped to the pooler's (Parse, Bind,
@@ -294,6 +298,11 @@ class Client final : public ChannelOwner {
   // The client's statement of that name, an unrun one (below) made the client's again; end()
   // when it has none.
   std::unordered_map<std::string, ClientStatement>::iterator find_statement(std::string_view name);
+  // A Bind of a statement whose client was told its shape (ClientStatement::told_shape), on a
+  // server whose copy may describe another: checked first (held), or refused with PostgreSQL's
+  // 0A000 (written); nullopt: it goes on as usual.
+  std::optional<Routed> route_told_bind(ClientStatement& use, std::string_view name,
+                                        std::string& out);
   void drop_unrun_statement(std::string_view name);
   void forget_all_statements();
   Routed route_query(const protocol::Message& message, std::string& out);

@@ -61,8 +61,26 @@ void Client::forget_all_statements() {
 
 void Client::note_stale_plan_seen(const PreparedStatement& stmt) {
   for (auto& [name, use] : statements_) {
-    if (use->id == stmt.id) use.saw_current();
+    if (use->id != stmt.id) continue;
+    // Told a shape, the client's statement stays stale, as in PostgreSQL, until it is
+    // prepared again.
+    if (use.told_shape != nullptr) {
+      use.shape_changed = true;
+    } else {
+      use.saw_current();
+    }
   }
+}
+
+void Client::note_told_shape(std::string_view name, const PreparedStatement& stmt,
+                             std::shared_ptr<const std::string> shape) {
+  auto it = find_statement(name);
+  if (it == statements_.end() || it->second->id != stmt.id) return;
+  ClientStatement& use = it->second;
+  // Described again with another shape: PostgreSQL would have refused the Describe (0A000);
+  // the statement is stale for this client from now on.
+  if (use.told_shape != nullptr && *use.told_shape != *shape) use.shape_changed = true;
+  use.told_shape = std::move(shape);
 }
 
 // Whether the client's messages after a Bind of `portal`, as far as they have arrived, describe
@@ -197,6 +215,34 @@ bool Client::bind_needs_checks(const PreparedStatement& stmt) {
   return known == 1;
 }
 
+std::optional<Client::Routed> Client::route_told_bind(ClientStatement& use, std::string_view name,
+                                                      std::string& out) {
+  Server& server = *server_;
+  bool changed = use.shape_changed;
+  if (!changed) {
+    const std::shared_ptr<const std::string>* shape = server.statement_shape(*use);
+    if (shape != nullptr) {
+      changed = shape->get() != use.told_shape.get() && **shape != *use.told_shape;
+      use.shape_changed = changed;
+    } else if (server.may_check_shape()) {
+      // The server's copy has not described itself (prepared here for another client, or just
+      // now): it does before this Bind runs.
+      ensure_on_server(server, *use, out);
+      server.check_statement_shape(use.ref(), out);
+      return Routed::held;
+    }
+    // Else in the middle of a batch: the copy is not checked (docs/design.md).
+  }
+  if (!changed || !server.may_refuse_stale_bind()) return std::nullopt;
+  ++use->stats->stale_refusals;
+  spdlog::debug("{} Bind of {} ({}) refused: the shape it was told changed", log_id_, name,
+                use->server_name);
+  server.refuse_stale_bind(use.ref(), out);
+  // The server skips the rest of the batch after the error: so does the pooler.
+  discard_until_sync_ = true;
+  return Routed::written;
+}
+
 Client::Routed Client::route_bind(const pp::Message& message, std::string& out) {
   Server& server = *server_;
   auto bind = pp::parse_bind(message.body);
@@ -208,7 +254,9 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
   if (it == statements_.end()) return Routed::as_is;
   ClientStatement& use = it->second;
-  if (use.stale()) {
+  if (use.told_shape != nullptr) {
+    if (std::optional<Routed> routed = route_told_bind(use, it->first, out)) return *routed;
+  } else if (use.stale()) {
     // Another client's stale plan (0A000) made the statement be prepared again with a new
     // row description since this client last saw it. Without a Describe of the portal it
     // would read rows of the new shape with its cached description; PostgreSQL gives it
@@ -244,7 +292,10 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   ++use->stats->binds;
   size_t mark = out.size();
   pp::write_bind_renamed(out, bind.value.portal, use->server_name, bind.value.after_statement);
-  server.expect_rewritten(PendingKind::bind, use.ref(), std::string_view(out).substr(mark));
+  // Not told yet: the Describe of the portal that follows (libpq's way) tells it.
+  const bool told = use.told_shape != nullptr;
+  server.expect_rewritten(PendingKind::bind, use.ref(), std::string_view(out).substr(mark),
+                          told ? std::string() : it->first, told);
   return Routed::written;
 }
 
@@ -262,7 +313,7 @@ Client::Routed Client::route_describe(const pp::Message& message, std::string& o
   size_t mark = out.size();
   pp::write_describe(out, pp::DescribeTarget::statement, it->second->server_name);
   server.expect_rewritten(PendingKind::describe, it->second.ref(),
-                          std::string_view(out).substr(mark));
+                          std::string_view(out).substr(mark), it->first);
   return Routed::written;
 }
 

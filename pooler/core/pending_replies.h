@@ -28,6 +28,8 @@ enum class PendingKind : uint8_t {
                     // saw it, sent as a Bind the server refuses (the transaction fails as in
                     // PostgreSQL): its error is replaced by the stale-plan error in `answer`
   describe,         // [ParameterDescription] then RowDescription or NoData
+  describe_hidden,  // the pooler's Describe 'S' of a statement a client was told the shape of
+                    // (Server::check_statement_shape): swallowed, its shape noted
   execute,          // rows, then CommandComplete, EmptyQueryResponse or PortalSuspended
   close,            // the client's Close, forwarded: CloseComplete
   sync,             // ReadyForQuery
@@ -70,6 +72,9 @@ struct PendingReply {
   SqlStatementRef sql_prepared{};
   bool replayable = false;  // `wire` holds the request
   bool retried = false;     // sent again once already: a second 0A000 goes to the client
+  // bind: the client was told the statement's shape (ClientStatement::told_shape); a stale
+  // plan's 0A000 goes to it as from PostgreSQL, never a retry with rows of the new shape.
+  bool shape_told = false;
 };
 
 // RingQueue's reset of a popped slot. Most replies (a Query's, a Sync's, a Bind's) carry only
@@ -87,6 +92,7 @@ inline void reset_slot(PendingReply& reply) {
     reply.statement_id = 0;
     reply.replayable = false;
     reply.retried = false;
+    reply.shape_told = false;
     return;
   }
   reply = PendingReply{};

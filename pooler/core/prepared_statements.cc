@@ -72,6 +72,7 @@ size_t ServerStatementCache::add(uint64_t id, const std::string& server_name, ui
       // The server has a stale plan under this name: it goes before the new Parse.
       to_close.push_back(it->second->server_name);
       it->second->generation = generation;
+      it->second->shape.reset();
     }
     touch(id);
     return 0;
@@ -134,6 +135,25 @@ std::string abbreviate_query(std::string_view query, size_t max_bytes) {
   out.resize(cut);
   out += "...";
   return out;
+}
+
+std::string statement_shape(char type, std::string_view body) {
+  std::string shape(1, type);
+  shape.append(body);
+  if (type != 'T' || body.size() < 2) return shape;
+  // RowDescription: int16 count, then per field a name (NUL-ended) and 18 bytes: table oid,
+  // column number, type oid, type size, type modifier, format code (the last two).
+  const auto count = static_cast<uint16_t>((static_cast<unsigned char>(body[0]) << 8) |
+                                           static_cast<unsigned char>(body[1]));
+  size_t at = 1 + 2;  // past the type byte and the count, in `shape`
+  for (uint16_t i = 0; i < count; ++i) {
+    const size_t name_end = shape.find('\0', at);
+    if (name_end == std::string::npos || name_end + 1 + 18 > shape.size()) break;
+    at = name_end + 1 + 18;
+    shape[at - 2] = 0;
+    shape[at - 1] = 0;
+  }
+  return shape;
 }
 
 }  // namespace pgsluice

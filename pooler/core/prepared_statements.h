@@ -72,12 +72,22 @@ struct PreparedStatement {
     std::lock_guard lock(stale_mutex_);
     return stale_error_;
   }
+  // One shared string per shape seen last (statement_shape()): the servers' copies and the
+  // clients told the same shape share it, so that a Bind compares two pointers.
+  [[nodiscard]] std::shared_ptr<const std::string> intern_shape(std::string shape) const {
+    std::lock_guard lock(stale_mutex_);
+    if (shape_ == nullptr || *shape_ != shape) {
+      shape_ = std::make_shared<const std::string>(std::move(shape));
+    }
+    return shape_;
+  }
 
   std::shared_ptr<PreparedStatementStats> stats = std::make_shared<PreparedStatementStats>();
 
  private:
   mutable std::mutex stale_mutex_;
   mutable std::string stale_error_;
+  mutable std::shared_ptr<const std::string> shape_;
 };
 
 using PreparedStatementRef = std::shared_ptr<const PreparedStatement>;
@@ -111,7 +121,24 @@ class ClientStatement {
 
  public:
   uint64_t seen_generation;
+  // The result shape the client was told by a Describe of the statement (the RowDescription or
+  // NoData, as statement_shape() makes it); null while it was told none. A client told a shape
+  // may rely on it for every later execution (pgx, PHP PDO, pgjdbc): PostgreSQL keeps a named
+  // statement's result type fixed from its Parse on and refuses a Bind whose result type
+  // changed (0A000, "cached plan must not change result type"), so a client that was told a
+  // shape never gets rows of another one: on a server whose copy of the statement describes
+  // differently, its Bind gets that 0A000, as from PostgreSQL (client_statements.cc).
+  std::shared_ptr<const std::string> told_shape{};
+  // The shape changed under the client (PostgreSQL's statement would be stale): every Bind is
+  // refused with 0A000 until the client prepares the statement again, as PostgreSQL does.
+  bool shape_changed = false;
 };
+
+// What a Describe says of a statement's result: the message type (RowDescription or NoData) and
+// the RowDescription's body with every format code zero, as a Describe 'S' gives it (a portal's
+// Describe carries the Bind's formats), so that two answers are equal exactly when PostgreSQL
+// would see the same result type.
+std::string statement_shape(char type, std::string_view body);
 
 // The statements of the process, keyed by (query, parameter types), shared by every worker: one
 // name per statement on every server, and one stale-plan generation. An entry lives as long as a
@@ -160,10 +187,23 @@ class ServerStatementCache {
              std::vector<std::string>& to_close,
              std::shared_ptr<PreparedStatementStats> stats = {});
   void remove(uint64_t id);
+  // The statement's result shape on this server (its Describe 'S' answer, see ClientStatement):
+  // null when the server has not described it since it was prepared there.
+  [[nodiscard]] const std::shared_ptr<const std::string>* shape(uint64_t id) const {
+    auto it = index_.find(id);
+    return it != index_.end() && it->second->shape != nullptr ? &it->second->shape : nullptr;
+  }
+  void set_shape(uint64_t id, std::shared_ptr<const std::string> shape) {
+    auto it = index_.find(id);
+    if (it != index_.end()) it->second->shape = std::move(shape);
+  }
   // The server prepared `id` again (already cached) at `generation`.
   void set_generation(uint64_t id, uint64_t generation) {
     auto it = index_.find(id);
-    if (it != index_.end()) it->second->generation = generation;
+    if (it != index_.end()) {
+      it->second->generation = generation;
+      it->second->shape.reset();
+    }
   }
   // A statement that exists on the server but no longer in the cache (a Close the server
   // skipped after an error): closed before the next Parse.
@@ -182,6 +222,7 @@ class ServerStatementCache {
     uint64_t generation;
     std::string server_name;
     std::shared_ptr<PreparedStatementStats> stats;
+    std::shared_ptr<const std::string> shape{};  // set_shape()
   };
   static void count_out(Entry& e) {
     if (e.stats) --e.stats->servers;

@@ -223,13 +223,8 @@ void Server::process_session_input() {
       return;
     }
     if (header.header.wire_size() > in.unread_size()) {
-      if (state_ == State::active && replies_.internal_ready_owed() == 0 &&
-          header.header.wire_size() > kPassthroughThreshold &&
-          may_pass_through(header.header.type)) {
-        passthrough_remaining_ = header.header.wire_size();
-        continue;
-      }
-      break;
+      if (!stream_reply(header.header)) break;
+      continue;
     }
     const pp::Message message = in.take(header.header);
     if (log_enabled(spdlog::level::trace)) {
@@ -250,6 +245,8 @@ void Server::process_session_input() {
         case Match::swallow:
           flush_batch();
           send_made_up_replies();
+          // The answer to the pooler's Describe: the client's Bind goes on.
+          if (shape_check_ != nullptr) finish_shape_check_if_answered();
           continue;
         case Match::out_of_step:
           flush_batch();
@@ -288,6 +285,10 @@ void Server::process_session_input() {
         if (client_ != nullptr) client_->channel().output().append(replacement_);
         break;
     }
+    if (shape_check_ != nullptr) {
+      flush_batch();
+      finish_shape_check_if_answered();
+    }
   }
   flush_batch();
   if (client_ != nullptr) {
@@ -296,6 +297,15 @@ void Server::process_session_input() {
     // client resetting the connection, has closed the client and unlinked it already.)
     if (client_ != nullptr && client_->channel().over_high_water()) channel_.stop_reading();
   }
+}
+
+bool Server::stream_reply(const pp::MessageHeader& header) {
+  if (state_ != State::active || replies_.internal_ready_owed() > 0 ||
+      header.wire_size() <= kPassthroughThreshold || !may_pass_through(header.type)) {
+    return false;
+  }
+  passthrough_remaining_ = header.wire_size();
+  return true;
 }
 
 bool Server::refuses_transaction_block(const pp::Message& message) const {

@@ -93,7 +93,9 @@ class Server final : public ChannelOwner {
   // What the linked client sends waits: a read-back of the settings its transaction changed
   // is under way, or the parameter sync that must succeed before any statement of the client
   // runs here (fail closed: server_kept.cc).
-  [[nodiscard]] bool holds_client_input() const { return kept_.awaiting() || parameter_sync_owed_; }
+  [[nodiscard]] bool holds_client_input() const {
+    return kept_.awaiting() || parameter_sync_owed_ || shape_check_ != nullptr;
+  }
   // The client is going away: the server is cleaned (rolled back, reset) and returned to the
   // pool, or closed when it is in the middle of something it cannot safely finish.
   void detach_client();
@@ -182,7 +184,20 @@ class Server final : public ChannelOwner {
   void expect(PendingReply reply);
   // A Bind or Describe 'S' of `stmt`, rewritten as `wire` (server_retry.cc): from here to the
   // end of the batch the requests are kept, for a retry after a stale plan (0A000).
-  void expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt, std::string_view wire);
+  // `client_name`: a Describe 'S', whose answer tells that client statement its shape;
+  // `shape_told`: a Bind of a statement whose client was told its shape.
+  void expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt, std::string_view wire,
+                        std::string client_name = {}, bool shape_told = false);
+  // The shape of `stmt` as this server described it (null: it has not, or lacks the statement).
+  [[nodiscard]] const std::shared_ptr<const std::string>* statement_shape(
+      const PreparedStatement& stmt) const {
+    return has_statement(stmt) ? statements_->shape(stmt.id) : nullptr;
+  }
+  // A Describe 'S' of `stmt` (prepared here already) and a Flush, whose answer is the server's
+  // shape of it: the client's input waits for it (the Bind that needs it is read again then).
+  // Only where nothing else is owed and no error is being skipped (may_check_shape).
+  void check_statement_shape(const PreparedStatementRef& stmt, std::string& out);
+  [[nodiscard]] bool may_check_shape() const;
   // Queues `reply` for the request written to `out` from `mark` on.
   void expect_sent(PendingReply reply, const std::string& out, size_t mark);
   [[nodiscard]] bool has_statement(const PreparedStatement& stmt) const {
@@ -342,6 +357,8 @@ class Server final : public ChannelOwner {
   bool handle_negotiation(const protocol::Message& message);
   // Replies after login: forwarded to the linked client, or handled by the pooler.
   void process_session_input();
+  // A reply larger than what has arrived, for the client: passed through as it comes (true).
+  bool stream_reply(const protocol::MessageHeader& header);
   // One reply the client gets (or, for ParameterStatus, may get).
   Reply inspect_reply(const protocol::Message& message);
   // pool_mode = statement: a ReadyForQuery inside a transaction block (BEGIN, or a block the
@@ -353,6 +370,11 @@ class Server final : public ChannelOwner {
   bool handle_internal_reply(const protocol::Message& message);
   // Walks the pending replies for one server reply.
   Match match_pending(const protocol::Message& message);
+  // A ParameterDescription, RowDescription or NoData: the answer to a Describe.
+  Match match_description(const protocol::Message& message, PendingReply& front);
+  // A Bind's BindComplete of a client not told its statement's shape: the portal's Describe
+  // that follows it, if any, tells it (carries the statement and the client's name).
+  void pass_statement_to_portal_describe(PendingReply& bind);
   // A CommandComplete of a Query or a hidden Execute under SQL PREPARE kept.
   Match match_sql_command_complete(PendingReply& front);
   // An ErrorResponse for the request at the front of the pending replies.
@@ -503,6 +525,14 @@ class Server final : public ChannelOwner {
   ServerAddress cancel_address_;  // address_ with the IP the login connected to (start_connect)
   // Reply::replace: what the client gets instead of the server's message.
   std::string replacement_;
+  // check_statement_shape's statement until its answer (or the error that skipped it).
+  PreparedStatementRef shape_check_;
+  // A RowDescription or NoData that answers a Describe 'S' of a rewritten statement: the shape
+  // is noted for this server's copy, and for the client that asked (ClientStatement).
+  void note_statement_shape(const PendingReply& describe, const protocol::Message& message);
+  // The shape check's answer came, or an error skipped it (its Parse failed; the error has
+  // reached the client): the client's input goes on, skipped by the server up to its Sync.
+  void finish_shape_check_if_answered();
   // The link's sync failed: the ErrorResponse its client's held request gets instead of running
   // (finish_parameter_sync); empty otherwise.
   std::string sync_failure_;

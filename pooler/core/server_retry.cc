@@ -29,12 +29,62 @@ using protocol::DescribeTarget;
 using protocol::TransactionStatus;
 
 void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt,
-                              std::string_view wire) {
+                              std::string_view wire, std::string client_name, bool shape_told) {
   keep_wire_ = true;
-  PendingReply reply{.kind = kind, .statement_id = stmt->id, .statement = stmt};
+  PendingReply reply{.kind = kind,
+                     .statement_id = stmt->id,
+                     .client_name = std::move(client_name),
+                     .statement = stmt,
+                     .shape_told = shape_told};
   reply.wire.assign(wire);
   reply.replayable = true;
   replies_.pending().push_back(std::move(reply));
+}
+
+// --- the shape a client was told (ClientStatement::told_shape) ---
+//
+// A statement prepared on a server after a schema change describes a new shape there, and no
+// server reports a stale plan for it: without a look, a client that was told the old shape
+// would get rows of the new one (pgx: "bind message has 2 result formats but query has 3
+// columns"; PHP PDO reads past its columns). So a server's copy of a statement has its shape
+// noted whenever it is described, and before a told client's Bind runs on a copy whose shape is
+// not known, the pooler describes it first.
+
+bool Server::may_check_shape() const {
+  return owes_client_nothing() && !replies_.skipping_to_sync() && !holding_error_ &&
+         replies_.internal_ready_owed() == 0 &&
+         replies_.transaction_status() != TransactionStatus::failed;
+}
+
+void Server::check_statement_shape(const PreparedStatementRef& stmt, std::string& out) {
+  pp::write_describe(out, DescribeTarget::statement, stmt->server_name);
+  replies_.pending().push_back(PendingReply{
+      .kind = PendingKind::describe_hidden, .statement_id = stmt->id, .statement = stmt});
+  // The server answers a Flush with what it has: the client's Sync is not sent yet.
+  pp::write_flush(out);
+  shape_check_ = stmt;
+}
+
+void Server::note_statement_shape(const PendingReply& describe, const pp::Message& message) {
+  std::shared_ptr<const std::string> shape =
+      describe.statement->intern_shape(pgsluice::statement_shape(message.type, message.body));
+  statements_->set_shape(describe.statement->id, shape);
+  if (describe.kind == PendingKind::describe && client_ != nullptr &&
+      !describe.client_name.empty()) {
+    client_->note_told_shape(describe.client_name, *describe.statement, std::move(shape));
+  }
+}
+
+void Server::finish_shape_check_if_answered() {
+  if (shape_check_ == nullptr) return;
+  const PendingReplies& pending = replies_.pending();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (pending[i].kind == PendingKind::describe_hidden) return;
+  }
+  shape_check_ = nullptr;
+  if (client_ != nullptr && client_->input_held_for_read_back()) {
+    client_->resume_input_after_read_back();
+  }
 }
 
 void Server::expect_sent(PendingReply reply, const std::string& out, size_t mark) {
@@ -49,6 +99,7 @@ void Server::keep_request(const std::string& out, size_t mark) {
 }
 
 void Server::reset_retry_state() {
+  shape_check_ = nullptr;
   keep_wire_ = false;
   batch_reached_client_ = false;
   holding_error_ = false;
@@ -77,6 +128,9 @@ bool Server::hold_for_retry(const pp::Message& message) {
   if (client_ != nullptr) client_->note_stale_plan_seen(stmt);
   spdlog::info("{} statement {} has a stale plan (schema change): prepared again at its next use",
                log_id(), stmt.server_name);
+  // A client that was told the old shape gets PostgreSQL's answer: the retry's rows would have
+  // the new one.
+  if (front.shape_told) return false;
 
   // Sending the batch again is what the client would have seen had the statement been
   // prepared now, only when: nothing of the batch reached the client, no transaction block

@@ -165,6 +165,7 @@ void Server::send_made_up_replies() {
       case PendingKind::bind:
       case PendingKind::bind_refused:
       case PendingKind::describe:
+      case PendingKind::describe_hidden:
       case PendingKind::execute:
       case PendingKind::close:
       case PendingKind::sync:
@@ -252,6 +253,28 @@ Server::Match Server::match_sql_command_complete(PendingReply& front) {
   return front.sql->on_command_complete() ? Match::swallow : Match::forward;
 }
 
+void Server::pass_statement_to_portal_describe(PendingReply& bind) {
+  if (replies_.pending().size() < 2) return;
+  PendingReply& next = replies_.pending()[1];
+  if (next.kind != PendingKind::describe || next.statement != nullptr) return;
+  next.statement = bind.statement;
+  next.client_name = std::move(bind.client_name);
+}
+
+Server::Match Server::match_description(const pp::Message& message, PendingReply& front) {
+  const bool hidden = front.kind == PendingKind::describe_hidden;
+  if (front.kind != PendingKind::describe && !hidden) {
+    return front.kind == PendingKind::query && message.type == be::kRowDescription
+               ? Match::forward
+               : Match::out_of_step;
+  }
+  if (message.type == be::kParameterDescription) return hidden ? Match::swallow : Match::forward;
+  // A Describe of a rewritten statement, or of the portal of its Bind: its shape is noted.
+  if (front.statement != nullptr) note_statement_shape(front, message);
+  replies_.pending().pop_front();
+  return hidden ? Match::swallow : Match::forward;
+}
+
 Server::Match Server::match_pending(const pp::Message& message) {
   switch (message.type) {
     case be::kParameterStatus:
@@ -292,6 +315,7 @@ Server::Match Server::match_pending(const pp::Message& message) {
         return Match::swallow;
       }
       if (front.kind != PendingKind::bind) return Match::out_of_step;
+      if (!front.client_name.empty()) pass_statement_to_portal_describe(front);
       pop();
       return Match::forward;
     case be::kCloseComplete:
@@ -305,17 +329,9 @@ Server::Match Server::match_pending(const pp::Message& message) {
       }
       return Match::out_of_step;
     case be::kParameterDescription:
-      return front.kind == PendingKind::describe ? Match::forward : Match::out_of_step;
     case be::kRowDescription:
-      if (front.kind == PendingKind::describe) {
-        pop();
-        return Match::forward;
-      }
-      return front.kind == PendingKind::query ? Match::forward : Match::out_of_step;
     case be::kNoData:
-      if (front.kind != PendingKind::describe) return Match::out_of_step;
-      pop();
-      return Match::forward;
+      return match_description(message, front);
     case be::kCommandComplete:
       if (front.kind == PendingKind::execute_hidden ||
           (front.kind == PendingKind::query && front.sql != nullptr)) {

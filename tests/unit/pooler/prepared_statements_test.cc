@@ -57,6 +57,70 @@ TEST(ServerStatementCache, OlderGenerationIsClosedBeforeItIsPreparedAgain) {
   EXPECT_TRUE(cache.has(1, 5));
 }
 
+// A RowDescription body: the count, then per field its name and 18 bytes, format code last.
+std::string row_description(const std::vector<std::pair<std::string, uint16_t>>& fields) {
+  std::string body;
+  body.push_back(0);
+  body.push_back(static_cast<char>(fields.size()));
+  for (const auto& [name, format] : fields) {
+    body.append(name).push_back('\0');
+    body.append(
+        "\0\0\x40\x01"
+        "\0\x01"
+        "\0\0\0\x17"
+        "\0\x04"
+        "\xff\xff\xff\xff",
+        16);
+    body.push_back(static_cast<char>(format >> 8));
+    body.push_back(static_cast<char>(format & 0xff));
+  }
+  return body;
+}
+
+TEST(StatementShape, APortalsFormatsDoNotMatterTheColumnsDo) {
+  const std::string statement = statement_shape('T', row_description({{"a", 0}, {"b", 0}}));
+  // A portal's Describe after a Bind asking for binary results: the same shape.
+  EXPECT_EQ(statement_shape('T', row_description({{"a", 1}, {"b", 1}})), statement);
+  EXPECT_NE(statement_shape('T', row_description({{"a", 0}, {"b", 0}, {"c", 0}})), statement);
+  EXPECT_NE(statement_shape('T', row_description({{"a", 0}, {"x", 0}})), statement);
+  EXPECT_NE(statement_shape('n', ""), statement);
+  EXPECT_EQ(statement_shape('n', ""), statement_shape('n', ""));
+}
+
+TEST(StatementShape, ATruncatedDescriptionIsKeptAsItCame) {
+  std::string body = row_description({{"a", 1}});
+  body.resize(body.size() - 5);
+  EXPECT_EQ(statement_shape('T', body), "T" + body);  // no write past the end
+}
+
+TEST(ServerStatementCache, AShapeIsForgottenWhenTheStatementIsPreparedAgain) {
+  ServerStatementCache cache(2);
+  std::vector<std::string> to_close;
+  cache.add(1, "S1", 0, to_close);
+  EXPECT_EQ(cache.shape(1), nullptr);  // not described yet
+  auto shape = std::make_shared<const std::string>("T-old");
+  cache.set_shape(1, shape);
+  ASSERT_NE(cache.shape(1), nullptr);
+  EXPECT_EQ(cache.shape(1)->get(), shape.get());
+  cache.add(1, "S1", 1, to_close);  // a new generation: the server's copy describes anew
+  EXPECT_EQ(cache.shape(1), nullptr);
+  cache.set_shape(1, shape);
+  cache.set_generation(1, 2);  // prepared again after a stale plan
+  EXPECT_EQ(cache.shape(1), nullptr);
+  EXPECT_EQ(cache.shape(7), nullptr);  // not on the server
+}
+
+TEST(PreparedStatement, EqualShapesShareOneString) {
+  PreparedRegistry r;
+  auto stmt = r.get_or_create("SELECT * FROM t", {});
+  auto a = stmt->intern_shape("T1");
+  auto b = stmt->intern_shape("T1");
+  EXPECT_EQ(a.get(), b.get());
+  auto c = stmt->intern_shape("T2");
+  EXPECT_NE(a.get(), c.get());
+  EXPECT_EQ(*a, "T1");
+}
+
 TEST(ServerStatementCache, SkippedClosesGoOutBeforeTheNextParse) {
   ServerStatementCache cache(1);
   std::vector<std::string> to_close;
