@@ -129,6 +129,38 @@ def test_the_last_server_is_never_pinned(pooler):
     assert "temp_object|t_b|definite|reject" in out, out
 
 
+def test_a_try_lock_that_takes_nothing_is_answered_not_refused(pooler):
+    # Two application instances take a migration lock with pg_try_advisory_lock at a pool of 2:
+    # the first holds it (pinned: the pool's one pin), the second is answered `false`, as by
+    # PostgreSQL, not refused, and its server is not kept pinned. Issue 42, part 3.
+    with Noise(pooler) as noise, pooler.connect(autocommit=True) as a, \
+            pooler.connect(autocommit=True) as b:
+        assert a.execute("SELECT pg_try_advisory_lock(7001)").fetchone()[0] is True
+        for _ in range(3):
+            assert b.execute("SELECT pg_try_advisory_lock(7001)").fetchone()[0] is False
+            assert b.execute("SELECT 1").fetchone()[0] == 1  # the pin check has run before
+        # b holds nothing: it is not pinned, and a's lock still is.
+        rc, out, err = pooler.psql("SHOW POOLS", db="pgsluice",
+                                   args=["-P", "tuples_only=off", "-P", "footer=off"])
+        assert rc == 0, err
+        header, *rows = out.splitlines()
+        row = dict(zip(header.split("|"), [r for r in rows if r.startswith("app|app|")][0]
+                       .split("|")))
+        assert row.get("sv_pinned", "1") == "1", row
+        # A try lock that is granted while the reserve is reached is PostgreSQL's `true`: the
+        # lock is the client's, so its server stays with it.
+        assert b.execute("SELECT pg_try_advisory_lock(7002)").fetchone()[0] is True
+        pid = pid_of(b)
+        for _ in range(5):
+            assert pid_of(b) == pid
+        b.execute("SELECT pg_advisory_unlock(7002)")
+        b.execute("SELECT 1")
+        a.execute("SELECT pg_advisory_unlock(7001)")
+        a.execute("SELECT 1")
+    assert noise.slowest < 1.0, noise.slowest
+    assert "would pin" not in pooler.log()
+
+
 def test_temp_table_and_hold_cursor_work_across_transactions(pooler):
     with Noise(pooler, clients=2), pooler.connect(autocommit=True) as a:
         a.execute("CREATE TEMP TABLE scratch (x int)")

@@ -149,7 +149,9 @@ class Server final : public ChannelOwner {
   // session_state_pin_reserve servers pinned (shared_limits.h); false, nothing changed,
   // otherwise. Already pinned: true.
   // `why`: the finding's kind and detail, as SHOW CLIENTS/SERVERS show it ("advisory_lock").
-  bool pin(std::string why);
+  // `past_reserve`: up to the pool's size, for a statement whose pin the server's answer
+  // decides (the pin check at the transaction's end unpins it when nothing was taken).
+  bool pin(std::string why, bool past_reserve = false);
   [[nodiscard]] bool pinned() const { return pinned_; }
   // What pinned the server; empty when it is not pinned.
   [[nodiscard]] const std::string& pinned_for() const { return pinned_for_; }

@@ -31,9 +31,10 @@ constexpr uint64_t kPinCheckIntervalMs = 1000;
 
 }  // namespace
 
-bool Server::pin(std::string why) {
+bool Server::pin(std::string why, bool past_reserve) {
   if (pinned_) return true;
-  const int limit = pool_->pool_size() - worker_->settings().session_state_pin_reserve;
+  const int limit =
+      pool_->pool_size() - (past_reserve ? 0 : worker_->settings().session_state_pin_reserve);
   if (!SharedLimits::try_pin(pool_->limit_slots(), limit)) return false;
   pinned_ = true;
   pinned_for_ = std::move(why);

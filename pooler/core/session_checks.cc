@@ -246,6 +246,13 @@ std::optional<std::string> committed_set_literal(const Server& server,
   return simple_set_literal(statement_text(sql, f.span), f.detail);
 }
 
+// A finding whose statement may or may not take what it names, as the server decides at run
+// time: pg_try_advisory_lock answers false when another session holds the lock.
+bool acquires_only_maybe(const pp::SessionStateFinding& f) {
+  return f.kind == pp::SessionStateKind::advisory_lock &&
+         f.detail.find("pg_try_advisory") != std::string::npos;
+}
+
 // The checks of one statement text: `record` at its Query or Parse (the findings are counted
 // and logged once per message), not at the Binds that execute a prepared statement again.
 // `flagged`: what the prefilter said of `sql`. A flagged statement, whatever it is, may change
@@ -291,9 +298,19 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
     if (action == SessionAction::pin && !server.pinned()) {
       std::string why(pp::to_string(f.kind));
       if (!f.detail.empty()) why.append(" ").append(f.detail);
-      if (server.pin(std::move(why))) {
+      if (server.pin(why)) {
         spdlog::info("{} pinned to {} ({}, under the pin action)", client.log_id(), server.log_id(),
                      server.pinned_for());
+      } else if (acquires_only_maybe(f) && server.pin(std::move(why), /*past_reserve=*/true)) {
+        // pg_try_advisory_lock: whether it takes anything is the server's answer. Refusing it
+        // would refuse a `false` PostgreSQL gives (a second instance's migration lock); it runs,
+        // and the pin check at the end of its transaction keeps the pin only when the lock was
+        // granted.
+        server.note_pin_may_end();
+        spdlog::info(
+            "{} pinned to {} past the reserve until the server says whether {} took a "
+            "lock",
+            client.log_id(), server.log_id(), f.detail);
       } else {
         action = SessionAction::reject;
         if (pin_refused == nullptr) pin_refused = &f;
