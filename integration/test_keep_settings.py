@@ -519,3 +519,26 @@ def test_every_setting_form_answers_as_on_a_direct_connection(pg, make_pooler):
         assert not seen, f"a bystander saw another client's settings: {seen[:3]}"
     finally:
         pg.psql("ALTER ROLE scramuser NOSUPERUSER")
+
+
+def test_reset_of_a_startup_parameter_goes_back_to_the_startup_value(pooler):
+    # On a direct connection a RESET goes to the value of the startup packet (`options`), not to
+    # the server's default: RESET datestyle, RESET timezone, RESET ALL, on whichever server.
+    # A RESET that is rolled back leaves the value the client had set.
+    with noise(pooler), client(pooler, options="-c DateStyle=German -c TimeZone=Asia/Tokyo") as a:
+        assert a.execute("SHOW datestyle").fetchone()[0] == "German, DMY"
+        a.execute("SET datestyle = 'SQL'")
+        a.execute("RESET datestyle")
+        assert settings_over_transactions(a, "DateStyle", 6)[0] == {"German, DMY"}
+        # The client was told the value too (libpq keeps the last ParameterStatus).
+        assert a.info.parameter_status("DateStyle") == "German, DMY"
+        a.execute("SET timezone = 'UTC'")
+        a.execute("SET datestyle = 'ISO, MDY'")  # the server's own default
+        a.execute("RESET ALL")
+        assert settings_over_transactions(a, "TimeZone", 6)[0] == {"Asia/Tokyo"}
+        assert settings_over_transactions(a, "DateStyle", 6)[0] == {"German, DMY"}
+        a.execute("SET datestyle = 'Postgres'")
+        a.execute("BEGIN")
+        a.execute("RESET datestyle")
+        a.execute("ROLLBACK")
+        assert settings_over_transactions(a, "DateStyle", 6)[0] == {"Postgres, DMY"}

@@ -301,6 +301,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
     reported_.set("application_name",
                   fmt::format("{} - {}", app != nullptr ? *app : std::string(), peer_));
   }
+  if (!reported_.empty()) startup_reported_ = reported_;
 
   // The admin console is a virtual database (config/console_database.h), never looked up in
   // [databases].

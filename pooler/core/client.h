@@ -141,6 +141,9 @@ class Client final : public ChannelOwner {
   [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
   void set_cancel_key(int32_t pid, std::string key);
   [[nodiscard]] const ParameterSet& startup_extras() const { return extras_; }
+  // The reported parameters the client gave at startup (DateStyle, TimeZone, …): what a RESET
+  // of one gives back.
+  [[nodiscard]] const ParameterSet& startup_reported() const { return startup_reported_; }
   // The settings the server does not report that this client wants on every server: its startup
   // extras, changed by what its SQL set under the `keep` action (kept_settings.h).
   [[nodiscard]] const ParameterSet& session_settings() const { return settings_; }
@@ -384,6 +387,7 @@ class Client final : public ChannelOwner {
   bool peer_verified_ = false;            // hba peer: the kernel named the user, who may be unknown
   std::string ident_map_;                 // the hba rule's map= (peer, cert): who may be whom
   ParameterSet extras_;                   // startup settings the server does not report
+  ParameterSet startup_reported_;         // startup settings it reports (startup_reported())
 
   int32_t cancel_pid_ = 0;
   std::string cancel_key_;

@@ -420,6 +420,9 @@ class Server final : public ChannelOwner {
   void note_sync_failure(const protocol::ErrorFields* error);
   [[nodiscard]] std::string_view server_version() const;  // as reported, or empty
   void finish_kept_settings();
+  // The client reset reported parameters it gave at startup: where the reset left the server's
+  // default, the startup value goes back on, as a sync (true when one was sent).
+  bool restore_startup_reported();
   // At the ReadyForQuery 'I' that ends a transaction that touched LISTEN (server_relay.cc): the
   // read-back is sent and the ReadyForQuery held; with the answer both go to the client, which
   // lets its ReadyForQuery through once the relay listens on what it added.

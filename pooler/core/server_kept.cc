@@ -44,7 +44,7 @@ bool Server::read_back_kept_settings() {
   std::string query =
       kept_.begin_query(client_ != nullptr ? client_->session_settings() : none, extras_);
   if (query.empty()) {
-    kept_.clear();
+    kept_.forget_pending();
     return false;
   }
   // Sent at a transaction boundary with nothing owed: its replies come before anything the
@@ -120,6 +120,34 @@ void Server::note_sync_failure(const pp::ErrorFields* error) {
       "{} could not apply the session parameters of {}: {}; the client's statement "
       "is not run, the server is closed",
       log_id(), client_ != nullptr ? client_->log_id() : std::string("a client"), text);
+}
+
+bool Server::restore_startup_reported() {
+  if (client_ == nullptr) {
+    kept_.take_reported_resets(ParameterSet());
+    return false;
+  }
+  const ParameterSet* defaults = pool_->welcome();
+  std::string sets;
+  for (const std::string& name : kept_.take_reported_resets(client_->startup_reported())) {
+    const std::string* startup = client_->startup_reported().get(name);
+    const std::string* now = tracked_.get(name);
+    const std::string* fallback = defaults != nullptr ? defaults->get(name) : nullptr;
+    // Only where the server is at its own default: a reset rolled back left the client's value.
+    if (startup == nullptr || now == nullptr || fallback == nullptr || *now != *fallback ||
+        *now == *startup) {
+      continue;
+    }
+    sets += sets.empty() ? "SELECT " : ", ";
+    sets += "pg_catalog.set_config(" + quote_literal(name) + ", " + quote_literal(*startup) +
+            ", false)";
+  }
+  if (sets.empty()) return false;
+  // Its ParameterStatus tells the client the value, as a direct connection's RESET would.
+  send_internal_query(sets);
+  parameter_sync_owed_ = true;
+  sync_failure_.clear();
+  return true;
 }
 
 void Server::finish_kept_settings() {

@@ -54,6 +54,7 @@ void Server::unpin() {
 bool Server::run_boundary_checks() {
   // Pinned or not: the server's settings must be known when it is released at last.
   if (kept_.any() && read_back_kept_settings()) return true;
+  if (kept_.resets_reported() && restore_startup_reported()) return true;
   return pinned_ && check_pin();
 }
 

@@ -40,6 +40,10 @@ void SettingsCapture::note(const pp::SessionStateFinding& finding,
         note_reset_all(false);
         return;
       }
+      if (std::string_view reported = tracked_parameter_name(finding.detail); !reported.empty()) {
+        note_reported(reported, finding.effect == pp::SessionStateEffect::release);
+        return;
+      }
       pending_.add(finding.detail, finding.effect == pp::SessionStateEffect::release,
                    std::move(literal));
       return;
@@ -79,7 +83,34 @@ bool SettingsCapture::settle_known(const SetValueCache& known, std::string_view 
   return true;
 }
 
+void SettingsCapture::note_reported(std::string_view name, bool released) {
+  for (auto& [n, r] : reported_) {
+    if (n == name) {
+      r = released;
+      return;
+    }
+  }
+  reported_.emplace_back(name, released);
+}
+
+std::vector<std::string> SettingsCapture::take_reported_resets(const ParameterSet& startup) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : startup.items()) {
+    bool released = reported_all_;
+    for (const auto& [n, r] : reported_) {
+      if (iequals(n, name)) released = r;
+    }
+    if (released) names.push_back(name);
+  }
+  reported_.clear();
+  reported_all_ = false;
+  return names;
+}
+
 void SettingsCapture::note_reset_all(bool discard_all) {
+  // Every reported parameter is reset too: a SET of one after it is noted after it.
+  reported_.clear();
+  reported_all_ = true;
   for (Item& item : pending_.items) {
     if (discard_all || !reset_all_skips(item.name)) item.released = true;
   }

@@ -39,11 +39,20 @@ class SettingsCapture {
   void note_reset_all(bool discard_all);
   // Something noted and not yet being read back.
   [[nodiscard]] bool any() const { return pending_.any(); }
+  // Reported parameters (DateStyle, TimeZone, …) need no read-back, but a RESET of one that the
+  // client gave at startup goes, on a direct connection, to that startup value, not to the
+  // server's default: the names of `startup` whose last statement in the transaction was a
+  // reset (RESET name, RESET ALL, DISCARD ALL), forgotten as they are taken.
+  [[nodiscard]] bool resets_reported() const { return !reported_.empty() || reported_all_; }
+  std::vector<std::string> take_reported_resets(const ParameterSet& startup);
   // Cannot be read back (the client left before its transaction ended at a boundary): every
   // noted setting, and any being read back, is reset with the server's cleaning instead.
   void mark_for_reset(DirtyState& dirty) const;
   // Forgets everything, a read-back under way included.
   void clear() { *this = SettingsCapture(); }
+  // Forgets what is noted for a read-back (nothing left to read: only reported parameters),
+  // not the reported parameters' resets.
+  void forget_pending() { pending_ = Notes(); }
 
   // What is noted, settled without a query: true when every noted setting has a literal whose
   // value `known` holds for the server's `version` (client_settings and server_applied then
@@ -91,6 +100,10 @@ class SettingsCapture {
   Notes reading_;
   bool awaiting_ = false;
   std::optional<std::vector<std::optional<std::string>>> row_;
+  // Reported parameters the transaction set or reset (true: reset last), and RESET ALL.
+  std::vector<std::pair<std::string, bool>> reported_;
+  bool reported_all_ = false;
+  void note_reported(std::string_view name, bool released);
 };
 
 }  // namespace pgsluice

@@ -417,6 +417,33 @@ TEST(KeptSettings, UnreadSettingsAreResetWithTheCleaning) {
   EXPECT_TRUE(d.resets_role());
 }
 
+TEST(KeptSettings, AResetOfAStartupReportedParameterIsTakenOnce) {
+  ParameterSet startup;
+  startup.set("DateStyle", "German");
+  startup.set("TimeZone", "Asia/Tokyo");
+  SettingsCapture c;
+  c.note(set("datestyle"));
+  EXPECT_FALSE(c.any());  // reported: no read-back
+  EXPECT_TRUE(c.resets_reported());
+  EXPECT_TRUE(c.take_reported_resets(startup).empty());  // set, not reset
+  c.note(reset("datestyle"));
+  c.note(reset("application_name"));  // not given at startup: the server's default is right
+  EXPECT_EQ(c.take_reported_resets(startup), std::vector<std::string>{"DateStyle"});
+  EXPECT_FALSE(c.resets_reported());
+  // RESET ALL resets them all, but a SET after it is the client's.
+  c.note(reset("all"));
+  c.note(set("TimeZone"));
+  EXPECT_EQ(c.take_reported_resets(startup), std::vector<std::string>{"DateStyle"});
+  c.note_reset_all(/*discard_all=*/true);
+  EXPECT_EQ(c.take_reported_resets(startup), (std::vector<std::string>{"DateStyle", "TimeZone"}));
+  // What is read back is forgotten apart from them.
+  c.note(reset("datestyle"));
+  c.note(set("work_mem"));
+  c.forget_pending();
+  EXPECT_FALSE(c.any());
+  EXPECT_TRUE(c.resets_reported());
+}
+
 // Settings are replayed as the login role, then who the client is: the session authorization,
 // and the role last (issue 42: a superuser-only setting made before SET SESSION AUTHORIZATION
 // would be refused to the less privileged identity).
