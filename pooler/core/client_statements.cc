@@ -229,6 +229,7 @@ std::optional<Client::Routed> Client::route_told_bind(ClientStatement& use, std:
       // now): it does before this Bind runs.
       ensure_on_server(server, *use, out);
       server.check_statement_shape(use.ref(), out);
+      --pool_->counters().bind_count;  // counted when it is read again
       return Routed::held;
     }
     // Else in the middle of a batch: the copy is not checked (docs/design.md).
