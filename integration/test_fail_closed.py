@@ -130,3 +130,27 @@ def test_a_sync_that_fails_runs_nothing_and_the_client_carries_on(roles, pg, mak
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute(SHOW).fetchone() == ("postgres", "postgres", "off")
     assert "could not apply" in pooler.log()
+
+
+def test_currval_is_never_another_clients_value(pg, make_pooler):
+    # currval/lastval read the session's last nextval: on a pooled server that may be another
+    # client's. When other clients used the server since its sequence values were last
+    # discarded, the client gets PostgreSQL's "not yet defined in this session" (55000) instead;
+    # its own value, on a server only it used since, as directly.
+    pg.psql("DROP SEQUENCE IF EXISTS fc_seq; CREATE SEQUENCE fc_seq; "
+            "GRANT ALL ON fc_seq TO app", db="app")
+    pooler = make_pooler(default_pool_size=1)
+    with pooler.connect(autocommit=True) as a, pooler.connect(autocommit=True) as b:
+        assert b.execute("SELECT nextval('fc_seq')").fetchone()[0] == 1
+        for sql in ("SELECT currval('fc_seq')", "SELECT lastval()"):
+            with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+                a.execute(sql)
+        assert a.execute("SELECT nextval('fc_seq')").fetchone()[0] == 2
+        assert a.execute("SELECT currval('fc_seq')").fetchone()[0] == 2
+        assert a.execute("SELECT lastval()").fetchone()[0] == 2
+        # b's own value is gone with the discard, never replaced by a's.
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+            b.execute("SELECT currval('fc_seq')")
+        # In the transaction that advanced it, as directly.
+        with b.transaction():
+            assert b.execute("SELECT nextval('fc_seq'), currval('fc_seq')").fetchone() == (3, 3)

@@ -138,6 +138,8 @@ void Server::link(Client& client) {
   set_state(State::active);
   apply_statement_settings();
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
+  if (sequences_of_ != client.id())
+    sequences_of_ = sequences_of_ == 0 ? client.id() : kSeveralClients;
   sync_parameters(client);
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(verifier_, client);

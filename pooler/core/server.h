@@ -126,6 +126,11 @@ class Server final : public ChannelOwner {
                     std::optional<std::string> literal = std::nullopt) {
     kept_.note(finding, std::move(literal));
   }
+  // currval()/lastval() in a transaction of its own, about to be sent while nothing is owed:
+  // when other clients used this server since its sequence values were last discarded, they
+  // are discarded first (DISCARD SEQUENCES), so that the client gets PostgreSQL's "not yet
+  // defined in this session" rather than another client's value.
+  void forget_other_clients_sequences(const Client& client);
   // A statement the checks flag is about to run: what the noted SETs gave may change.
   void forget_kept_literals() { kept_.forget_literals(); }
   void keep_settings_discarded() { kept_.note_reset_all(/*discard_all=*/true); }
@@ -608,6 +613,10 @@ class Server final : public ChannelOwner {
   // After the sync: a value the server keeps in another spelling (DateStyle 'ISO' is
   // 'ISO, MDY') becomes the client's, so that the next link does not set it again.
   void adopt_canonical_values();
+  // Whose sequence values (currval, lastval) the server holds: none since its login or the
+  // last DISCARD SEQUENCES (0), one client's id, or several clients' (kSeveralClients).
+  uint64_t sequences_of_ = 0;
+  static constexpr uint64_t kSeveralClients = ~uint64_t{0};
   int64_t pin_check_held_ = -1;  // the pin check's answer: what is still held (-1: none came)
   uint64_t pin_checked_ms_ = 0;
 };

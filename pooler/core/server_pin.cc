@@ -43,6 +43,12 @@ bool Server::pin(std::string why, bool past_reserve) {
   return true;
 }
 
+void Server::forget_other_clients_sequences(const Client& client) {
+  if (sequences_of_ == client.id()) return;
+  send_internal_query("DISCARD SEQUENCES");
+  sequences_of_ = client.id();
+}
+
 void Server::unpin() {
   if (!pinned_) return;
   pinned_ = false;

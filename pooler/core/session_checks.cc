@@ -272,9 +272,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
   for (const pp::SessionStateFinding& f : verdict.findings) {
     // Inside a transaction block an earlier statement on this server may have advanced the
     // sequence (BEGIN; INSERT …; SELECT lastval()): only a transaction of its own is certain.
-    if (f.kind == pp::SessionStateKind::currval &&
-        server.transaction_status() != pp::TransactionStatus::idle) {
-      continue;
+    if (f.kind == pp::SessionStateKind::currval) {
+      if (server.transaction_status() != pp::TransactionStatus::idle) continue;
+      if (server.owes_client_nothing()) server.forget_other_clients_sequences(client);
     }
     // Releasing state (RESET x, UNLISTEN, pg_advisory_unlock) never leaks anything; a kept
     // setting that is reset is read back like one that is set.
