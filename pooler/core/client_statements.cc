@@ -61,14 +61,9 @@ void Client::forget_all_statements() {
 
 void Client::note_stale_plan_seen(const PreparedStatement& stmt) {
   for (auto& [name, use] : statements_) {
-    if (use->id != stmt.id) continue;
-    // Told a shape, the client's statement stays stale, as in PostgreSQL, until it is
-    // prepared again.
-    if (use.told_shape != nullptr) {
-      use.shape_changed = true;
-    } else {
-      use.saw_current();
-    }
+    // A name told a shape is judged by it at its next Bind (route_told_bind): the copy a
+    // server prepares again describes the new shape, and a name told the old one is refused.
+    if (use->id == stmt.id && use.told_shape == nullptr) use.saw_current();
   }
 }
 
@@ -226,8 +221,10 @@ std::optional<Client::Routed> Client::route_told_bind(ClientStatement& use, std:
       use.shape_changed = changed;
     } else if (server.may_check_shape()) {
       // The server's copy has not described itself (prepared here for another client, or just
-      // now): it does before this Bind runs.
-      ensure_on_server(server, *use, out);
+      // now): it does before this Bind runs. A copy it already has is prepared again first: a
+      // Describe of a stale copy would fail (0A000) where the client's own statement would not.
+      ensure_sql_dependencies(server, *use, out);
+      server.prepare_statement_again(*use, out);
       server.check_statement_shape(use.ref(), out);
       --pool_->counters().bind_count;  // counted when it is read again
       return Routed::held;
@@ -313,8 +310,10 @@ Client::Routed Client::route_describe(const pp::Message& message, std::string& o
   it->second.saw_current();  // the description the client gets is this generation's
   size_t mark = out.size();
   pp::write_describe(out, pp::DescribeTarget::statement, it->second->server_name);
+  // A client told the shape before gets PostgreSQL's 0A000 if the statement went stale.
   server.expect_rewritten(PendingKind::describe, it->second.ref(),
-                          std::string_view(out).substr(mark), it->first);
+                          std::string_view(out).substr(mark), it->first,
+                          it->second.told_shape != nullptr);
   return Routed::written;
 }
 

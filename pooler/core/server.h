@@ -126,10 +126,11 @@ class Server final : public ChannelOwner {
                     std::optional<std::string> literal = std::nullopt) {
     kept_.note(finding, std::move(literal));
   }
-  // currval()/lastval() in a transaction of its own, about to be sent while nothing is owed:
-  // when other clients used this server since its sequence values were last discarded, they
-  // are discarded first (DISCARD SEQUENCES), so that the client gets PostgreSQL's "not yet
-  // defined in this session" rather than another client's value.
+  // currval()/lastval() in a transaction of its own, the link's first request: when other
+  // clients used this server since its sequence values were last discarded, they are discarded
+  // first (DISCARD SEQUENCES), so that the client gets PostgreSQL's "not yet defined in this
+  // session" rather than another client's value. Later in a link (a pinned client's next
+  // transaction) the values may be the client's own nextval's: left alone.
   void forget_other_clients_sequences(const Client& client);
   // A statement the checks flag is about to run: what the noted SETs gave may change.
   void forget_kept_literals() { kept_.forget_literals(); }
@@ -204,6 +205,9 @@ class Server final : public ChannelOwner {
   // shape of it: the client's input waits for it (the Bind that needs it is read again then).
   // Only where nothing else is owed and no error is being skipped (may_check_shape).
   void check_statement_shape(const PreparedStatementRef& stmt, std::string& out);
+  // A hidden Parse of `stmt` at its current generation, after a hidden Close when the server
+  // has a copy of it already (whatever its generation).
+  void prepare_statement_again(const PreparedStatement& stmt, std::string& out);
   [[nodiscard]] bool may_check_shape() const;
   // Queues `reply` for the request written to `out` from `mark` on.
   void expect_sent(PendingReply reply, const std::string& out, size_t mark);
@@ -377,6 +381,9 @@ class Server final : public ChannelOwner {
   bool handle_internal_reply(const protocol::Message& message);
   // Walks the pending replies for one server reply.
   Match match_pending(const protocol::Message& message);
+  // The ParameterDescription of a client's Describe 'S': a stale plan's error may follow it
+  // (PostgreSQL revalidates for the RowDescription), and the retry does not send it twice.
+  [[nodiscard]] bool statement_parameters(const protocol::Message& message) const;
   // A ParameterDescription, RowDescription or NoData: the answer to a Describe.
   Match match_description(const protocol::Message& message, PendingReply& front);
   // A Bind's BindComplete of a client not told its statement's shape: the portal's Describe
@@ -616,6 +623,7 @@ class Server final : public ChannelOwner {
   // Whose sequence values (currval, lastval) the server holds: none since its login or the
   // last DISCARD SEQUENCES (0), one client's id, or several clients' (kSeveralClients).
   uint64_t sequences_of_ = 0;
+  bool link_untouched_ = false;  // linked, and the client has sent nothing yet
   static constexpr uint64_t kSeveralClients = ~uint64_t{0};
   int64_t pin_check_held_ = -1;  // the pin check's answer: what is still held (-1: none came)
   uint64_t pin_checked_ms_ = 0;

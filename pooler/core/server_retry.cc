@@ -136,7 +136,10 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // prepared now, only when: nothing of the batch reached the client, no transaction block
   // was open before it (the error rolled back an implicit transaction only), and the whole
   // batch up to its Sync is at the server and kept, with nothing after it.
-  if (front.retried || front.kind != PendingKind::bind ||
+  // A Describe 'S' of a statement the client has just prepared (the server had an older copy,
+  // whose plan went stale): on a direct connection its Parse came after the change and the
+  // description is the new one; a Describe has no effect, so it is sent again like a Bind.
+  if (front.retried || (front.kind != PendingKind::bind && front.kind != PendingKind::describe) ||
       replies_.transaction_status() != TransactionStatus::idle || batch_reached_client_ ||
       client_ == nullptr || replies_.pending().back().kind != PendingKind::sync) {
     return false;
@@ -145,7 +148,7 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // this batch (libpq, psycopg, pgbench: Bind, Describe portal, Execute) learns it. One that
   // relies on a description it cached (asyncpg, pgjdbc) gets the error, as from PostgreSQL,
   // and prepares again itself.
-  bool described = false;
+  bool described = front.kind == PendingKind::describe;
   for (size_t i = 1;
        i < replies_.pending().size() && replies_.pending()[i].kind != PendingKind::execute; ++i) {
     if (replies_.pending()[i].kind == PendingKind::describe &&

@@ -72,6 +72,13 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
   ++stmt.stats->server_parses;
 }
 
+void Server::prepare_statement_again(const PreparedStatement& stmt, std::string& out) {
+  // An older generation in the cache makes add() close the copy before the Parse.
+  if (statements_->has(stmt.id, stmt.generation))
+    statements_->set_generation(stmt.id, ~uint64_t{0});
+  prepare_statement(stmt, /*hidden=*/true, {}, out);
+}
+
 void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out) {
   sql_statements_.add(stmt);  // believed from now on; forgotten if it fails or is skipped
   // The unnamed statement and portal: the client's Parse that follows replaces both.
@@ -261,6 +268,12 @@ void Server::pass_statement_to_portal_describe(PendingReply& bind) {
   next.client_name = std::move(bind.client_name);
 }
 
+bool Server::statement_parameters(const pp::Message& message) const {
+  if (message.type != be::kParameterDescription || replies_.pending().empty()) return false;
+  const PendingReply& front = replies_.pending().front();
+  return front.kind == PendingKind::describe && front.statement != nullptr;
+}
+
 Server::Match Server::match_description(const pp::Message& message, PendingReply& front) {
   const bool hidden = front.kind == PendingKind::describe_hidden;
   if (front.kind != PendingKind::describe && !hidden) {
@@ -268,7 +281,11 @@ Server::Match Server::match_description(const pp::Message& message, PendingReply
                ? Match::forward
                : Match::out_of_step;
   }
-  if (message.type == be::kParameterDescription) return hidden ? Match::swallow : Match::forward;
+  if (message.type == be::kParameterDescription) {
+    // Sent again after a stale plan (hold_for_retry): the client has it from the first time.
+    if (hidden || (front.retried && front.statement != nullptr)) return Match::swallow;
+    return Match::forward;
+  }
   // A Describe of a rewritten statement, or of the portal of its Bind: its shape is noted.
   if (front.statement != nullptr) note_statement_shape(front, message);
   replies_.pending().pop_front();
@@ -288,7 +305,8 @@ Server::Match Server::match_pending(const pp::Message& message) {
   // Whether a stale plan may be retried: ParseComplete and hidden CloseComplete only say that
   // statements exist, which a retry does not change.
   if (message.type != be::kParseComplete && message.type != be::kCloseComplete &&
-      message.type != be::kErrorResponse && message.type != be::kReadyForQuery) {
+      message.type != be::kErrorResponse && message.type != be::kReadyForQuery &&
+      !statement_parameters(message)) {
     batch_reached_client_ = true;
   }
   if (replies_.pending().empty()) {
