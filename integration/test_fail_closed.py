@@ -154,3 +154,17 @@ def test_currval_is_never_another_clients_value(pg, make_pooler):
         # In the transaction that advanced it, as directly.
         with b.transaction():
             assert b.execute("SELECT nextval('fc_seq'), currval('fc_seq')").fetchone() == (3, 3)
+
+
+def test_a_pinned_clients_own_currval_is_kept(pg, make_pooler):
+    # Pinned (a temporary sequence), the client's next transactions run where its nextval ran:
+    # its value, as directly, though other clients used the server before (regression suite's
+    # `limit`).
+    pooler = make_pooler(default_pool_size=2)
+    with pooler.connect(autocommit=True) as b:
+        b.execute("SELECT 1")
+    with pooler.connect(autocommit=True) as a:
+        a.execute("CREATE TEMP SEQUENCE fc_tseq")
+        assert a.execute("SELECT nextval('fc_tseq')").fetchone()[0] == 1
+        assert a.execute("SELECT currval('fc_tseq')").fetchone()[0] == 1
+        assert a.execute("SELECT lastval()").fetchone()[0] == 1

@@ -138,8 +138,10 @@ void Server::link(Client& client) {
   set_state(State::active);
   apply_statement_settings();
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
-  if (sequences_of_ != client.id())
+  if (sequences_of_ != client.id()) {
     sequences_of_ = sequences_of_ == 0 ? client.id() : kSeveralClients;
+  }
+  link_untouched_ = true;
   sync_parameters(client);
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(verifier_, client);
@@ -197,6 +199,7 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
     // stats: the query (and transaction) clock starts
     if (timing.on_request(worker_->turn_now_us())) ++pool_->counters().queries;
   }
+  link_untouched_ = false;
   replies_.on_client_message(type);
 }
 

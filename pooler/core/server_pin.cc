@@ -44,7 +44,7 @@ bool Server::pin(std::string why, bool past_reserve) {
 }
 
 void Server::forget_other_clients_sequences(const Client& client) {
-  if (sequences_of_ == client.id()) return;
+  if (sequences_of_ == client.id() || !link_untouched_) return;
   send_internal_query("DISCARD SEQUENCES");
   sequences_of_ = client.id();
 }
