@@ -253,6 +253,26 @@ bool acquires_only_maybe(const pp::SessionStateFinding& f) {
          f.detail.find("pg_try_advisory") != std::string::npos;
 }
 
+// Pin without starving: a pin that would take one of the pool's reserved servers refuses the
+// statement instead (false), so that other clients are still served.
+bool pin_for(const Client& client, Server& server, const pp::SessionStateFinding& f) {
+  std::string why(pp::to_string(f.kind));
+  if (!f.detail.empty()) why.append(" ").append(f.detail);
+  if (server.pin(why)) {
+    spdlog::info("{} pinned to {} ({}, under the pin action)", client.log_id(), server.log_id(),
+                 server.pinned_for());
+    return true;
+  }
+  // pg_try_advisory_lock: whether it takes anything is the server's answer. Refusing it would
+  // refuse a `false` PostgreSQL gives (a second instance's migration lock); it runs, and the pin
+  // check at the end of its transaction keeps the pin only when the lock was granted.
+  if (!acquires_only_maybe(f) || !server.pin(std::move(why), /*past_reserve=*/true)) return false;
+  server.note_pin_may_end();
+  spdlog::info("{} pinned to {} past the reserve until the server says whether {} took a lock",
+               client.log_id(), server.log_id(), f.detail);
+  return true;
+}
+
 // The checks of one statement text: `record` at its Query or Parse (the findings are counted
 // and logged once per message), not at the Binds that execute a prepared statement again.
 // `flagged`: what the prefilter said of `sql`. A flagged statement, whatever it is, may change
@@ -295,26 +315,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
     action = keep_or_pin(action, f, verdict, renamable && server.rewrites_statements());
     // Pin without starving: a pin that would take one of the pool's reserved servers refuses
     // the statement instead, so that other clients are still served.
-    if (action == SessionAction::pin && !server.pinned()) {
-      std::string why(pp::to_string(f.kind));
-      if (!f.detail.empty()) why.append(" ").append(f.detail);
-      if (server.pin(why)) {
-        spdlog::info("{} pinned to {} ({}, under the pin action)", client.log_id(), server.log_id(),
-                     server.pinned_for());
-      } else if (acquires_only_maybe(f) && server.pin(std::move(why), /*past_reserve=*/true)) {
-        // pg_try_advisory_lock: whether it takes anything is the server's answer. Refusing it
-        // would refuse a `false` PostgreSQL gives (a second instance's migration lock); it runs,
-        // and the pin check at the end of its transaction keeps the pin only when the lock was
-        // granted.
-        server.note_pin_may_end();
-        spdlog::info(
-            "{} pinned to {} past the reserve until the server says whether {} took a "
-            "lock",
-            client.log_id(), server.log_id(), f.detail);
-      } else {
-        action = SessionAction::reject;
-        if (pin_refused == nullptr) pin_refused = &f;
-      }
+    if (action == SessionAction::pin && !server.pinned() && !pin_for(client, server, f)) {
+      action = SessionAction::reject;
+      if (pin_refused == nullptr) pin_refused = &f;
     }
     if (record) record_query_finding(worker, client, f, action, statement_text(sql, f.span));
     // Forwarded: state the server may now carry, which session_state_verify does not call hidden.

@@ -255,15 +255,7 @@ class TreeWalker {
         add(SessionStateKind::temp_object, Certainty::definite, SessionStateEffect::acquire,
             string_node(names->items[1]));
       }
-    } else if (const Value* names = temp_schema_names(type, s)) {
-      // CREATE STATISTICS, TYPE, DOMAIN, AGGREGATE … in pg_temp: the session's own object.
-      if (names->is_array() && names->items.size() == 2 &&
-          string_node(names->items[0]).starts_with("pg_temp")) {
-        add(SessionStateKind::temp_object, Certainty::definite, SessionStateEffect::acquire,
-            string_node(names->items[1]));
-      }
-    } else if (type == "CompositeTypeStmt") {
-      if (const Value* rel = s.get("typevar")) temp_relation(*rel, "");
+    } else if (temp_schema_object(type, s)) {
     } else if (type == "LoadStmt") {
       add(SessionStateKind::load, Certainty::definite, SessionStateEffect::acquire,
           s.get_string("filename"));
@@ -283,13 +275,28 @@ class TreeWalker {
     }
   }
 
-  // The qualified name of a CREATE of a non-relation object that may go into pg_temp (null
-  // for other statements).
-  static const Value* temp_schema_names(std::string_view type, const Value& s) {
-    if (type == "CreateStatsStmt" || type == "DefineStmt") return s.get("defnames");
-    if (type == "CreateEnumStmt" || type == "CreateRangeStmt") return s.get("typeName");
-    if (type == "CreateDomainStmt") return s.get("domainname");
-    return nullptr;
+  // CREATE STATISTICS, TYPE, DOMAIN, AGGREGATE … of an object in pg_temp: the session's own.
+  // False for other statements.
+  bool temp_schema_object(std::string_view type, const Value& s) {
+    const Value* names = nullptr;
+    if (type == "CreateStatsStmt" || type == "DefineStmt") {
+      names = s.get("defnames");
+    } else if (type == "CreateEnumStmt" || type == "CreateRangeStmt") {
+      names = s.get("typeName");
+    } else if (type == "CreateDomainStmt") {
+      names = s.get("domainname");
+    } else if (type == "CompositeTypeStmt") {
+      if (const Value* rel = s.get("typevar")) temp_relation(*rel, "");
+      return true;
+    } else {
+      return false;
+    }
+    if (names != nullptr && names->is_array() && names->items.size() == 2 &&
+        string_node(names->items[0]).starts_with("pg_temp")) {
+      add(SessionStateKind::temp_object, Certainty::definite, SessionStateEffect::acquire,
+          string_node(names->items[1]));
+    }
+    return true;
   }
 
   void deallocate(const Value& s) {
