@@ -101,14 +101,18 @@ def test_advisory_lock_holds_across_the_owners_transactions(pooler):
     assert pooler.wait_for_log(r"unpinned from S-.*holds nothing"), pooler.log()
 
 
-def test_the_last_server_is_never_pinned(pooler):
-    # A pool of 2 with the default reserve of 1: one pin is given, the second is refused, and
-    # the other clients are still served within a second.
+def test_the_last_server_is_never_pinned(make_pooler):
+    # A pool of 2 with the default reserve of 1: one pin is given, the second waits for one
+    # up to query_wait_timeout and is then refused, and the other clients are still served
+    # within a second meanwhile.
+    pooler = make_pooler(default_pool_size=2, admin_users="app", query_wait_timeout=2)
     with Noise(pooler) as noise, pooler.connect(autocommit=True) as a, \
             pooler.connect(autocommit=True) as b:
         a.execute("SELECT pg_advisory_lock(42)")
+        started = time.monotonic()
         with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
             b.execute("CREATE TEMP TABLE t_b (x int)")
+        assert 1.5 < time.monotonic() - started < 10
         assert "session_state_pin_reserve" in str(e.value), str(e.value)
         assert "ON COMMIT DROP" in (e.value.diag.message_hint or "")
         assert "session-mode pool" in (e.value.diag.message_hint or "")
@@ -127,6 +131,49 @@ def test_the_last_server_is_never_pinned(pooler):
     assert noise.slowest < 1.0, noise.slowest
     rc, out, err = pooler.psql("SHOW LEAKS", db="pgsluice")
     assert "temp_object|t_b|definite|reject" in out, out
+
+
+def test_a_statement_that_needs_a_pin_waits_for_one(pooler):
+    # Issue 42, part 3: while the pool's one pin is taken, CREATE TEMP TABLE waits (counted as a
+    # waiting client in SHOW POOLS) instead of being refused, and runs once the pin is free;
+    # the other clients are served meanwhile.
+    with Noise(pooler) as noise, pooler.connect(autocommit=True) as a, \
+            pooler.connect(autocommit=True) as b:
+        a.execute("SELECT pg_advisory_lock(43)")
+        done = threading.Event()
+        errors = []
+
+        def create():
+            try:
+                b.execute("CREATE TEMP TABLE t_wait (x int)")
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+            done.set()
+
+        t = threading.Thread(target=create)
+        t.start()
+        waiting = harness.wait_until(lambda: int(pool_row(pooler)["cl_waiting"]) >= 1, 5)
+        assert waiting, pool_row(pooler)
+        assert not done.is_set()
+        a.execute("SELECT pg_advisory_unlock(43)")
+        a.execute("SELECT 1")  # the boundary where the pin check runs and unpins a
+        assert done.wait(10), "the statement did not run once the pin was free"
+        t.join()
+        assert not errors, errors
+        pid = pid_of(b)
+        b.execute("INSERT INTO t_wait VALUES (1)")
+        assert pid_of(b) == pid
+        b.execute("DROP TABLE t_wait")
+    assert noise.slowest < 1.0, noise.slowest
+
+
+def pool_row(pooler) -> dict:
+    rc, out, err = pooler.psql("SHOW POOLS", db="pgsluice",
+                               args=["-P", "tuples_only=off", "-P", "footer=off"])
+    assert rc == 0, err
+    header, *rows = out.splitlines()
+    return dict(zip(header.split("|"), [r for r in rows if r.startswith("app|app|")][0]
+                    .split("|")))
 
 
 def test_a_try_lock_that_takes_nothing_is_answered_not_refused(pooler):

@@ -495,6 +495,12 @@ void Client::process_regular_input() {
   }
   if (state_ != State::idle) return;
   if (!held_request_error_.empty() && !answer_held_request()) return;
+  // Its statement waits for a pin (wait_for_pin): the pool asks again when one may be free.
+  if (pin_wait_since_ms != 0 && !on_pin_list && channel_.input().unread_size() > 0) {
+    set_state(State::waiting);
+    pool_->wait_for_pin(*this);
+    return;
+  }
   pp::HeaderResult header = channel_.input().peek();
   if (header.status == pp::FrameStatus::need_more) return;
   if (header.status == pp::FrameStatus::error) {
@@ -597,9 +603,14 @@ void Client::forward_to_server() {
       if (type != fe::kSync) continue;
       discard_until_sync_ = false;
     }
-    if (session_checks_ && (type == fe::kQuery || type == fe::kParse) &&
-        refused_by_session_checks(message, batch, *to_server)) {
-      continue;
+    if (session_checks_ && (type == fe::kQuery || type == fe::kParse)) {
+      const SessionCheckResult checked = apply_session_checks(message, batch, *to_server);
+      if (checked == SessionCheckResult::wait_for_pin) {
+        out.flush();
+        wait_for_pin();
+        return;
+      }
+      if (checked == SessionCheckResult::refused) continue;
     }
     if (!refused_statements_.empty() && !server_->rewrites_statements() &&
         (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {
@@ -645,14 +656,21 @@ void Client::forward_to_server() {
   }
 }
 
-bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& batch,
-                                       std::string& out) {
+SessionCheckResult Client::apply_session_checks(const pp::Message& message, Forwarder& batch,
+                                                std::string& out) {
   std::string text, hint;
-  if (check_session_state(worker_, *this, *server_, session_policy_, prefilter_, message, text,
-                          hint) != SessionCheckResult::refused) {
-    return false;
+  const SessionCheckResult result = check_session_state(worker_, *this, *server_, session_policy_,
+                                                        prefilter_, message, text, hint);
+  if (result == SessionCheckResult::forward) {
+    pin_wait_since_ms = 0;
+    return result;
   }
   batch.flush(&out);
+  if (result == SessionCheckResult::wait_for_pin) {
+    // Read again when a pin may be free: nothing of it went to the server.
+    channel_.input().give_back(message);
+    return result;
+  }
   if (message.type == fe::kParse && server_->rewrites_statements()) {
     refuse_until_sync(sqlstate::kFeatureNotSupported, text, hint);
     server_->note_client_message(message.type, /*queue_reply=*/false);
@@ -660,7 +678,7 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
     write_refusal(message, text, hint, out);
     server_->note_client_message(message.type);
   }
-  return true;
+  return result;
 }
 
 void Client::on_server_released() {
@@ -675,6 +693,21 @@ void Client::on_server_released() {
   if (!deliver_relayed_after_release()) return;
   channel_.start_reading();
   process_regular_input();
+}
+
+void Client::retry_after_pin_wait() {
+  if (state_ != State::waiting) return;
+  pool_->request_server(*this);
+}
+
+void Client::wait_for_pin() {
+  if (pin_wait_since_ms == 0) pin_wait_since_ms = worker_.now_ms();
+  spdlog::debug("{} waits for a pin (session_state_pin_reserve)", log_id_);
+  // The server goes back at once (nothing was sent); once released the client queues on the
+  // pool's pin list (process_regular_input), not for the next idle server.
+  Server* server = server_;
+  input_held_for_read_back_ = true;
+  server->release_if_nothing_owed();
 }
 
 void Client::resume_input_after_read_back() {

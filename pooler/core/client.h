@@ -32,6 +32,10 @@
 #include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
+enum class SessionCheckResult;  // session_checks.h
+}
+
+namespace pgsluice {
 
 class ConsoleSession;
 class Forwarder;
@@ -86,6 +90,8 @@ class Client final : public ChannelOwner {
   // that was held for it is answered with `error_response` (a whole ErrorResponse) instead of
   // running anywhere; the client stays connected, and its next request links a server anew.
   void refuse_held_request(std::string error_response);
+  // The pool has a pin free, maybe: the statement that waited for one asks for a server again.
+  void retry_after_pin_wait();
   // The server's socket took what this client sent: reading may resume.
   void on_server_drained();
   // A ParameterStatus the server reported while linked: the client sees it only when its own
@@ -197,6 +203,10 @@ class Client final : public ChannelOwner {
   ListNode pool_node;             // on a pool's waiting list while it waits
   uint64_t wait_started_us = 0;   // set by the pool when the client queues (wait-time stats)
   bool wait_notice_sent = false;  // notify_queued() went in this wait (reset when it queues)
+  // A statement that needs a pin waits for one (session_state_pin_reserve): on its pool's list
+  // of pin waiters, and since when it waits (0: it does not), up to query_wait_timeout.
+  bool on_pin_list = false;
+  uint64_t pin_wait_since_ms = 0;
 
   // The admin console (database "pgsluice" or "pgbouncer"): answered by a ConsoleSession.
   [[nodiscard]] bool is_admin_console() const { return admin_console_; }
@@ -259,10 +269,11 @@ class Client final : public ChannelOwner {
   void relay_replication_input();
   // Forwards complete (or streamable) messages to the linked server.
   void forward_to_server();
-  // A Query or Parse the session-state policy refuses (session_state/check.h): the refusal is
-  // written to `out` (after what `batch` holds) in place of the message. False: forward it.
-  bool refused_by_session_checks(const protocol::Message& message, Forwarder& batch,
-                                 std::string& out);
+  // The session-state checks of a Query or Parse (session_checks.h). `refused`: the refusal is
+  // written to `out` (after what `batch` holds) in place of the message; `wait_for_pin`: the
+  // message is given back to the input; `forward`: it goes as it is.
+  SessionCheckResult apply_session_checks(const protocol::Message& message, Forwarder& batch,
+                                          std::string& out);
   // Relay: nothing between this client and a notification (no transaction, no held reply).
   [[nodiscard]] bool may_deliver_relayed() const;
   // The queue passed session_state_relay_queue: FATAL 54000 and the connection closes.
@@ -331,6 +342,9 @@ class Client final : public ChannelOwner {
   // Sync skipped, a ReadyForQuery. False while the request has not come whole (or the client
   // was closed).
   bool answer_held_request();
+  // Its statement's pin is refused by the reserve (SessionCheckResult::wait_for_pin): the
+  // statement was given back to the input, the server goes back to the pool.
+  void wait_for_pin();
   // A refused Query or Parse, replaced by a statement the server itself refuses.
   void write_refusal(const protocol::Message& message, std::string_view text, std::string_view hint,
                      std::string& out);

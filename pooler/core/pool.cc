@@ -152,8 +152,27 @@ void Pool::request_server(Client& client) {
   launch_for_waiters();
 }
 
+void Pool::wait_for_pin(Client& client) {
+  client.on_pin_list = true;
+  pin_waiting_.push_back(client);
+}
+
+void Pool::retry_pin_waiters() {
+  // Those that wait now: one that has to wait again goes to the back, for the next round.
+  for (size_t n = pin_waiting_.size(); n > 0 && !pin_waiting_.empty(); --n) {
+    Client* client = pin_waiting_.pop_front();
+    client->on_pin_list = false;
+    client->retry_after_pin_wait();
+  }
+}
+
 void Pool::forget_client(Client& client) {
   if (!client.pool_node.linked()) return;
+  if (client.on_pin_list) {
+    client.on_pin_list = false;
+    pin_waiting_.remove(client);
+    return;
+  }
   if (client.replication() != protocol::ReplicationMode::none) {
     replication_waiting_.remove(client);
     return;
@@ -551,6 +570,10 @@ void Pool::kill(std::string_view reason) {
     client->fail(sqlstate::kAdminShutdown, reason);
   }
   while (Client* client = waiting_.pop_front()) client->fail(sqlstate::kAdminShutdown, reason);
+  while (Client* client = pin_waiting_.pop_front()) {
+    client->on_pin_list = false;
+    client->fail(sqlstate::kAdminShutdown, reason);
+  }
   while (Client* client = replication_waiting_.pop_front()) {
     client->fail(sqlstate::kAdminShutdown, reason);
   }

@@ -115,6 +115,10 @@ class Pool {
   [[nodiscard]] std::string login_failure_note() const;
   // A queued (or greeting-waiting) client left or timed out.
   void forget_client(Client& client);
+  // A client whose statement needs a pin the reserve refuses (Client::wait_for_pin) waits here,
+  // and asks for a server again at the pool's next maintenance (retry_pin_waiters).
+  void wait_for_pin(Client& client);
+  void retry_pin_waiters();
 
   // --- replication clients (pool_replication.cc) ---
   // A client with replication=true/database passed authentication: a server of its own is
@@ -326,6 +330,7 @@ class Pool {
   ClientList welcome_waiting_;
   ClientList waiting_;
   ClientList replication_waiting_;  // replication clients waiting for a slot
+  ClientList pin_waiting_;          // wait_for_pin()
   std::deque<std::function<void(Server*)>> pooler_waiting_;  // request_for_pooler()
   void fail_pooler_waiters();
 };

@@ -268,6 +268,7 @@ void Pool::on_server_destroyed() {
 
 void Pool::maintain(uint64_t now_ms, int clients) {
   check_timeouts(now_ms);
+  retry_pin_waiters();
   const Config& config = worker_.config();
   const Settings& s = config.settings;
   const auto lifetime = static_cast<uint64_t>(config.server_lifetime_for(db_).count());

@@ -253,6 +253,19 @@ bool acquires_only_maybe(const pp::SessionStateFinding& f) {
          f.detail.find("pg_try_advisory") != std::string::npos;
 }
 
+// A statement whose pin the reserve refuses waits for one instead, where nothing of its
+// transaction has run (a transaction of its own, at its start) and for at most
+// query_wait_timeout (2 minutes when that is 0): a direct backend would run it.
+bool may_wait_for_pin(Worker& worker, const Client& client, const Server& server) {
+  if (!server.owes_client_nothing() || server.transaction_status() != pp::TransactionStatus::idle) {
+    return false;
+  }
+  if (client.pin_wait_since_ms == 0) return true;
+  auto limit = static_cast<uint64_t>(worker.settings().query_wait_timeout.count());
+  if (limit == 0) limit = 120'000;
+  return worker.now_ms() < client.pin_wait_since_ms + limit;
+}
+
 // Pin without starving: a pin that would take one of the pool's reserved servers refuses the
 // statement instead (false), so that other clients are still served.
 bool pin_for(const Client& client, Server& server, const pp::SessionStateFinding& f) {
@@ -360,6 +373,10 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
   const uint64_t judged = note_opaque_calls(worker, server, policy, verdict);
   if (record) record_opaque_calls(worker, client, server, policy, verdict, sql, is_query, judged);
 
+  // At a Query or Parse; a Bind of a prepared statement (not recorded) is refused as before.
+  if (pin_refused != nullptr && record && may_wait_for_pin(worker, client, server)) {
+    return SessionCheckResult::wait_for_pin;
+  }
   if (pin_refused != nullptr) {
     refusal_texts(sql, *pin_refused, &server.pool(), worker.settings().session_state_pin_reserve,
                   message_out, hint_out);

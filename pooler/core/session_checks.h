@@ -23,6 +23,10 @@ class Worker;
 enum class SessionCheckResult {
   forward,  // send the message as it is
   refused,  // the statement is refused: `message` and `hint` say why (SQLSTATE 0A000)
+  // The pin it needs would take one of the pool's reserved servers: at the start of a
+  // transaction, nothing sent yet, the client gives its server back and waits for a pin
+  // (up to query_wait_timeout, then the refusal).
+  wait_for_pin,
 };
 
 // `prefilter` answers for the message's text, and keeps the answer for the routing that follows.
