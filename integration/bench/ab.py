@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """A/B: two pgsluice binaries in one run, in front of one throwaway PostgreSQL.
 
-For a change that must not cost anything (a refactoring): `pgbench -S` through each binary at
+For a change that must not cost anything (a refactoring): `pgbench -S` (and with
+--tpcb-clients the tpcb-like script, on the harness's scale-1 tables) through each binary at
 each client count, the binaries interleaved round by round, TPS and pooler CPU per transaction
 (utime + stime of the pgsluice process over the run, from /proc) as medians with min-max.
 
     /usr/bin/python3 integration/bench/ab.py --a OLD_BINARY --b NEW_BINARY \
-        [--clients 20,1000] [--repeats 3] [--duration 10] [--workers-a N] [--workers-b N]
+        [--clients 20,1000] [--tpcb-clients 200] [--repeats 3] [--duration 10]
+        [--workers-a N] [--workers-b N]
         [--set-a KEY=VALUE] [--set-b KEY=VALUE]
 
 The same binary twice with different `workers` (--workers-a 1 --workers-b 2) compares worker
@@ -28,9 +30,10 @@ import harness  # noqa: E402
 from measure import proc_cpu_seconds  # noqa: E402
 
 
-def one_run(pooler: harness.Pooler, clients: int, duration: int) -> tuple[float, float]:
+def one_run(pooler: harness.Pooler, clients: int, duration: int,
+            script: str = "-S") -> tuple[float, float]:
     before = proc_cpu_seconds(pooler.proc.pid)
-    rc, out, err = pooler.pgbench(["-c", str(clients), "-j", "2", "-S", "-T", str(duration),
+    rc, out, err = pooler.pgbench(["-c", str(clients), "-j", "2", script, "-T", str(duration),
                                    "--no-vacuum"], timeout=duration + 120)
     used = proc_cpu_seconds(pooler.proc.pid) - before
     if rc != 0:
@@ -53,6 +56,8 @@ def main() -> None:
     ap.add_argument("--a", required=True, help="the 'before' pgsluice binary")
     ap.add_argument("--b", required=True, help="the 'after' pgsluice binary")
     ap.add_argument("--clients", default="20,1000")
+    ap.add_argument("--tpcb-clients", default="",
+                    help="client counts to run pgbench's tpcb-like script at too (say 200)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
@@ -64,7 +69,9 @@ def main() -> None:
                     help="a setting of b's pgsluice.ini (repeatable)")
     args = ap.parse_args()
     harness.raise_nofile()
-    clients = [int(c) for c in args.clients.split(",")]
+    # (label, clients, pgbench's script option)
+    runs = [(f"-S {c}", int(c), "-S") for c in args.clients.split(",") if c]
+    runs += [(f"tpcb {c}", int(c), "--builtin=tpcb-like") for c in args.tpcb_clients.split(",") if c]
     pg = harness.PostgresCluster(max_connections=1200)
     poolers = {}
     try:
@@ -79,18 +86,19 @@ def main() -> None:
             extra.update(kv.split("=", 1) for kv in sets)
             poolers[name] = harness.Pooler(pg, binary=binary, **settings, **extra)
             one_run(poolers[name], 20, args.warmup)
-        results = {(n, c): [] for n in poolers for c in clients}
+        results = {(n, label): [] for n in poolers for label, _, _ in runs}
         for r in range(args.repeats):
-            for c in clients:
+            for label, c, script in runs:
                 # Alternate which binary goes first, so neither always runs on a warmer machine.
                 order = ("a", "b") if r % 2 == 0 else ("b", "a")
                 for name in order:
-                    results[(name, c)].append(one_run(poolers[name], c, args.duration))
-        print(f"pgbench -S, {args.repeats} interleaved repeats x {args.duration} s, "
+                    results[(name, label)].append(
+                        one_run(poolers[name], c, args.duration, script))
+        print(f"pgbench, {args.repeats} interleaved repeats x {args.duration} s, "
               "median (min-max)\n")
-        print("| clients | TPS a | TPS b | b/a | CPU us/txn a | CPU us/txn b | b/a |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-        for c in clients:
+        print("| run | TPS a | TPS b | b/a | CPU us/txn a | CPU us/txn b | b/a |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for c, _, _ in runs:
             ta = [t for t, _ in results[("a", c)]]
             tb = [t for t, _ in results[("b", c)]]
             ca = [u for _, u in results[("a", c)]]
