@@ -167,6 +167,35 @@ def test_a_statement_that_needs_a_pin_waits_for_one(pooler):
     assert noise.slowest < 1.0, noise.slowest
 
 
+def test_a_pin_inside_a_transaction_block_waits_with_its_server(pooler):
+    # BEGIN; DECLARE … WITH HOLD while the pool's one pin is taken: the client keeps its server
+    # (its transaction is open) and waits for the pin, as the regression suite's portals test
+    # does at a pool of 4.
+    with Noise(pooler) as noise, pooler.connect(autocommit=True) as a, \
+            pooler.connect(autocommit=True) as b:
+        a.execute("SELECT pg_advisory_lock(44)")
+        done = threading.Event()
+        rows = []
+
+        def declare():
+            with b.transaction():
+                b.execute("DECLARE held_c CURSOR WITH HOLD FOR SELECT generate_series(1, 3)")
+            rows.extend(r[0] for r in b.execute("FETCH ALL FROM held_c").fetchall())
+            b.execute("CLOSE held_c")
+            done.set()
+
+        t = threading.Thread(target=declare)
+        t.start()
+        time.sleep(0.6)
+        assert not done.is_set()
+        a.execute("SELECT pg_advisory_unlock(44)")
+        a.execute("SELECT 1")
+        assert done.wait(10), "the DECLARE did not run once the pin was free"
+        t.join()
+        assert rows == [1, 2, 3]
+    assert noise.slowest < 1.0, noise.slowest
+
+
 def pool_row(pooler) -> dict:
     rc, out, err = pooler.psql("SHOW POOLS", db="pgsluice",
                                args=["-P", "tuples_only=off", "-P", "footer=off"])

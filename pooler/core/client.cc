@@ -558,7 +558,7 @@ void Client::forward_to_server() {
   auto flush_batch = [&] { batch.flush(to_server); };
 
   bool answered_here = false;
-  while (state_ == State::active) {
+  while (state_ == State::active && !on_pin_list) {
     if (passthrough_remaining_ > 0) {
       if (!batch.stream(in, passthrough_remaining_, to_server)) break;
       continue;
@@ -603,14 +603,9 @@ void Client::forward_to_server() {
       if (type != fe::kSync) continue;
       discard_until_sync_ = false;
     }
-    if (session_checks_ && (type == fe::kQuery || type == fe::kParse)) {
-      const SessionCheckResult checked = apply_session_checks(message, batch, *to_server);
-      if (checked == SessionCheckResult::wait_for_pin) {
-        out.flush();
-        wait_for_pin();
-        return;
-      }
-      if (checked == SessionCheckResult::refused) continue;
+    if (session_checks_ && (type == fe::kQuery || type == fe::kParse) &&
+        refused_by_session_checks(message, batch, *to_server)) {
+      continue;  // or it waits for a pin: then the loop ends
     }
     if (!refused_statements_.empty() && !server_->rewrites_statements() &&
         (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {
@@ -647,38 +642,13 @@ void Client::forward_to_server() {
   }
   flush_batch();
   out.flush();
-  // The server cannot take more for now: stop reading until it drains.
-  if (out.over_high_water()) channel_.stop_reading();
+  // The server (still this client's) cannot take more for now: stop reading until it drains.
+  if (server_ != nullptr && out.over_high_water()) channel_.stop_reading();
   if (answered_here) {
     channel_.flush();
     // A DEALLOCATE answered here may have been all the client sent: the link ends as usual.
     if (server_ != nullptr) server_->release_if_nothing_owed();
   }
-}
-
-SessionCheckResult Client::apply_session_checks(const pp::Message& message, Forwarder& batch,
-                                                std::string& out) {
-  std::string text, hint;
-  const SessionCheckResult result = check_session_state(worker_, *this, *server_, session_policy_,
-                                                        prefilter_, message, text, hint);
-  if (result == SessionCheckResult::forward) {
-    pin_wait_since_ms = 0;
-    return result;
-  }
-  batch.flush(&out);
-  if (result == SessionCheckResult::wait_for_pin) {
-    // Read again when a pin may be free: nothing of it went to the server.
-    channel_.input().give_back(message);
-    return result;
-  }
-  if (message.type == fe::kParse && server_->rewrites_statements()) {
-    refuse_until_sync(sqlstate::kFeatureNotSupported, text, hint);
-    server_->note_client_message(message.type, /*queue_reply=*/false);
-  } else {
-    write_refusal(message, text, hint, out);
-    server_->note_client_message(message.type);
-  }
-  return result;
 }
 
 void Client::on_server_released() {
@@ -693,21 +663,6 @@ void Client::on_server_released() {
   if (!deliver_relayed_after_release()) return;
   channel_.start_reading();
   process_regular_input();
-}
-
-void Client::retry_after_pin_wait() {
-  if (state_ != State::waiting) return;
-  pool_->request_server(*this);
-}
-
-void Client::wait_for_pin() {
-  if (pin_wait_since_ms == 0) pin_wait_since_ms = worker_.now_ms();
-  spdlog::debug("{} waits for a pin (session_state_pin_reserve)", log_id_);
-  // The server goes back at once (nothing was sent); once released the client queues on the
-  // pool's pin list (process_regular_input), not for the next idle server.
-  Server* server = server_;
-  input_held_for_read_back_ = true;
-  server->release_if_nothing_owed();
 }
 
 void Client::resume_input_after_read_back() {

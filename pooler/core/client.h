@@ -32,10 +32,6 @@
 #include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
-enum class SessionCheckResult;  // session_checks.h
-}
-
-namespace pgsluice {
 
 class ConsoleSession;
 class Forwarder;
@@ -269,11 +265,12 @@ class Client final : public ChannelOwner {
   void relay_replication_input();
   // Forwards complete (or streamable) messages to the linked server.
   void forward_to_server();
-  // The session-state checks of a Query or Parse (session_checks.h). `refused`: the refusal is
-  // written to `out` (after what `batch` holds) in place of the message; `wait_for_pin`: the
-  // message is given back to the input; `forward`: it goes as it is.
-  SessionCheckResult apply_session_checks(const protocol::Message& message, Forwarder& batch,
-                                          std::string& out);
+  // A Query or Parse the session-state policy refuses (session_checks.h): the refusal is
+  // written to `out` (after what `batch` holds) in place of the message; or the pin it needs
+  // is not free now: the message is given back to the input and the client waits for a pin
+  // (wait_for_pin; also true). False: forward it.
+  bool refused_by_session_checks(const protocol::Message& message, Forwarder& batch,
+                                 std::string& out);
   // Relay: nothing between this client and a notification (no transaction, no held reply).
   [[nodiscard]] bool may_deliver_relayed() const;
   // The queue passed session_state_relay_queue: FATAL 54000 and the connection closes.

@@ -253,11 +253,13 @@ bool acquires_only_maybe(const pp::SessionStateFinding& f) {
          f.detail.find("pg_try_advisory") != std::string::npos;
 }
 
-// A statement whose pin the reserve refuses waits for one instead, where nothing of its
-// transaction has run (a transaction of its own, at its start) and for at most
-// query_wait_timeout (2 minutes when that is 0): a direct backend would run it.
+// A statement whose pin the reserve refuses waits for one instead, where nothing is owed (at
+// the start of a transaction of its own, which gives its server back meanwhile, or between
+// statements of a transaction block, which keeps it) and for at most query_wait_timeout
+// (2 minutes when that is 0): a direct backend would run it.
 bool may_wait_for_pin(Worker& worker, const Client& client, const Server& server) {
-  if (!server.owes_client_nothing() || server.transaction_status() != pp::TransactionStatus::idle) {
+  if (!server.owes_client_nothing() ||
+      server.transaction_status() == pp::TransactionStatus::failed) {
     return false;
   }
   if (client.pin_wait_since_ms == 0) return true;
