@@ -494,7 +494,7 @@ void Client::process_regular_input() {
     return;
   }
   if (state_ != State::idle) return;
-  if (!held_request_error_.empty() && !answer_held_request()) return;
+  if (answers_held_request_ && !answer_held_request()) return;
   // Its statement waits for a pin (wait_for_pin): the pool asks again when one may be free.
   if (pin_wait_since_ms != 0 && !on_pin_list && channel_.input().unread_size() > 0) {
     set_state(State::waiting);

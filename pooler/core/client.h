@@ -363,6 +363,7 @@ class Client final : public ChannelOwner {
   // What it sent after a transaction waits while the server reads its settings back
   // (process_regular_input).
   bool input_held_for_read_back_ = false;
+  bool answers_held_request_ = false;  // held_request_error_ is to be sent (refuse_held_request)
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;

@@ -71,6 +71,7 @@ void Client::refuse_held_request(std::string error_response) {
   input_held_for_read_back_ = false;
   held_request_error_ = std::move(error_response);
   held_request_error_sent_ = false;
+  answers_held_request_ = true;
   if (state_ == State::closing) return;
   set_state(State::idle);
   channel_.start_reading();
@@ -98,6 +99,7 @@ bool Client::answer_held_request() {
       pp::write_ready_for_query(channel_.output(), pp::TransactionStatus::idle);
       held_request_error_.clear();
       held_request_error_sent_ = false;
+      answers_held_request_ = false;
     }
   }
   channel_.flush();

@@ -26,7 +26,7 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
   const SessionCheckResult result = check_session_state(worker_, *this, *server_, session_policy_,
                                                         prefilter_, message, text, hint);
   if (result == SessionCheckResult::forward) {
-    pin_wait_since_ms = 0;
+    if (pin_wait_since_ms != 0) pin_wait_since_ms = 0;  // not written (a cache line) every time
     return false;
   }
   batch.flush(&out);
