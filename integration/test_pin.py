@@ -133,6 +133,29 @@ def test_the_last_server_is_never_pinned(make_pooler):
     assert "temp_object|t_b|definite|reject" in out, out
 
 
+class InBackground:
+    """Runs fn() in a thread: a statement that waits for a pin while the test goes on."""
+
+    def __init__(self, fn):
+        self.done = threading.Event()
+        self.errors: list[BaseException] = []
+
+        def run():
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - reported by join()
+                self.errors.append(e)
+            self.done.set()
+
+        self.thread = threading.Thread(target=run)
+        self.thread.start()
+
+    def join(self, what: str) -> None:
+        assert self.done.wait(10), what
+        self.thread.join()
+        assert not self.errors, self.errors
+
+
 def test_a_statement_that_needs_a_pin_waits_for_one(pooler):
     # Issue 42, part 3: while the pool's one pin is taken, CREATE TEMP TABLE waits (counted as a
     # waiting client in SHOW POOLS) instead of being refused, and runs once the pin is free;
@@ -140,26 +163,13 @@ def test_a_statement_that_needs_a_pin_waits_for_one(pooler):
     with Noise(pooler) as noise, pooler.connect(autocommit=True) as a, \
             pooler.connect(autocommit=True) as b:
         a.execute("SELECT pg_advisory_lock(43)")
-        done = threading.Event()
-        errors = []
-
-        def create():
-            try:
-                b.execute("CREATE TEMP TABLE t_wait (x int)")
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-            done.set()
-
-        t = threading.Thread(target=create)
-        t.start()
+        waiter = InBackground(lambda: b.execute("CREATE TEMP TABLE t_wait (x int)"))
         waiting = harness.wait_until(lambda: int(pool_row(pooler)["cl_waiting"]) >= 1, 5)
         assert waiting, pool_row(pooler)
-        assert not done.is_set()
+        assert not waiter.done.is_set()
         a.execute("SELECT pg_advisory_unlock(43)")
         a.execute("SELECT 1")  # the boundary where the pin check runs and unpins a
-        assert done.wait(10), "the statement did not run once the pin was free"
-        t.join()
-        assert not errors, errors
+        waiter.join("the statement did not run once the pin was free")
         pid = pid_of(b)
         b.execute("INSERT INTO t_wait VALUES (1)")
         assert pid_of(b) == pid
@@ -174,7 +184,6 @@ def test_a_pin_inside_a_transaction_block_waits_with_its_server(pooler):
     with Noise(pooler) as noise, pooler.connect(autocommit=True) as a, \
             pooler.connect(autocommit=True) as b:
         a.execute("SELECT pg_advisory_lock(44)")
-        done = threading.Event()
         rows = []
 
         def declare():
@@ -182,16 +191,13 @@ def test_a_pin_inside_a_transaction_block_waits_with_its_server(pooler):
                 b.execute("DECLARE held_c CURSOR WITH HOLD FOR SELECT generate_series(1, 3)")
             rows.extend(r[0] for r in b.execute("FETCH ALL FROM held_c").fetchall())
             b.execute("CLOSE held_c")
-            done.set()
 
-        t = threading.Thread(target=declare)
-        t.start()
+        waiter = InBackground(declare)
         time.sleep(0.6)
-        assert not done.is_set()
+        assert not waiter.done.is_set()
         a.execute("SELECT pg_advisory_unlock(44)")
         a.execute("SELECT 1")
-        assert done.wait(10), "the DECLARE did not run once the pin was free"
-        t.join()
+        waiter.join("the DECLARE did not run once the pin was free")
         assert rows == [1, 2, 3]
     assert noise.slowest < 1.0, noise.slowest
 
