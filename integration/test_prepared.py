@@ -591,8 +591,10 @@ def test_one_registry_entry_for_a_statement_used_on_two_workers(make_pooler):
 
 def test_show_prepared_statements_after_pgbench(pgbench_data, make_pooler):
     # One row per statement: pgbench's 10 clients Parse its SELECT 10 times, the pool's two
-    # servers prepare it at most twice between them, and every execution is one Bind. A raw
-    # client that prepared the same text keeps the entry alive after pgbench's clients leave.
+    # servers prepare it at most twice each (a copy no client has described yet is prepared
+    # again and described before a client told the statement's shape binds it: issue 42), and
+    # every execution is one Bind. A raw client that prepared the same text keeps the entry
+    # alive after pgbench's clients leave.
     pooler = make_pooler(default_pool_size=2, admin_users="app")
     with pooler.raw() as keeper:
         send_batch(keeper, [parse("keep", PGBENCH_SELECT), SYNC])
@@ -607,8 +609,8 @@ def test_show_prepared_statements_after_pgbench(pgbench_data, make_pooler):
         assert row["name"].startswith("PGSLUICE_"), row
         assert row["clients"] == "1", row  # the keeper; pgbench's clients are gone
         assert int(row["client_parse_count"]) == 11, row
-        assert 1 <= int(row["server_parse_count"]) <= 2, row
-        assert int(row["servers"]) == int(row["server_parse_count"]), row
+        assert 1 <= int(row["servers"]) <= 2, row
+        assert int(row["servers"]) <= int(row["server_parse_count"]) <= 2 * int(row["servers"]), row
         assert row["bind_count"] == "1000", row
         assert row["generation"] == "0" and row["stale_plan_refusal_count"] == "0", row
 
