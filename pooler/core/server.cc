@@ -110,7 +110,7 @@ void Server::on_channel_readable(Channel&) {
     case State::moving:
       return;
     case State::login:
-      if (awaiting_ssl_answer_) {
+      if (login_.awaiting_ssl_answer) {
         handle_ssl_answer();
         return;
       }
@@ -402,7 +402,7 @@ bool Server::may_track_parameter(std::string_view name) {
   // thousands of names would make every report cost more (the sets are sorted and compared
   // whole). Beyond the cap new names are dropped, once logged; known ones still update.
   if (tracked_.size() < kMaxServerParameters || tracked_.get(name) != nullptr) return true;
-  if (!std::exchange(parameter_cap_logged_, true)) {
+  if (!std::exchange(login_.parameter_cap_logged, true)) {
     spdlog::warn("{} reports more than {} parameters: new ones are ignored", log_id(),
                  kMaxServerParameters);
   }
@@ -606,24 +606,24 @@ void Server::close(std::string_view reason) {
   } else {
     pool_->on_server_closing();
   }
-  if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_req_));
+  if (handles_.resolving) uv_cancel(reinterpret_cast<uv_req_t*>(&handles_.resolve_req));
   // A logged-in server's slot is given back when its backend has gone (it closes the socket
   // after Terminate), so that pg_stat_activity never shows more than the pool size; bounded by
   // kLingerMs. Not while pgsluice stops: nobody needs the slot then.
-  const bool linger =
-      channel_open_ && !connecting_ && !awaiting_ssl_answer_ && !worker_->stopping() && timer_open_;
-  if (timer_open_ && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&connect_timer_))) {
-    uv_timer_stop(&connect_timer_);
+  const bool linger = handles_.channel_open && !handles_.connecting &&
+                      !login_.awaiting_ssl_answer && !worker_->stopping() && handles_.timer_open;
+  if (handles_.timer_open && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&handles_.timer))) {
+    uv_timer_stop(&handles_.timer);
     if (linger) {
-      uv_timer_start(&connect_timer_, on_linger_timeout, kLingerMs, 0);
+      uv_timer_start(&handles_.timer, on_linger_timeout, kLingerMs, 0);
     } else {
-      uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
+      uv_close(reinterpret_cast<uv_handle_t*>(&handles_.timer), on_timer_closed);
     }
   }
-  if (channel_open_) {
+  if (handles_.channel_open) {
     // Terminate tells PostgreSQL this is a clean goodbye, not a lost connection (but not in
     // answer to a refused SSLRequest: nothing goes to that server in plaintext).
-    if (!connecting_ && !awaiting_ssl_answer_) {
+    if (!handles_.connecting && !login_.awaiting_ssl_answer) {
       pp::write_terminate(channel_.output());
       if (linger) {
         channel_.close_when_peer_closes();
@@ -639,7 +639,7 @@ void Server::close(std::string_view reason) {
 
 void Server::on_timer_closed(uv_handle_t* handle) {
   auto* self = static_cast<Server*>(handle->data);
-  self->timer_open_ = false;
+  self->handles_.timer_open = false;
   self->maybe_destroy();
 }
 
@@ -650,11 +650,11 @@ void Server::on_linger_timeout(uv_timer_t* timer) {
 }
 
 void Server::on_channel_closed(Channel&) {
-  channel_open_ = false;
-  if (state_ == State::closing && timer_open_ &&
-      !uv_is_closing(reinterpret_cast<uv_handle_t*>(&connect_timer_))) {
-    uv_timer_stop(&connect_timer_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
+  handles_.channel_open = false;
+  if (state_ == State::closing && handles_.timer_open &&
+      !uv_is_closing(reinterpret_cast<uv_handle_t*>(&handles_.timer))) {
+    uv_timer_stop(&handles_.timer);
+    uv_close(reinterpret_cast<uv_handle_t*>(&handles_.timer), on_timer_closed);
   }
   maybe_destroy();
 }
@@ -662,10 +662,11 @@ void Server::on_channel_closed(Channel&) {
 void Server::maybe_destroy() {
   // Every handle and request of libuv that points here must have called back first.
   if (state_ == State::moving) {
-    if (!timer_open_ && !channel_open_) finish_move_out();
+    if (!handles_.timer_open && !handles_.channel_open) finish_move_out();
     return;
   }
-  if (state_ == State::closing && !timer_open_ && !channel_open_ && !resolving_) {
+  if (state_ == State::closing && !handles_.timer_open && !handles_.channel_open &&
+      !handles_.resolving) {
     // Its backend is gone: max_db_connections room (the listener took no slot).
     if (relay_ == nullptr) pool_->on_server_destroyed();
     delete this;

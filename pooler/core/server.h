@@ -30,7 +30,9 @@
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/reply_queue.h"
 #include "pooler/core/role_check.h"
+#include "pooler/core/server_handles.h"
 #include "pooler/core/server_lifecycle.h"
+#include "pooler/core/server_login_state.h"
 #include "pooler/core/server_query.h"
 #include "pooler/core/stats.h"
 #include "pooler/net/channel.h"
@@ -288,7 +290,8 @@ class Server final : public ChannelOwner {
   // readers match; otherwise the failure's message. The "server login failed" line keeps the
   // details either way.
   [[nodiscard]] std::string_view login_close_reason(std::string_view message) const {
-    return connect_failure_ != nullptr ? std::string_view(connect_failure_) : message;
+    return handles_.connect_failure != nullptr ? std::string_view(handles_.connect_failure)
+                                               : message;
   }
 
   [[nodiscard]] State state() const { return state_; }
@@ -330,12 +333,12 @@ class Server final : public ChannelOwner {
   [[nodiscard]] std::optional<ServerRole> role() const;
 
   // For SHOW SERVERS.
-  [[nodiscard]] int32_t backend_pid() const { return backend_pid_; }
+  [[nodiscard]] int32_t backend_pid() const { return login_.backend_pid; }
   // The host it is connected to (one of a multi-host entry's), and its index in the pool's list.
   [[nodiscard]] const ServerAddress& address() const { return address_; }
   [[nodiscard]] size_t host_index() const { return host_index_; }
   // The protocol version the server connection speaks (3.0, or 3.2 with PostgreSQL 18).
-  [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
+  [[nodiscard]] int32_t protocol_version() const { return login_.protocol_version; }
   [[nodiscard]] uint64_t linked_at_ms() const { return linked_at_ms_; }
   // Client timeouts (client_timeouts.h): a reply still owed to the client (a query runs), and
   // when the last ReadyForQuery for the client came (idle in transaction since then).
@@ -553,34 +556,9 @@ class Server final : public ChannelOwner {
   // The link's sync failed: the ErrorResponse its client's held request gets instead of running
   // (finish_parameter_sync); empty otherwise.
   std::string sync_failure_;
-  uv_connect_t connect_req_{};
-  uv_getaddrinfo_t resolve_req_{};
-  uv_timer_t connect_timer_{};
-  // libuv handles and requests that still point here; the object is deleted when all are done.
-  bool timer_open_ = false;
-  bool channel_open_ = false;
-  bool resolving_ = false;
-  const char* connect_failure_ = nullptr;  // connect_failed()'s words
-  bool connecting_ = false;
-  // While moving: where to, the duplicated socket, and whether the target asked for it.
-  Worker* move_target_ = nullptr;
-  int moved_fd_ = -1;
-  bool move_answers_ask_ = false;
-
-  // Login.
-  std::optional<protocol::ScramClient> scram_;
-  int32_t backend_pid_ = 0;
-  bool connect_query_sent_ = false;
-  // What the server sent before its login's ReadyForQuery (capped: server_login.cc).
-  size_t login_bytes_ = 0;
-  size_t login_parameter_reports_ = 0;
-  bool parameter_cap_logged_ = false;
-  bool awaiting_ssl_answer_ = false;  // SSLRequest sent; the next byte is 'S' or 'N'
-  // Asked for in the StartupMessage (server_max_protocol_version); lowered by the server's
-  // NegotiateProtocolVersion, which may only come before anything else.
-  int32_t protocol_version_ = 0;
-  bool login_answered_ = false;  // a message other than NegotiateProtocolVersion arrived
-  std::string backend_key_;
+  ServerHandles handles_;  // libuv's, besides the channel's (server_handles.h)
+  ServerMoveOut move_;     // while moving to another worker
+  ServerLoginState login_;
   // The cancel requests sent for this server and not finished; shared with their senders'
   // completion hooks, which may run after the server is gone (then `server` is null).
   struct CancelsInFlight {

@@ -12,7 +12,8 @@
 namespace pgsluice {
 
 void Server::cancel_running_query() {
-  if ((state_ != State::active && state_ != State::replicating) || backend_key_.empty()) return;
+  if ((state_ != State::active && state_ != State::replicating) || login_.backend_key.empty())
+    return;
   if (!cancels_) {
     cancels_ = std::make_shared<CancelsInFlight>();
     cancels_->server = this;
@@ -27,7 +28,7 @@ void Server::cancel_running_query() {
       cancels->server->on_cancels_finished();
     }
   };
-  worker_->send_cancel(cancel_address_, backend_pid_, backend_key_, std::move(hooks));
+  worker_->send_cancel(cancel_address_, login_.backend_pid, login_.backend_key, std::move(hooks));
 }
 
 void Server::go_idle() {

@@ -31,22 +31,23 @@ namespace be = pgsluice::protocol::backend;
 // --- connecting ---
 
 void Server::connect() {
-  uv_timer_init(worker_->loop(), &connect_timer_);
-  connect_timer_.data = this;
-  timer_open_ = true;
+  uv_timer_init(worker_->loop(), &handles_.timer);
+  handles_.timer.data = this;
+  handles_.timer_open = true;
   auto timeout = static_cast<uint64_t>(worker_->settings().server_connect_timeout.count());
-  if (timeout > 0) uv_timer_start(&connect_timer_, on_connect_timeout, timeout, 0);
+  if (timeout > 0) uv_timer_start(&handles_.timer, on_connect_timeout, timeout, 0);
 
   const ServerAddress& address = address_;
-  connect_req_.data = this;
+  handles_.connect_req.data = this;
   if (!address.unix_path.empty()) {
     if (channel_.init_pipe() != 0) {
       login_failed(sqlstate::kConnectionFailure, "could not create a socket");
       return;
     }
-    channel_open_ = true;
-    connecting_ = true;
-    uv_pipe_connect(&connect_req_, channel_.pipe(), address.unix_path.c_str(), on_connected);
+    handles_.channel_open = true;
+    handles_.connecting = true;
+    uv_pipe_connect(&handles_.connect_req, channel_.pipe(), address.unix_path.c_str(),
+                    on_connected);
     return;
   }
   sockaddr_storage storage{};
@@ -60,11 +61,11 @@ void Server::connect() {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  resolve_req_.data = this;
+  handles_.resolve_req.data = this;
   std::string port = std::to_string(address.port);
-  if (uv_getaddrinfo(worker_->loop(), &resolve_req_, on_resolved, address.host.c_str(),
+  if (uv_getaddrinfo(worker_->loop(), &handles_.resolve_req, on_resolved, address.host.c_str(),
                      port.c_str(), &hints) == 0) {
-    resolving_ = true;
+    handles_.resolving = true;
   } else {
     connect_failed(kDnsFailed, fmt::format("could not resolve host \"{}\"", address.host));
   }
@@ -72,7 +73,7 @@ void Server::connect() {
 
 void Server::on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
   auto* self = static_cast<Server*>(req->data);
-  self->resolving_ = false;
+  self->handles_.resolving = false;
   if (self->state_ == State::closing) {
     uv_freeaddrinfo(res);
     self->maybe_destroy();
@@ -100,7 +101,7 @@ void Server::start_connect(const sockaddr* addr) {
     login_failed(sqlstate::kConnectionFailure, "could not create a socket");
     return;
   }
-  channel_open_ = true;
+  handles_.channel_open = true;
   uv_tcp_nodelay(channel_.tcp(), 1);
   channel_.set_send_chunk(static_cast<size_t>(worker_->settings().tcp_socket_buffer));
   // tcp_keepalive and the other TCP options, before the connect as PgBouncer sets them.
@@ -111,17 +112,17 @@ void Server::start_connect(const sockaddr* addr) {
       return;
     }
   }
-  connecting_ = true;
-  int rc = uv_tcp_connect(&connect_req_, channel_.tcp(), addr, on_connected);
+  handles_.connecting = true;
+  int rc = uv_tcp_connect(&handles_.connect_req, channel_.tcp(), addr, on_connected);
   if (rc != 0) {
-    connecting_ = false;
+    handles_.connecting = false;
     connect_failed(kConnectFailed, fmt::format("could not connect to server: {}", uv_strerror(rc)));
   }
 }
 
 void Server::on_connected(uv_connect_t* req, int status) {
   auto* self = static_cast<Server*>(req->data);
-  self->connecting_ = false;
+  self->handles_.connecting = false;
   if (self->state_ == State::closing) return;
   if (status < 0) {
     self->connect_failed(kConnectFailed,
@@ -155,9 +156,9 @@ void Server::send_startup_message() {
   if (!db.application_name.empty()) params.emplace_back("application_name", db.application_name);
   // After the entry's settings, so that the client's own win (PostgreSQL applies the last).
   if (replication_ != pp::ReplicationMode::none) add_replication_parameters(params);
-  protocol_version_ = (3 << 16) | worker_->settings().server_max_protocol_minor;
-  login_answered_ = false;
-  pp::write_startup_message(channel_.output(), protocol_version_, params);
+  login_.protocol_version = (3 << 16) | worker_->settings().server_max_protocol_minor;
+  login_.answered = false;
+  pp::write_startup_message(channel_.output(), login_.protocol_version, params);
   channel_.flush();
   channel_.start_reading();
 }
@@ -194,7 +195,7 @@ void Server::login_failed(std::string_view code, std::string_view message,
 }
 
 void Server::connect_failed(const char* words, std::string_view message) {
-  connect_failure_ = words;
+  handles_.connect_failure = words;
   login_failed(sqlstate::kConnectionFailure, message);
 }
 
@@ -225,9 +226,9 @@ void Server::process_login_input() {
       return;
     }
     // The connect_query's rows are the operator's own query: not capped.
-    if (!connect_query_sent_) {
-      login_bytes_ += frame.message.wire.size();
-      if (login_bytes_ > kMaxLoginBytes) {
+    if (!login_.connect_query_sent) {
+      login_.bytes += frame.message.wire.size();
+      if (login_.bytes > kMaxLoginBytes) {
         refuse_server_login(
             sqlstate::kProtocolViolation,
             fmt::format("the server sent more than {} bytes before ReadyForQuery", kMaxLoginBytes));
@@ -240,12 +241,12 @@ void Server::process_login_input() {
 
 bool Server::handle_login_message(const pp::Message& message) {
   if (message.type == be::kNegotiateProtocolVersion) return handle_negotiation(message);
-  login_answered_ = true;
+  login_.answered = true;
   switch (message.type) {
     case be::kAuthentication:
       return handle_authentication(message);
     case be::kParameterStatus: {
-      if (++login_parameter_reports_ > kMaxServerParameters) {
+      if (++login_.parameter_reports > kMaxServerParameters) {
         refuse_server_login(sqlstate::kProtocolViolation,
                             fmt::format("the server reported more than {} parameters at login",
                                         kMaxServerParameters));
@@ -258,8 +259,8 @@ bool Server::handle_login_message(const pp::Message& message) {
     case be::kBackendKeyData: {
       auto key = pp::parse_backend_key_data(message.body);
       if (key) {
-        backend_pid_ = key.value.process_id;
-        backend_key_ = std::string(key.value.secret_key);
+        login_.backend_pid = key.value.process_id;
+        login_.backend_key = std::string(key.value.secret_key);
       }
       return true;
     }
@@ -269,7 +270,7 @@ bool Server::handle_login_message(const pp::Message& message) {
       auto error = pp::parse_error_fields(message.body);
       if (error) {
         login_failed(error.value.code,
-                     connect_query_sent_
+                     login_.connect_query_sent
                          ? fmt::format("connect_query failed: {}", error.value.message)
                          : std::string(error.value.message),
                      error.value.severity);
@@ -282,7 +283,7 @@ bool Server::handle_login_message(const pp::Message& message) {
     case be::kDataRow:
     case be::kCommandComplete:
     case be::kEmptyQueryResponse:
-      if (connect_query_sent_) return true;  // the connect_query's result, not for anyone
+      if (login_.connect_query_sent) return true;  // the connect_query's result, not for anyone
       login_failed(sqlstate::kProtocolViolation,
                    fmt::format("unexpected message '{}' from server during login", message.type));
       return false;
@@ -293,9 +294,9 @@ bool Server::handle_login_message(const pp::Message& message) {
         finish_replication_login();
         return false;
       }
-      if (!connect_query_sent_ && !pool_->database().connect_query.empty()) {
+      if (!login_.connect_query_sent && !pool_->database().connect_query.empty()) {
         // The server is logged in; it is ready for others once its connect_query has run.
-        connect_query_sent_ = true;
+        login_.connect_query_sent = true;
         pp::write_query(channel_.output(), pool_->database().connect_query);
         channel_.flush();
         return true;
@@ -303,11 +304,11 @@ bool Server::handle_login_message(const pp::Message& message) {
       // target_session_attrs: the role the server reported (in_hot_standby,
       // default_transaction_read_only) must fit, or the pool tries another host.
       if (!pool_->accept_role(*this)) return false;
-      uv_timer_stop(&connect_timer_);
+      uv_timer_stop(&handles_.timer);
       channel_.input().set_max_length(pp::kDefaultMaxMessageLength);
       replies_.on_login_ready();
       if (worker_->settings().log_connections) {
-        spdlog::info("{} login ok, protocol 3.{}", log_id(), protocol_version_ & 0xffff);
+        spdlog::info("{} login ok, protocol 3.{}", log_id(), login_.protocol_version & 0xffff);
       }
       if (relay_ != nullptr) {
         // The pool's LISTEN relay connection serves no client: it goes to its relay.
@@ -328,12 +329,12 @@ bool Server::handle_login_message(const pp::Message& message) {
 bool Server::handle_negotiation(const pp::Message& message) {
   // A PostgreSQL older than 18 answers a 3.2 StartupMessage with this, before authentication;
   // the connection then speaks the version it names. Later, or twice, it is no PostgreSQL.
-  if (login_answered_) {
+  if (login_.answered) {
     refuse_server_login(sqlstate::kProtocolViolation,
                         "the server sent NegotiateProtocolVersion after its login had begun");
     return false;
   }
-  login_answered_ = true;
+  login_.answered = true;
   auto answer = pp::parse_negotiate_protocol_version(message.body);
   if (!answer) {
     refuse_server_login(sqlstate::kProtocolViolation,
@@ -341,12 +342,13 @@ bool Server::handle_negotiation(const pp::Message& message) {
                                     pp::to_string(answer.error)));
     return false;
   }
-  pp::ServerVersionAnswer accepted = pp::accept_server_negotiation(protocol_version_, answer.value);
+  pp::ServerVersionAnswer accepted =
+      pp::accept_server_negotiation(login_.protocol_version, answer.value);
   if (!accepted.error.empty()) {
     refuse_server_login(sqlstate::kProtocolViolation, accepted.error);
     return false;
   }
-  protocol_version_ = accepted.version;
+  login_.protocol_version = accepted.version;
   return true;
 }
 
@@ -375,7 +377,7 @@ bool Server::handle_authentication(const pp::Message& message) {
   std::string& out = channel_.output();
   switch (auth.value.code) {
     case pp::AuthCode::ok:
-      if (scram_ && !scram_->completed()) {
+      if (login_.scram && !login_.scram->completed()) {
         // PostgreSQL always sends SASLFinal: its signature is what proves the server knows the
         // password (or verifier). Without it anyone could have answered.
         refuse_server_login(sqlstate::kProtocolViolation,
@@ -414,11 +416,11 @@ bool Server::handle_authentication(const pp::Message& message) {
         return false;
       }
       if (secret_is_plain) {
-        scram_ = pp::ScramClient::with_password(secret);
-        scram_->set_max_iterations(worker_->settings().scram_max_iterations);
+        login_.scram = pp::ScramClient::with_password(secret);
+        login_.scram->set_max_iterations(worker_->settings().scram_max_iterations);
       } else if (cred.scram_client_key && cred.scram_server_key) {
-        scram_ = pp::ScramClient::with_keys(*cred.scram_client_key, *cred.scram_server_key);
-        scram_->set_max_iterations(worker_->settings().scram_max_iterations);
+        login_.scram = pp::ScramClient::with_keys(*cred.scram_client_key, *cred.scram_server_key);
+        login_.scram->set_max_iterations(worker_->settings().scram_max_iterations);
       } else {
         login_failed(
             sqlstate::kInvalidPassword,
@@ -427,13 +429,13 @@ bool Server::handle_authentication(const pp::Message& message) {
         return false;
       }
       std::string_view mechanism = choose_scram_mechanism(offers_plus);
-      pp::write_sasl_initial_response(out, mechanism, scram_->client_first());
+      pp::write_sasl_initial_response(out, mechanism, login_.scram->client_first());
       break;
     }
     case pp::AuthCode::sasl_continue: {
       std::string client_final;
-      if (!scram_ ||
-          scram_->handle_server_first(auth.value.data, client_final) != pp::ScramStatus::ok) {
+      if (!login_.scram ||
+          login_.scram->handle_server_first(auth.value.data, client_final) != pp::ScramStatus::ok) {
         refuse_server_login(sqlstate::kProtocolViolation,
                             "invalid SCRAM server-first-message (or a second one)");
         return false;
@@ -442,7 +444,8 @@ bool Server::handle_authentication(const pp::Message& message) {
       break;
     }
     case pp::AuthCode::sasl_final:
-      if (!scram_ || scram_->handle_server_final(auth.value.data) != pp::ScramStatus::ok) {
+      if (!login_.scram ||
+          login_.scram->handle_server_final(auth.value.data) != pp::ScramStatus::ok) {
         refuse_server_login(sqlstate::kInvalidAuthorizationSpecification,
                             "the server's SCRAM signature is wrong");
         return false;

@@ -39,8 +39,9 @@ bool Server::movable() const {
   return state_ == State::idle && client_ == nullptr && query_sink_ == nullptr && !life.checking &&
          !pinned_ && !dirty_.any() && !holding_error_ && !verifier_.awaiting() &&
          passthrough_remaining_ == 0 && replies_.internal_ready_owed() == 0 &&
-         replies_.at_transaction_boundary() && channel_open_ && timer_open_ && !resolving_ &&
-         !connecting_ && !uv_is_closing(reinterpret_cast<const uv_handle_t*>(&connect_timer_)) &&
+         replies_.at_transaction_boundary() && handles_.channel_open && handles_.timer_open &&
+         !handles_.resolving && !handles_.connecting &&
+         !uv_is_closing(reinterpret_cast<const uv_handle_t*>(&handles_.timer)) &&
          channel_.can_detach();
 }
 
@@ -48,33 +49,33 @@ bool Server::move_to(Worker& target, bool answers_ask) {
   if (!movable()) return false;
   const int fd = channel_.detach();
   if (fd < 0) return false;
-  move_target_ = &target;
-  moved_fd_ = fd;
-  move_answers_ask_ = answers_ask;
+  move_.target = &target;
+  move_.fd = fd;
+  move_.answers_ask = answers_ask;
   set_state(State::moving);  // off the pool's lists
   worker_->count_server_moved_out();
   if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} moves to worker {}", log_id(), target.index());
   }
-  uv_timer_stop(&connect_timer_);
-  uv_close(reinterpret_cast<uv_handle_t*>(&connect_timer_), on_timer_closed);
+  uv_timer_stop(&handles_.timer);
+  uv_close(reinterpret_cast<uv_handle_t*>(&handles_.timer), on_timer_closed);
   return true;
 }
 
 void Server::finish_move_out() {
-  Worker& target = *move_target_;
-  move_target_ = nullptr;
+  Worker& target = *move_.target;
+  move_.target = nullptr;
   // After this call the server belongs to the target's thread.
-  worker_->send_server(target, *this, std::exchange(moved_fd_, -1), move_answers_ask_);
+  worker_->send_server(target, *this, std::exchange(move_.fd, -1), move_.answers_ask);
 }
 
 void Server::arrive(Pool& pool, int fd) {
   pool_ = &pool;
   worker_ = &pool.worker();
-  uv_timer_init(worker_->loop(), &connect_timer_);
-  connect_timer_.data = this;
-  timer_open_ = true;
-  channel_open_ = true;
+  uv_timer_init(worker_->loop(), &handles_.timer);
+  handles_.timer.data = this;
+  handles_.timer_open = true;
+  handles_.channel_open = true;
   // Out of `moving` first: close() ignores a moving server, and a socket that cannot be opened
   // here must close like any other (its slot given back when the handles are done).
   set_state(State::idle);

@@ -35,12 +35,12 @@ void Server::add_replication_parameters(
 }
 
 void Server::finish_replication_login() {
-  uv_timer_stop(&connect_timer_);
+  uv_timer_stop(&handles_.timer);
   channel_.input().set_max_length(pp::kDefaultMaxMessageLength);
   replies_.on_login_ready();
   if (worker_->settings().log_connections) {
     spdlog::info("{} login ok (replication={}), protocol 3.{}", log_id(),
-                 pp::to_string(replication_), protocol_version_ & 0xffff);
+                 pp::to_string(replication_), login_.protocol_version & 0xffff);
   }
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
   set_state(State::replicating);

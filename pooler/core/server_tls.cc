@@ -43,7 +43,7 @@ bool Server::request_tls() {
     return true;
   }
   pp::write_ssl_request(channel_.output());
-  awaiting_ssl_answer_ = true;
+  login_.awaiting_ssl_answer = true;
   channel_.flush();
   channel_.start_reading();
   return true;
@@ -57,7 +57,7 @@ void Server::handle_ssl_answer() {
   if (answer == 'E') {
     // A server that cannot take the connection at all (too many clients, shutting down) answers
     // with an ErrorResponse: the login path reports it.
-    awaiting_ssl_answer_ = false;
+    login_.awaiting_ssl_answer = false;
     process_login_input();
     return;
   }
@@ -78,17 +78,17 @@ void Server::handle_ssl_answer() {
   if (answer == 'N') {
     if (ctx != nullptr && ctx->required()) {
       // Never a silent downgrade: the pool's clients get this as their login error (and the
-      // server gets nothing more, not even a Terminate: awaiting_ssl_answer_ stays set).
+      // server gets nothing more, not even a Terminate: login_.awaiting_ssl_answer stays set).
       login_failed(sqlstate::kConnectionFailure,
                    fmt::format("server does not support SSL, but server_tls_sslmode = {}",
                                to_string(ctx->mode())));
       return;
     }
-    awaiting_ssl_answer_ = false;
+    login_.awaiting_ssl_answer = false;
     send_startup_message();
     return;
   }
-  awaiting_ssl_answer_ = false;
+  login_.awaiting_ssl_answer = false;
   std::unique_ptr<TlsSession> session = ctx != nullptr ? ctx->new_session(address_.host) : nullptr;
   if (session == nullptr) {
     login_failed(sqlstate::kConnectionFailure,
@@ -112,10 +112,10 @@ std::string_view Server::choose_scram_mechanism(bool offers_plus) {
   std::string binding = offers_plus ? tls->server_end_point() : std::string();
   if (binding.empty()) {
     // "y": we could bind, the server did not offer it (a server that did would see a downgrade).
-    scram_->set_channel_binding_unused();
+    login_.scram->set_channel_binding_unused();
     return "SCRAM-SHA-256";
   }
-  scram_->set_channel_binding(std::move(binding));
+  login_.scram->set_channel_binding(std::move(binding));
   spdlog::debug("{} SCRAM-SHA-256-PLUS with channel binding tls-server-end-point", log_id());
   return "SCRAM-SHA-256-PLUS";
 }
