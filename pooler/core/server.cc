@@ -89,11 +89,11 @@ void Server::set_state(State state) {
   state_ = state;
   pool_->move_server(*this, old, state);
   // No reply of the Query will be read as the client's now: its calls count as run.
-  if (old == State::active && !deferred_calls_.empty()) settle_calls(nullptr);
+  if (old == State::active && !session_.deferred_calls.empty()) settle_calls(nullptr);
 }
 
 void Server::settle_calls(const pp::Message* first_reply) {
-  settle_deferred_calls(*worker_, deferred_calls_,
+  settle_deferred_calls(*worker_, session_.deferred_calls,
                         client_ != nullptr ? client_->log_id() : log_id(), first_reply);
 }
 
@@ -138,13 +138,10 @@ void Server::link(Client& client) {
   set_state(State::active);
   apply_statement_settings();
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
-  if (sequences_of_ != client.id()) {
-    sequences_of_ = sequences_of_ == 0 ? client.id() : kSeveralClients;
-  }
-  link_untouched_ = true;
+  session_.on_link(client.id());
   sync_parameters(client);
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
-    note_last_client(verifier_, client);
+    note_last_client(session_.verifier, client);
   }
   client.on_server_linked(*this);
 }
@@ -199,7 +196,7 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
     // stats: the query (and transaction) clock starts
     if (timing.on_request(worker_->turn_now_us())) ++pool_->counters().queries;
   }
-  link_untouched_ = false;
+  session_.link_untouched = false;
   replies_.on_client_message(type);
 }
 
@@ -332,7 +329,7 @@ Server::Reply Server::refuse_transaction_block() {
 }
 
 Server::Reply Server::inspect_reply(const pp::Message& message) {
-  if (!deferred_calls_.empty() && message.type != be::kNoticeResponse &&
+  if (!session_.deferred_calls.empty() && message.type != be::kNoticeResponse &&
       message.type != be::kParameterStatus && message.type != be::kNotificationResponse) {
     settle_calls(&message);
   }
@@ -357,12 +354,12 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       }
       if (shares_servers(pool_->mode()) && at_transaction_boundary()) {
         // The client's ReadyForQuery waits for its channels (relay): server_relay.cc.
-        if (listen_.any() && client_ != nullptr) {
+        if (session_.listen.any() && client_ != nullptr) {
           read_back_listen(message.wire);
           return Reply::swallow;
         }
         if (run_boundary_checks()) return Reply::forward;
-        if (!pinned_) return Reply::forward_and_release;
+        if (!session_.pin.pinned) return Reply::forward_and_release;
       }
       return Reply::forward;
     }
@@ -374,11 +371,11 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       return Reply::forward;
     case be::kErrorResponse:
       // A SET that failed, or a statement after it: what the SETs gave is read back.
-      kept_.forget_literals();
+      session_.kept.forget_literals();
       if (rename_sql_error(message)) return Reply::replace;
       return strip_refusal_context(message) ? Reply::replace : Reply::forward;
     case be::kCommandComplete:
-      if (listen_.any()) listen_.on_client_command_complete(message.body);
+      if (session_.listen.any()) session_.listen.on_client_command_complete(message.body);
       return Reply::forward;
     case be::kNotificationResponse:
       // Under relay the client's notifications come from the pool's listener: one that this
@@ -412,16 +409,16 @@ bool Server::may_track_parameter(std::string_view name) {
 // A row of the pooler's own queries goes to the one that awaits rows: they run one at a time
 // (a read-back, a pin check), or in the cleaning's order (the function lookup, then verify).
 void Server::on_internal_row(std::string_view body) {
-  if (listen_.awaiting()) {
-    listen_.on_row(body);
-  } else if (kept_.awaiting()) {
-    kept_.on_row(body);
-  } else if (pin_check_awaiting_) {
+  if (session_.listen.awaiting()) {
+    session_.listen.on_row(body);
+  } else if (session_.kept.awaiting()) {
+    session_.kept.on_row(body);
+  } else if (session_.pin.check_awaiting) {
     on_pin_check_row(body);
-  } else if (lookup_.awaiting()) {
-    lookup_.on_row(body);
-  } else if (verifier_.awaiting()) {
-    verifier_.on_data_row(body);
+  } else if (session_.lookup.awaiting()) {
+    session_.lookup.on_row(body);
+  } else if (session_.verifier.awaiting()) {
+    session_.verifier.on_data_row(body);
   }
 }
 
@@ -443,16 +440,17 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       }
       const bool synced = parameter_sync_owed_ && replies_.internal_ready_owed() == 0;
       if (synced && !finish_parameter_sync()) return false;
-      if (listen_.awaiting() && replies_.internal_ready_owed() == 0) finish_listen_read_back();
-      if (kept_.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
-      if (pin_check_awaiting_ && replies_.internal_ready_owed() == 0) finish_pin_check();
+      if (session_.listen.awaiting() && replies_.internal_ready_owed() == 0)
+        finish_listen_read_back();
+      if (session_.kept.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
+      if (session_.pin.check_awaiting && replies_.internal_ready_owed() == 0) finish_pin_check();
       if (query_sink_ != nullptr && replies_.internal_ready_owed() == 0) finish_query();
       if (state_ == State::resetting && replies_.internal_ready_owed() == 0) {
         if (internal_failed_ || replies_.transaction_status() != TransactionStatus::idle) {
           close(life.checking ? "server_check_query failed" : "cleaning the server failed");
           return false;
         }
-        if (verifier_.awaiting() && finish_verify()) return true;
+        if (session_.verifier.awaiting() && finish_verify()) return true;
         go_idle();
         return state_ == State::idle || state_ == State::active;
       }
@@ -501,11 +499,12 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       return true;
     case be::kCommandComplete:
       // The LISTEN read-back's SELECT completed: no row then means no channel.
-      if (listen_.awaiting() && message.body.starts_with("SELECT")) listen_.on_select_complete();
+      if (session_.listen.awaiting() && message.body.starts_with("SELECT"))
+        session_.listen.on_select_complete();
       // The function lookup's SELECT (the first SELECT of the cleaning): the rows that follow
       // are the verify query's.
-      if (lookup_.awaiting() && message.body.starts_with("SELECT")) {
-        lookup_.finish(worker_->now_ms());
+      if (session_.lookup.awaiting() && message.body.starts_with("SELECT")) {
+        session_.lookup.finish(worker_->now_ms());
       }
       return true;
     case be::kNoticeResponse:
@@ -537,20 +536,20 @@ bool Server::strip_refusal_context(const pp::Message& error) {
 }
 
 bool Server::finish_verify() {
-  std::vector<VerifyDifference> differences = verifier_.finish(tracked_, extras_);
+  std::vector<VerifyDifference> differences = session_.verifier.finish(tracked_, extras_);
   if (differences.empty()) return false;
   record_hidden_findings(*worker_, *this, differences);
   // DISCARD ALL ends all of it; the next link applies its client's parameters again (the
   // ParameterStatus messages it brings keep tracked_ true, and no startup extra is left).
   extras_.clear();
   forget_statements();
-  verifier_.track().clear();
+  session_.verifier.track().clear();
   send_internal_query("DISCARD ALL");
   return true;
 }
 
 void Server::mark_dirty(const pp::SessionStateFinding& finding) {
-  dirty_.add(finding);
+  session_.dirty.add(finding);
 }
 
 void Server::note_orphan_notification(const pp::Message& message) {
@@ -580,7 +579,7 @@ void Server::note_orphan_notification(const pp::Message& message) {
 }
 
 void Server::mark_dirty_unknown() {
-  dirty_.add_unknown();
+  session_.dirty.add_unknown();
 }
 
 // --- closing ---

@@ -42,6 +42,7 @@
 #include "pooler/session_state/kept_settings.h"
 #include "pooler/session_state/listen_channels.h"
 #include "pooler/session_state/params.h"
+#include "pooler/session_state/server_session.h"
 #include "pooler/session_state/sql_prepared.h"
 #include "pooler/session_state/verify.h"
 
@@ -96,7 +97,7 @@ class Server final : public ChannelOwner {
   // is under way, or the parameter sync that must succeed before any statement of the client
   // runs here (fail closed: server_kept.cc).
   [[nodiscard]] bool holds_client_input() const {
-    return kept_.awaiting() || parameter_sync_owed_ || shape_check_ != nullptr;
+    return session_.kept.awaiting() || parameter_sync_owed_ || shape_check_ != nullptr;
   }
   // The client is going away: the server is cleaned (rolled back, reset) and returned to the
   // pool, or closed when it is in the middle of something it cannot safely finish.
@@ -109,9 +110,9 @@ class Server final : public ChannelOwner {
   // A finding the linked client's SQL left here (any action that forwards it): state that
   // session_state_verify may find without calling it hidden.
   void note_session_state(const protocol::SessionStateFinding& finding) {
-    verifier_.track().note(finding);
+    session_.verifier.track().note(finding);
   }
-  SessionVerifier& verifier() { return verifier_; }
+  SessionVerifier& verifier() { return session_.verifier; }
   // opaque_call:reset (function_verdicts.h): a function the process has no verdict on yet; its
   // overloads are read from pg_proc at the release, before the cleaning.
   void look_up_function(std::string_view name);
@@ -120,13 +121,13 @@ class Server final : public ChannelOwner {
   [[nodiscard]] std::string function_verdict_key(std::string_view name) const;
   // The linked client's transaction changed settings (their read-back is to come): the
   // search_path a verdict was keyed by may not be the one in effect.
-  [[nodiscard]] bool settings_changing() const { return kept_.any(); }
+  [[nodiscard]] bool settings_changing() const { return session_.kept.any(); }
   // `keep` (kept_settings.h): a setting the linked client changed, read back from the server
   // once the transaction has ended, before the server is released; `literal`: the value of a
   // plain SET that commits alone (set_literal.h), whose read-back the pool may know already.
   void keep_setting(const protocol::SessionStateFinding& finding,
                     std::optional<std::string> literal = std::nullopt) {
-    kept_.note(finding, std::move(literal));
+    session_.kept.note(finding, std::move(literal));
   }
   // currval()/lastval() in a transaction of its own, the link's first request: when other
   // clients used this server since its sequence values were last discarded, they are discarded
@@ -135,13 +136,13 @@ class Server final : public ChannelOwner {
   // transaction) the values may be the client's own nextval's: left alone.
   void forget_other_clients_sequences(const Client& client);
   // A statement the checks flag is about to run: what the noted SETs gave may change.
-  void forget_kept_literals() { kept_.forget_literals(); }
-  void keep_settings_discarded() { kept_.note_reset_all(/*discard_all=*/true); }
+  void forget_kept_literals() { session_.kept.forget_literals(); }
+  void keep_settings_discarded() { session_.kept.note_reset_all(/*discard_all=*/true); }
   // `relay` (listen_channels.h): a LISTEN, UNLISTEN or DISCARD ALL of the linked client's
   // statement about to be forwarded; its channels are read back at the end of the transaction,
   // and the server unlistens everything before it serves anyone else (server_relay.cc).
-  void relay_listen(const protocol::SessionStateFinding& finding) { listen_.note(finding); }
-  void relay_listen_discarded() { listen_.note_discard_all(); }
+  void relay_listen(const protocol::SessionStateFinding& finding) { session_.listen.note(finding); }
+  void relay_listen_discarded() { session_.listen.note_discard_all(); }
   // Before that statement goes: the client's channels are LISTENed here first, in an implicit
   // transaction of their own, when nothing is owed and no transaction is open; then the
   // read-back is the client's exact set.
@@ -160,18 +161,18 @@ class Server final : public ChannelOwner {
   // `past_reserve`: up to the pool's size, for a statement whose pin the server's answer
   // decides (the pin check at the transaction's end unpins it when nothing was taken).
   bool pin(std::string why, bool past_reserve = false);
-  [[nodiscard]] bool pinned() const { return pinned_; }
+  [[nodiscard]] bool pinned() const { return session_.pin.pinned; }
   // What pinned the server; empty when it is not pinned.
-  [[nodiscard]] const std::string& pinned_for() const { return pinned_for_; }
+  [[nodiscard]] const std::string& pinned_for() const { return session_.pin.why; }
   // The linked client ran what may end its pin (an unlock, UNLISTEN, CLOSE, DEALLOCATE,
   // DISCARD): the check whether anything is still held runs at the next transaction boundary.
-  void note_pin_may_end() { pin_may_end_ = true; }
-  [[nodiscard]] bool dirty() const { return dirty_.any(); }
+  void note_pin_may_end() { session_.pin.may_end = true; }
+  [[nodiscard]] bool dirty() const { return session_.dirty.any(); }
 
   // The opaque calls of the Query about to be sent, kept until its first reply says whether its
   // statement ran (settle_deferred_calls, session_checks.h); only while the server owes nothing
   // else, so that the next reply is that Query's.
-  void defer_call(OwnedFindingEvent call) { deferred_calls_.push_back(std::move(call)); }
+  void defer_call(OwnedFindingEvent call) { session_.deferred_calls.push_back(std::move(call)); }
   [[nodiscard]] bool owes_nothing() const {
     return !replies_.request_open() && replies_.pending().empty() && passthrough_remaining_ == 0;
   }
@@ -514,11 +515,8 @@ class Server final : public ChannelOwner {
   bool keep_wire_ = false;             // requests keep their bytes (a rewritten Bind was sent)
   bool batch_reached_client_ = false;  // a reply other than ParseComplete since ReadyForQuery
   bool holding_error_ = false;         // an 0A000 held back until the batch's ReadyForQuery
-  bool pinned_ = false;
   // The client left while only the pooler's own query was under way: cleaned after its answer.
   bool detach_pending_ = false;
-  bool pin_may_end_ = false;
-  bool pin_check_awaiting_ = false;
   // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.
   bool parameter_sync_owed_ = false;
   Client* client_ = nullptr;
@@ -579,32 +577,18 @@ class Server final : public ChannelOwner {
   std::vector<std::string> dead_sql_statement_queries();
   std::string held_error_;
   PendingReplies held_batch_;  // the requests from the failed Bind to the Sync
-  DirtyState dirty_;
-  SettingsCapture kept_;
-  ListenCapture listen_;
-  std::string held_ready_;  // the client's ReadyForQuery during the LISTEN read-back
-  RoleCheck role_check_;    // check_role()'s sink
+  // The session-state guard's view of this session (server_session.h).
+  ServerSessionState session_;
+  RoleCheck role_check_;  // check_role()'s sink
   bool deliver_query_reply(const protocol::Message& message);
   void finish_query();
   void abandon_query(std::string_view reason);
-  SessionVerifier verifier_;               // session_state_verify and long_hold (session_verify.h)
-  std::vector<std::string> lookup_names_;  // look_up_function()
-  FunctionLookup lookup_;                  // the lookup sent at the release, until its answer
-  std::vector<OwnedFindingEvent> deferred_calls_;  // defer_call()
   void settle_calls(const protocol::Message* first_reply);
-  std::string pinned_for_;
   [[nodiscard]] bool may_drain_for_gone_client() const;
   bool finish_drain_if_done();
   // After the sync: a value the server keeps in another spelling (DateStyle 'ISO' is
   // 'ISO, MDY') becomes the client's, so that the next link does not set it again.
   void adopt_canonical_values();
-  // Whose sequence values (currval, lastval) the server holds: none since its login or the
-  // last DISCARD SEQUENCES (0), one client's id, or several clients' (kSeveralClients).
-  uint64_t sequences_of_ = 0;
-  bool link_untouched_ = false;  // linked, and the client has sent nothing yet
-  static constexpr uint64_t kSeveralClients = ~uint64_t{0};
-  int64_t pin_check_held_ = -1;  // the pin check's answer: what is still held (-1: none came)
-  uint64_t pin_checked_ms_ = 0;
 };
 
 }  // namespace pgsluice

@@ -36,15 +36,16 @@ std::string_view Server::server_version() const {
 
 bool Server::read_back_kept_settings() {
   ParameterSet scratch;  // the client left meanwhile: only the server's side matters
-  if (kept_.settle_known(pool_->set_values(), server_version(),
-                         client_ != nullptr ? client_->session_settings() : scratch, extras_)) {
+  if (session_.kept.settle_known(pool_->set_values(), server_version(),
+                                 client_ != nullptr ? client_->session_settings() : scratch,
+                                 extras_)) {
     return false;
   }
   const ParameterSet none;
   std::string query =
-      kept_.begin_query(client_ != nullptr ? client_->session_settings() : none, extras_);
+      session_.kept.begin_query(client_ != nullptr ? client_->session_settings() : none, extras_);
   if (query.empty()) {
-    kept_.forget_pending();
+    session_.kept.forget_pending();
     return false;
   }
   // Sent at a transaction boundary with nothing owed: its replies come before anything the
@@ -65,7 +66,7 @@ bool Server::sync_parameters(const Client& client) {
 
 void Server::resume_client_after_read_back() {
   // Released meanwhile, the client went on at once (Client::on_server_released).
-  if (state_ != State::active || client_ == nullptr || kept_.awaiting()) return;
+  if (state_ != State::active || client_ == nullptr || session_.kept.awaiting()) return;
   if (!client_->input_held_for_read_back()) return;
   // The sync's answer resumes the client (finish_parameter_sync).
   if (sync_parameters(*client_)) return;
@@ -124,12 +125,12 @@ void Server::note_sync_failure(const pp::ErrorFields* error) {
 
 bool Server::restore_startup_reported() {
   if (client_ == nullptr) {
-    kept_.take_reported_resets(ParameterSet());
+    session_.kept.take_reported_resets(ParameterSet());
     return false;
   }
   const ParameterSet* defaults = pool_->welcome();
   std::string sets;
-  for (const std::string& name : kept_.take_reported_resets(client_->startup_reported())) {
+  for (const std::string& name : session_.kept.take_reported_resets(client_->startup_reported())) {
     const std::string* startup = client_->startup_reported().get(name);
     const std::string* now = tracked_.get(name);
     const std::string* fallback = defaults != nullptr ? defaults->get(name) : nullptr;
@@ -153,10 +154,10 @@ bool Server::restore_startup_reported() {
 void Server::finish_kept_settings() {
   ParameterSet scratch;  // the client left meanwhile: only the server's side matters
   const ParameterSet none;
-  const bool answered =
-      kept_.finish(client_ != nullptr ? client_->startup_extras() : none, pool_->credentials().user,
-                   client_ != nullptr ? client_->session_settings() : scratch, extras_,
-                   &pool_->set_values(), server_version());
+  const bool answered = session_.kept.finish(
+      client_ != nullptr ? client_->startup_extras() : none, pool_->credentials().user,
+      client_ != nullptr ? client_->session_settings() : scratch, extras_, &pool_->set_values(),
+      server_version());
   if (!answered) {
     // What the server now has is unknown: it must not serve anyone else.
     spdlog::warn("{} could not read back the settings its client kept; closing at release",

@@ -37,10 +37,11 @@ struct ServerInTransit {
 
 bool Server::movable() const {
   return state_ == State::idle && client_ == nullptr && query_sink_ == nullptr && !life.checking &&
-         !pinned_ && !dirty_.any() && !holding_error_ && !verifier_.awaiting() &&
-         passthrough_remaining_ == 0 && replies_.internal_ready_owed() == 0 &&
-         replies_.at_transaction_boundary() && handles_.channel_open && handles_.timer_open &&
-         !handles_.resolving && !handles_.connecting &&
+         !session_.pin.pinned && !session_.dirty.any() && !holding_error_ &&
+         !session_.verifier.awaiting() && passthrough_remaining_ == 0 &&
+         replies_.internal_ready_owed() == 0 && replies_.at_transaction_boundary() &&
+         handles_.channel_open && handles_.timer_open && !handles_.resolving &&
+         !handles_.connecting &&
          !uv_is_closing(reinterpret_cast<const uv_handle_t*>(&handles_.timer)) &&
          channel_.can_detach();
 }

@@ -32,46 +32,46 @@ constexpr uint64_t kPinCheckIntervalMs = 1000;
 }  // namespace
 
 bool Server::pin(std::string why, bool past_reserve) {
-  if (pinned_) return true;
+  if (session_.pin.pinned) return true;
   const int limit =
       pool_->pool_size() - (past_reserve ? 0 : worker_->settings().session_state_pin_reserve);
   if (!SharedLimits::try_pin(pool_->limit_slots(), limit)) return false;
-  pinned_ = true;
-  pinned_for_ = std::move(why);
-  pin_may_end_ = false;
-  pin_checked_ms_ = worker_->now_ms();
+  session_.pin.pinned = true;
+  session_.pin.why = std::move(why);
+  session_.pin.may_end = false;
+  session_.pin.checked_ms = worker_->now_ms();
   return true;
 }
 
 void Server::forget_other_clients_sequences(const Client& client) {
-  if (sequences_of_ == client.id() || !link_untouched_) return;
+  if (session_.sequences_of == client.id() || !session_.link_untouched) return;
   send_internal_query("DISCARD SEQUENCES");
-  sequences_of_ = client.id();
+  session_.sequences_of = client.id();
 }
 
 void Server::unpin() {
-  if (!pinned_) return;
-  pinned_ = false;
-  pinned_for_.clear();
-  pin_may_end_ = false;
+  if (!session_.pin.pinned) return;
+  session_.pin.pinned = false;
+  session_.pin.why.clear();
+  session_.pin.may_end = false;
   SharedLimits::unpin(pool_->limit_slots());
 }
 
 bool Server::run_boundary_checks() {
   // Pinned or not: the server's settings must be known when it is released at last.
-  if (kept_.any() && read_back_kept_settings()) return true;
-  if (kept_.resets_reported() && restore_startup_reported()) return true;
-  return pinned_ && check_pin();
+  if (session_.kept.any() && read_back_kept_settings()) return true;
+  if (session_.kept.resets_reported() && restore_startup_reported()) return true;
+  return session_.pin.pinned && check_pin();
 }
 
 bool Server::check_pin() {
-  if (dirty_.needs_close() || pin_check_awaiting_) return false;
+  if (session_.dirty.needs_close() || session_.pin.check_awaiting) return false;
   const uint64_t now = worker_->now_ms();
-  if (!pin_may_end_ && now < pin_checked_ms_ + kPinCheckIntervalMs) return false;
-  pin_may_end_ = false;
-  pin_checked_ms_ = now;
-  pin_check_awaiting_ = true;
-  pin_check_held_ = -1;
+  if (!session_.pin.may_end && now < session_.pin.checked_ms + kPinCheckIntervalMs) return false;
+  session_.pin.may_end = false;
+  session_.pin.checked_ms = now;
+  session_.pin.check_awaiting = true;
+  session_.pin.check_held = -1;
   send_internal_query(std::string(kPinCheckQuery));
   return true;
 }
@@ -82,12 +82,12 @@ void Server::on_pin_check_row(std::string_view data_row_body) {
   const std::string_view text = *row.value.values[0];
   int64_t held = -1;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), held);
-  if (ec == std::errc() && end == text.data() + text.size()) pin_check_held_ = held;
+  if (ec == std::errc() && end == text.data() + text.size()) session_.pin.check_held = held;
 }
 
 void Server::finish_pin_check() {
-  pin_check_awaiting_ = false;
-  if (pin_check_held_ != 0) return;  // still held, or no answer: the pin stays
+  session_.pin.check_awaiting = false;
+  if (session_.pin.check_held != 0) return;  // still held, or no answer: the pin stays
   if (client_ != nullptr) {
     spdlog::info("{} unpinned from {}: its session holds nothing that pinned it", client_->log_id(),
                  log_id());

@@ -15,11 +15,11 @@ namespace pp = pgsluice::protocol;
 using protocol::TransactionStatus;
 
 void Server::sync_listen_channels(const ChannelSet& client_channels) {
-  if (!listen_.any() || listen_.synced()) return;
+  if (!session_.listen.any() || session_.listen.synced()) return;
   // Only where their replies are the next ones, and not in a failed transaction (where the
   // client's statement fails too, and the transaction ends in ROLLBACK).
   if (!owes_nothing() || replies_.transaction_status() == TransactionStatus::failed) return;
-  std::string sql = listen_.sync_query(
+  std::string sql = session_.listen.sync_query(
       client_channels, replies_.transaction_status() == TransactionStatus::in_block);
   if (!sql.empty()) send_internal_query(sql);
 }
@@ -31,28 +31,28 @@ bool Server::quiet_for_notifications() const {
 }
 
 void Server::flush_client_output() {
-  if (pinned_ && quiet_for_notifications()) client_->deliver_relayed();
+  if (session_.pin.pinned && quiet_for_notifications()) client_->deliver_relayed();
   client_->channel().flush();
 }
 
 void Server::read_back_listen(std::string_view ready_wire) {
-  held_ready_.assign(ready_wire);
+  session_.held_ready.assign(ready_wire);
   // At a boundary with nothing owed: its replies come before anything the client sends next.
-  send_internal_query(listen_.begin_query());
+  send_internal_query(session_.listen.begin_query());
 }
 
 void Server::finish_listen_read_back() {
   const ChannelSet none;
   const ChannelSet& before = client_ != nullptr ? client_->listen_channels() : none;
   ChannelSet after;
-  if (!listen_.finish(before, after)) {
+  if (!session_.listen.finish(before, after)) {
     // The UNLISTEN * of the read-back did not run: the server may still listen.
     spdlog::warn("{} could not read back the channels its client listens on; closing at release",
                  log_id());
     timing.close_needed = true;
   }
-  std::string ready = std::move(held_ready_);
-  held_ready_.clear();
+  std::string ready = std::move(session_.held_ready);
+  session_.held_ready.clear();
   if (client_ != nullptr) client_->on_listen_read_back(std::move(after), std::move(ready));
 }
 

@@ -26,15 +26,16 @@ void Server::release_to_pool() {
   // After a call of a function the checks cannot see into (opaque_call:reset), whatever
   // session_state_verify says: nobody else gets the server before its word on what it holds.
   if (shares_servers(pool_->mode()) &&
-      (verifier_.opaque_call_ran() ||
+      (session_.verifier.opaque_call_ran() ||
        verify_turn(settings.session_state_verify, settings.session_state_verify_sample))) {
-    verifier_.expect();
+    session_.verifier.expect();
   }
   const bool reset_always = settings.server_reset_query_always &&
                             !settings.server_reset_query.empty() && shares_servers(pool_->mode());
   // SQL statements kept for clients that no longer hold them are deallocated here (lazily: a
   // client's DEALLOCATE or its leaving does not visit every server that prepared it).
-  if (dirty_.any() || verifier_.awaiting() || reset_always || sql_statements_.may_have_dead()) {
+  if (session_.dirty.any() || session_.verifier.awaiting() || reset_always ||
+      sql_statements_.may_have_dead()) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
     clean_and_release(/*session_ended=*/false);
@@ -47,7 +48,7 @@ void Server::release_if_nothing_owed() {
   if (state_ != State::active || !shares_servers(pool_->mode())) return;
   if (!at_transaction_boundary()) return;
   // What was noted while the last check was under way is checked before the release.
-  if (run_boundary_checks() || pinned_) return;
+  if (run_boundary_checks() || session_.pin.pinned) return;
   release_to_pool();
 }
 
@@ -107,11 +108,11 @@ bool Server::finish_drain_if_done() {
 }
 
 void Server::forget_reset_settings() {
-  if (dirty_.resets_role()) {
+  if (session_.dirty.resets_role()) {
     extras_.erase("role");
     extras_.erase("session_authorization");
   }
-  if (dirty_.resets_all_settings()) {
+  if (session_.dirty.resets_all_settings()) {
     // RESET ALL leaves the role and the session authorization (GUC_NO_RESET_ALL): a server
     // believed to have neither would serve the next client as that role.
     ParameterSet roles;
@@ -120,18 +121,18 @@ void Server::forget_reset_settings() {
     }
     extras_ = std::move(roles);
   } else {
-    for (const std::string& name : dirty_.reset_names()) extras_.erase(name);
+    for (const std::string& name : session_.dirty.reset_names()) extras_.erase(name);
   }
 }
 
 void Server::look_up_function(std::string_view name) {
   // A few per release; a transaction calling more unknown functions has them looked up later.
   constexpr size_t kMaxLookups = 8;
-  if (lookup_names_.size() >= kMaxLookups) return;
-  for (const std::string& n : lookup_names_) {
+  if (session_.lookup_names.size() >= kMaxLookups) return;
+  for (const std::string& n : session_.lookup_names) {
     if (n == name) return;
   }
-  lookup_names_.emplace_back(name);
+  session_.lookup_names.emplace_back(name);
 }
 
 std::string Server::function_verdict_key(std::string_view name) const {
@@ -143,28 +144,28 @@ std::string Server::function_verdict_key(std::string_view name) const {
 }
 
 void Server::clean_and_release(bool session_ended) {
-  if (dirty_.needs_close()) {
-    close(dirty_.close_reason());
+  if (session_.dirty.needs_close()) {
+    close(session_.dirty.close_reason());
     return;
   }
   // Each query is its own Query message: DISCARD ALL refuses to run inside the implicit
   // transaction of a multi-statement query.
-  if (session_ended && shares_servers(pool_->mode()) && !verifier_.awaiting() &&
-      (verifier_.opaque_call_ran() ||
+  if (session_ended && shares_servers(pool_->mode()) && !session_.verifier.awaiting() &&
+      (session_.verifier.opaque_call_ran() ||
        verify_turn(worker_->settings().session_state_verify,
                    worker_->settings().session_state_verify_sample))) {
-    verifier_.expect();
+    session_.verifier.expect();
   }
   std::vector<std::string> queries;
   if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
   // Before the cleaning, which may reset the search_path the calls were resolved on.
-  if (!lookup_names_.empty()) {
-    queries.push_back(function_lookup_query(lookup_names_));
+  if (!session_.lookup_names.empty()) {
+    queries.push_back(function_lookup_query(session_.lookup_names));
     const std::string* path = extras_.get("search_path");
-    lookup_.start(std::move(lookup_names_),
-                  verdict_key_prefix(pool_->database().name, pool_->credentials().user,
-                                     path != nullptr ? std::string_view(*path) : ""));
-    lookup_names_.clear();
+    session_.lookup.start(std::move(session_.lookup_names),
+                          verdict_key_prefix(pool_->database().name, pool_->credentials().user,
+                                             path != nullptr ? std::string_view(*path) : ""));
+    session_.lookup_names.clear();
   }
   // Before any DISCARD ALL or DEALLOCATE ALL, after which they would not exist.
   if (sql_statements_.may_have_dead()) {
@@ -179,18 +180,18 @@ void Server::clean_and_release(bool session_ended) {
   }
   // Settings kept for a client whose transaction never reached a quiet boundary (it left with
   // more in flight): what stuck is unknown, so they are reset.
-  if (kept_.any()) {
-    kept_.mark_for_reset(dirty_);
-    kept_.clear();
+  if (session_.kept.any()) {
+    session_.kept.mark_for_reset(session_.dirty);
+    session_.kept.clear();
   }
   // Channels of a transaction that never reached its read-back (the client left meanwhile).
-  if (listen_.any()) {
+  if (session_.listen.any()) {
     queries.emplace_back("UNLISTEN *");
-    listen_.clear();
+    session_.listen.clear();
   }
-  for (std::string& q : dirty_.cleanup_queries()) queries.push_back(std::move(q));
+  for (std::string& q : session_.dirty.cleanup_queries()) queries.push_back(std::move(q));
   forget_reset_settings();
-  dirty_.clear();
+  session_.dirty.clear();
   unpin();
   for (const std::string& q : queries) {
     // These end every prepared statement on the server, the pooler's included.
@@ -198,12 +199,12 @@ void Server::clean_and_release(bool session_ended) {
         q.find("DEALLOCATE ALL") != std::string::npos) {
       forget_statements();
     }
-    if (q.find("DISCARD ALL") != std::string::npos) verifier_.track().clear();
+    if (q.find("DISCARD ALL") != std::string::npos) session_.verifier.track().clear();
   }
   // Last, after the cleaning: it sees what the cleaning left.
-  if (verifier_.awaiting()) {
+  if (session_.verifier.awaiting()) {
     queries.push_back(
-        verify_query(pool_->credentials().user, verifier_.strict() ? &extras_ : nullptr));
+        verify_query(pool_->credentials().user, session_.verifier.strict() ? &extras_ : nullptr));
   }
   replies_.forget_client_requests();
   reset_retry_state();

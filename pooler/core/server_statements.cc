@@ -132,7 +132,7 @@ void Server::statements_may_be_gone() {
   pp::SessionStateFinding all;
   all.kind = pp::SessionStateKind::prepare;
   all.detail = "all";
-  dirty_.add(all);
+  session_.dirty.add(all);
 }
 
 std::vector<std::string> Server::dead_sql_statement_queries() {
