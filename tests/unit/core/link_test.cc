@@ -88,5 +88,113 @@ TEST(LinkTransaction, SimpleQueryGoesThroughAndTheServerReturnsToThePool) {
   EXPECT_EQ(h.connections_waiting(), 0u);
 }
 
+// A logged-in client of a fresh harness, its greeting taken, and PostgreSQL's end of the
+// pool's one server (idle).
+struct Linked {
+  TestEnd* client = nullptr;
+  TestEnd* pg = nullptr;
+  Server* server = nullptr;
+};
+Linked log_in(LinkHarness& h) {
+  Linked l;
+  l.client = h.log_in_client(/*answer_server_login=*/true);
+  if (l.client == nullptr) return Linked{};
+  l.client->take();
+  l.pg = &h.pg();
+  l.server = h.only_server();
+  return l;
+}
+
+// The client sends `request`; PostgreSQL must receive exactly `forwarded`.
+void expect_forwarded(LinkHarness& h, Linked& l, const std::string& request,
+                      const std::string& forwarded) {
+  l.client->send(request);
+  ASSERT_TRUE(h.pump_until_received(*l.pg, forwarded.size(), "the request at PostgreSQL"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(forwarded));
+}
+
+// PostgreSQL sends `reply`; the client must receive exactly `delivered`.
+void expect_delivered(LinkHarness& h, Linked& l, const std::string& reply,
+                      const std::string& delivered) {
+  l.pg->send(reply);
+  ASSERT_TRUE(h.pump_until_received(*l.client, delivered.size(), "the reply at the client"));
+  EXPECT_EQ(show_wire(l.client->take()), show_wire(delivered));
+}
+
+TEST(LinkPipeline, TwoSyncsKeepTheServerUntilTheSecondReadyForQuery) {
+  LinkHarness h;
+  Linked l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  // Two extended-protocol batches in one write, unnamed statements (nothing to rename).
+  const std::string first =
+      wire::parse("", "SELECT 1") + wire::bind("") + wire::execute() + wire::sync();
+  const std::string second =
+      wire::parse("", "SELECT 2") + wire::bind("") + wire::execute() + wire::sync();
+  expect_forwarded(h, l, first + second, first + second);
+
+  const std::string first_result = wire::parse_complete() + wire::bind_complete() +
+                                   wire::data_row("1") + wire::command_complete("SELECT 1") +
+                                   wire::ready('I');
+  expect_delivered(h, l, first_result, first_result);
+  // ReadyForQuery 'I', but the second Sync is still owed: the server stays with its client.
+  EXPECT_EQ(l.server->state(), Server::State::active);
+  EXPECT_NE(l.server->client(), nullptr);
+
+  const std::string second_result = wire::parse_complete() + wire::bind_complete() +
+                                    wire::data_row("2") + wire::command_complete("SELECT 1") +
+                                    wire::ready('I');
+  expect_delivered(h, l, second_result, second_result);
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+  EXPECT_EQ(l.server->client(), nullptr);
+}
+
+TEST(LinkCopy, CopyFromStdinKeepsTheServerUntilTheCopyEnds) {
+  LinkHarness h;
+  Linked l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  const std::string copy = wire::query("COPY items FROM STDIN");
+  expect_forwarded(h, l, copy, copy);
+  expect_delivered(h, l, wire::copy_in_response(1), wire::copy_in_response(1));
+  EXPECT_EQ(l.server->state(), Server::State::active);
+
+  // The rows, one byte per loop turn: CopyData is forwarded whole, whatever the splits.
+  const std::string rows = wire::copy_data("1\n") + wire::copy_data("2\n") + wire::copy_done();
+  h.send_byte_by_byte(*l.client, rows);
+  ASSERT_TRUE(h.pump_until_received(*l.pg, rows.size(), "the rows at PostgreSQL"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(rows));
+  EXPECT_EQ(l.server->state(), Server::State::active);
+
+  const std::string done = wire::command_complete("COPY 2") + wire::ready('I');
+  expect_delivered(h, l, done, done);
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+}
+
+TEST(LinkError, AFailedTransactionKeepsItsServerUntilRollback) {
+  LinkHarness h;
+  Linked l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  const std::string begin = wire::query("BEGIN");
+  expect_forwarded(h, l, begin, begin);
+  const std::string begun = wire::command_complete("BEGIN") + wire::ready('T');
+  expect_delivered(h, l, begun, begun);
+  EXPECT_EQ(l.server->state(), Server::State::active);
+
+  const std::string divide = wire::query("SELECT 1/0");
+  expect_forwarded(h, l, divide, divide);
+  const std::string failed = wire::error("22012", "division by zero") + wire::ready('E');
+  expect_delivered(h, l, failed, failed);
+  // In a failed transaction: the server is this client's until the transaction ends.
+  EXPECT_EQ(l.server->state(), Server::State::active);
+  EXPECT_NE(l.server->client(), nullptr);
+  EXPECT_EQ(l.server->transaction_status(), protocol::TransactionStatus::failed);
+
+  const std::string rollback = wire::query("ROLLBACK");
+  expect_forwarded(h, l, rollback, rollback);
+  const std::string rolled_back = wire::command_complete("ROLLBACK") + wire::ready('I');
+  expect_delivered(h, l, rolled_back, rolled_back);
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+  EXPECT_EQ(l.server->client(), nullptr);
+}
+
 }  // namespace
 }  // namespace pgsluice::test_support
