@@ -196,5 +196,58 @@ TEST(LinkError, AFailedTransactionKeepsItsServerUntilRollback) {
   EXPECT_EQ(l.server->client(), nullptr);
 }
 
+constexpr uint32_t kOidText = 25;
+
+TEST(LinkKeptSetting, ASetIsReadBackAndTheNextClientsServerIsResetFirst) {
+  LinkHarness h;
+  Linked l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  // A plain SET outside a transaction: transaction mode's default action for settings is
+  // `keep` (kept_settings.h). It runs as sent.
+  const std::string set = wire::query("SET search_path = a");
+  expect_forwarded(h, l, set, set);
+  const std::string set_done = wire::command_complete("SET") + wire::ready('I');
+  l.pg->send(set_done);
+  // The client has its answer at once; the server stays linked while the pooler reads back
+  // what PostgreSQL now has (server_kept.cc): search_path is not reported by ParameterStatus.
+  const std::string read_back =
+      wire::query("SELECT pg_catalog.current_setting('search_path', true)");
+  ASSERT_TRUE(h.pump_until_received(*l.pg, read_back.size(), "the read-back at PostgreSQL"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(read_back));
+  EXPECT_EQ(show_wire(l.client->take()), show_wire(set_done));
+  EXPECT_EQ(l.server->state(), Server::State::active);
+
+  // The read-back's answer is the pooler's own: the client sees none of it, and the server
+  // goes back to the pool holding search_path = a.
+  l.pg->send(wire::row_description("current_setting", kOidText) + wire::data_row("a") +
+             wire::command_complete("SELECT 1") + wire::ready('I'));
+  ASSERT_TRUE(h.pump_until([&] { return l.server->state() == Server::State::idle; },
+                           "the server back in the pool"));
+  EXPECT_EQ(l.client->received(), "");
+
+  // Another client, which never set search_path, on the same server: the server is brought to
+  // its settings first (params.cc's sync query), and its statement waits for that answer.
+  TestEnd* second = h.log_in_client(/*answer_server_login=*/false);
+  ASSERT_NE(second, nullptr);
+  second->take();
+  second->send(wire::query("SELECT 1"));
+  const std::string reset = wire::query("RESET search_path;");
+  ASSERT_TRUE(h.pump_until_received(*l.pg, reset.size(), "the reset at PostgreSQL"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(reset));
+  EXPECT_EQ(h.only_server(), l.server);
+  EXPECT_EQ(l.server->state(), Server::State::active);  // linked to the second client
+
+  l.pg->send(wire::command_complete("RESET") + wire::ready('I'));
+  const std::string select_one = wire::query("SELECT 1");
+  ASSERT_TRUE(h.pump_until_received(*l.pg, select_one.size(), "the client's own statement"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(select_one));
+  // Only SELECT 1's result reaches the client: the reset's answer was the pooler's.
+  const std::string result = select_one_result();
+  l.pg->send(result);
+  ASSERT_TRUE(h.pump_until_received(*second, result.size(), "SELECT 1's result"));
+  EXPECT_EQ(show_wire(second->take()), show_wire(result));
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+}
+
 }  // namespace
 }  // namespace pgsluice::test_support
