@@ -249,5 +249,43 @@ TEST(LinkKeptSetting, ASetIsReadBackAndTheNextClientsServerIsResetFirst) {
   EXPECT_EQ(l.server->state(), Server::State::idle);
 }
 
+TEST(LinkPrepared, AStatementIsPreparedOncePerServerUnderThePoolersName) {
+  // Transaction mode with statement rewriting on (max_prepared_statements > 0: the default,
+  // set here to say so): a client's statement names map to the pooler's names per server
+  // (core/prepared_statements.h, core/client_statements.cc).
+  LinkHarness h("max_prepared_statements = 10\n");
+  Linked l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  // The process's first statement is PGSLUICE_1, whatever the client called it.
+  expect_forwarded(h, l, wire::parse("s1", "SELECT 1") + wire::sync(),
+                   wire::parse("PGSLUICE_1", "SELECT 1") + wire::sync());
+  const std::string parsed = wire::parse_complete() + wire::ready('I');
+  expect_delivered(h, l, parsed, parsed);
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+  EXPECT_EQ(l.server->prepared_statement_count(), 1u);
+
+  // A second client prepares the same text under the same name, binds and runs it, one byte
+  // per loop turn. The server has the statement: the Parse is answered by the pooler (a
+  // made-up ParseComplete, at once), the Bind is renamed, and PostgreSQL parses nothing.
+  TestEnd* second = h.log_in_client(/*answer_server_login=*/false);
+  ASSERT_NE(second, nullptr);
+  second->take();
+  h.send_byte_by_byte(
+      *second, wire::parse("s1", "SELECT 1") + wire::bind("s1") + wire::execute() + wire::sync());
+  const std::string forwarded = wire::bind("PGSLUICE_1") + wire::execute() + wire::sync();
+  ASSERT_TRUE(h.pump_until_received(*l.pg, forwarded.size(), "the renamed Bind"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(forwarded));
+  EXPECT_EQ(show_wire(second->take()), show_wire(wire::parse_complete()));
+
+  const std::string ran = wire::bind_complete() + wire::data_row("1") +
+                          wire::command_complete("SELECT 1") + wire::ready('I');
+  l.pg->send(ran);
+  ASSERT_TRUE(h.pump_until_received(*second, ran.size(), "the statement's result"));
+  EXPECT_EQ(show_wire(second->take()), show_wire(ran));
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+  EXPECT_EQ(l.server->prepared_statement_count(), 1u);
+  EXPECT_EQ(h.connections_waiting(), 0u);
+}
+
 }  // namespace
 }  // namespace pgsluice::test_support
