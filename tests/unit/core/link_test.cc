@@ -14,8 +14,6 @@ namespace {
 
 using wire::show_wire;
 
-constexpr uint32_t kOidInt4 = 23;
-
 // What a client is greeted with: AuthenticationOk, the pool's parameters (those the first
 // server reported), BackendKeyData with the pooler's own cancel key, ReadyForQuery 'I'. The key
 // is random (Worker::register_cancel_key): its body is checked for size and then blanked.
@@ -43,7 +41,7 @@ std::string expected_greeting() {
 
 // SELECT 1's answer, as PostgreSQL sends it.
 std::string select_one_result() {
-  return wire::row_description("?column?", kOidInt4) + wire::data_row("1") +
+  return wire::row_description("?column?", protocol::kOidInt4) + wire::data_row("1") +
          wire::command_complete("SELECT 1") + wire::ready('I');
 }
 
@@ -196,8 +194,6 @@ TEST(LinkError, AFailedTransactionKeepsItsServerUntilRollback) {
   EXPECT_EQ(l.server->client(), nullptr);
 }
 
-constexpr uint32_t kOidText = 25;
-
 TEST(LinkKeptSetting, ASetIsReadBackAndTheNextClientsServerIsResetFirst) {
   LinkHarness h;
   Linked l = log_in(h);
@@ -219,7 +215,7 @@ TEST(LinkKeptSetting, ASetIsReadBackAndTheNextClientsServerIsResetFirst) {
 
   // The read-back's answer is the pooler's own: the client sees none of it, and the server
   // goes back to the pool holding search_path = a.
-  l.pg->send(wire::row_description("current_setting", kOidText) + wire::data_row("a") +
+  l.pg->send(wire::row_description("current_setting", protocol::kOidText) + wire::data_row("a") +
              wire::command_complete("SELECT 1") + wire::ready('I'));
   ASSERT_TRUE(h.pump_until([&] { return l.server->state() == Server::State::idle; },
                            "the server back in the pool"));
