@@ -84,10 +84,10 @@ void TestEnd::read_available() {
       received_.append(buf, static_cast<size_t>(n));
       continue;
     }
-    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
       peer_closed_ = true;  // end of file, or a reset: the pooler's side is gone either way
     }
-    if (n < 0 && errno == EINTR) continue;
     return;
   }
 }

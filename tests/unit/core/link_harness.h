@@ -82,10 +82,12 @@ class LinkHarness {
   // ReadyForQuery 'I'. The pool's first client makes it log in a server: `answer_server_login`
   // plays PostgreSQL's side of it. Returns null (with a test failure) when the login stalls.
   TestEnd* log_in_client(bool answer_server_login);
-  // PostgreSQL's end of the next server connection the pooler made (null: none within the
-  // turns), and the answer to its login: the StartupMessage is checked, then AuthenticationOk,
-  // the ParameterStatus set of kServerParameters, BackendKeyData and ReadyForQuery 'I'.
+  // PostgreSQL's end of the next server connection the pooler made (null, with a test
+  // failure: none within kMaxTurns).
   TestEnd* accept_server();
+  // accept_server, then PostgreSQL's side of the login: the pooler's StartupMessage is checked
+  // byte for byte and answered with AuthenticationOk, a ParameterStatus per kServerParameters,
+  // BackendKeyData (kBackendPid) and ReadyForQuery 'I'.
   TestEnd* accept_and_log_in_server();
   // PostgreSQL's end of the `index`-th server connection accepted.
   TestEnd& pg(size_t index = 0) { return *servers_.at(index); }
@@ -97,7 +99,8 @@ class LinkHarness {
   // The pool's only server (a test failure when there is not exactly one).
   Server* only_server();
 
-  // The settings the fake PostgreSQL reports at login, in its order.
+  // The parameters the fake PostgreSQL reports at login. Sorted as the pooler's ParameterSet
+  // keeps them (case-insensitively): a client's greeting lists them in this order.
   static const std::vector<std::pair<std::string, std::string>> kServerParameters;
   static constexpr int32_t kBackendPid = 4242;
   static constexpr int kMaxTurns = 200;

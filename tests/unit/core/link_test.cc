@@ -283,5 +283,19 @@ TEST(LinkPrepared, AStatementIsPreparedOncePerServerUnderThePoolersName) {
   EXPECT_EQ(h.connections_waiting(), 0u);
 }
 
+TEST(LinkTerminate, AClientLeavingBetweenTransactionsLeavesItsServerInThePool) {
+  LinkHarness h;
+  Linked l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  // Terminate is the pooler's to act on: PostgreSQL's connection serves the next client.
+  l.client->send(wire::terminate());
+  ASSERT_TRUE(h.pump_until([&] { return l.client->peer_closed(); }, "the client's close"));
+  EXPECT_EQ(l.client->received(), "");
+  EXPECT_EQ(l.pg->received(), "");
+  EXPECT_EQ(h.only_server(), l.server);
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+  EXPECT_EQ(h.worker().client_count(), 0u);
+}
+
 }  // namespace
 }  // namespace pgsluice::test_support
