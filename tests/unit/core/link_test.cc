@@ -88,15 +88,15 @@ TEST(LinkTransaction, SimpleQueryGoesThroughAndTheServerReturnsToThePool) {
 
 // A logged-in client of a fresh harness, its greeting taken, and PostgreSQL's end of the
 // pool's one server (idle).
-struct Linked {
+struct ClientAndServer {
   TestEnd* client = nullptr;
   TestEnd* pg = nullptr;
   Server* server = nullptr;
 };
-Linked log_in(LinkHarness& h) {
-  Linked l;
+ClientAndServer log_in(LinkHarness& h) {
+  ClientAndServer l;
   l.client = h.log_in_client(/*answer_server_login=*/true);
-  if (l.client == nullptr) return Linked{};
+  if (l.client == nullptr) return ClientAndServer{};
   l.client->take();
   l.pg = &h.pg();
   l.server = h.only_server();
@@ -104,7 +104,7 @@ Linked log_in(LinkHarness& h) {
 }
 
 // The client sends `request`; PostgreSQL must receive exactly `forwarded`.
-void expect_forwarded(LinkHarness& h, Linked& l, const std::string& request,
+void expect_forwarded(LinkHarness& h, ClientAndServer& l, const std::string& request,
                       const std::string& forwarded) {
   l.client->send(request);
   ASSERT_TRUE(h.pump_until_received(*l.pg, forwarded.size(), "the request at PostgreSQL"));
@@ -112,7 +112,7 @@ void expect_forwarded(LinkHarness& h, Linked& l, const std::string& request,
 }
 
 // PostgreSQL sends `reply`; the client must receive exactly `delivered`.
-void expect_delivered(LinkHarness& h, Linked& l, const std::string& reply,
+void expect_delivered(LinkHarness& h, ClientAndServer& l, const std::string& reply,
                       const std::string& delivered) {
   l.pg->send(reply);
   ASSERT_TRUE(h.pump_until_received(*l.client, delivered.size(), "the reply at the client"));
@@ -121,7 +121,7 @@ void expect_delivered(LinkHarness& h, Linked& l, const std::string& reply,
 
 TEST(LinkPipeline, TwoSyncsKeepTheServerUntilTheSecondReadyForQuery) {
   LinkHarness h;
-  Linked l = log_in(h);
+  ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
   // Two extended-protocol batches in one write, unnamed statements (nothing to rename).
   const std::string first =
@@ -148,7 +148,7 @@ TEST(LinkPipeline, TwoSyncsKeepTheServerUntilTheSecondReadyForQuery) {
 
 TEST(LinkCopy, CopyFromStdinKeepsTheServerUntilTheCopyEnds) {
   LinkHarness h;
-  Linked l = log_in(h);
+  ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
   const std::string copy = wire::query("COPY items FROM STDIN");
   expect_forwarded(h, l, copy, copy);
@@ -169,7 +169,7 @@ TEST(LinkCopy, CopyFromStdinKeepsTheServerUntilTheCopyEnds) {
 
 TEST(LinkError, AFailedTransactionKeepsItsServerUntilRollback) {
   LinkHarness h;
-  Linked l = log_in(h);
+  ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
   const std::string begin = wire::query("BEGIN");
   expect_forwarded(h, l, begin, begin);
@@ -196,7 +196,7 @@ TEST(LinkError, AFailedTransactionKeepsItsServerUntilRollback) {
 
 TEST(LinkKeptSetting, ASetIsReadBackAndTheNextClientsServerIsResetFirst) {
   LinkHarness h;
-  Linked l = log_in(h);
+  ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
   // A plain SET outside a transaction: transaction mode's default action for settings is
   // `keep` (kept_settings.h). It runs as sent.
@@ -250,7 +250,7 @@ TEST(LinkPrepared, AStatementIsPreparedOncePerServerUnderThePoolersName) {
   // set here to say so): a client's statement names map to the pooler's names per server
   // (core/prepared_statements.h, core/client_statements.cc).
   LinkHarness h("max_prepared_statements = 10\n");
-  Linked l = log_in(h);
+  ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
   // The process's first statement is PGSLUICE_1, whatever the client called it.
   expect_forwarded(h, l, wire::parse("s1", "SELECT 1") + wire::sync(),
@@ -285,7 +285,7 @@ TEST(LinkPrepared, AStatementIsPreparedOncePerServerUnderThePoolersName) {
 
 TEST(LinkTerminate, AClientLeavingBetweenTransactionsLeavesItsServerInThePool) {
   LinkHarness h;
-  Linked l = log_in(h);
+  ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
   // Terminate is the pooler's to act on: PostgreSQL's connection serves the next client.
   l.client->send(wire::terminate());
