@@ -114,7 +114,7 @@ const std::vector<std::pair<std::string, std::string>> LinkHarness::kServerParam
     {"TimeZone", "UTC"},
 };
 
-LinkHarness::LinkHarness(std::string_view settings) {
+LinkHarness::LinkHarness(std::string_view settings) : log_level_before_(spdlog::get_level()) {
   // The tests assert what crosses the sockets; the pooler's warnings (a session-state
   // finding, a client failed at shutdown) would only clutter their output.
   spdlog::set_level(spdlog::level::err);
@@ -164,7 +164,7 @@ LinkHarness::~LinkHarness() {
     std::error_code ignored;
     std::filesystem::remove_all(socket_dir_, ignored);
   }
-  spdlog::set_level(spdlog::level::info);
+  spdlog::set_level(log_level_before_);
 }
 
 void LinkHarness::turn() {

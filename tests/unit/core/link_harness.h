@@ -12,6 +12,7 @@
 // for byte.
 #pragma once
 
+#include <spdlog/spdlog.h>
 #include <uv.h>
 
 #include <cstdint>
@@ -108,6 +109,7 @@ class LinkHarness {
  private:
   void accept_waiting_servers();
 
+  spdlog::level::level_enum log_level_before_;
   std::string socket_dir_;
   int listen_fd_ = -1;
   std::unique_ptr<WorkerGroup> group_;
