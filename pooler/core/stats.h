@@ -1,7 +1,8 @@
-// Per-pool statistics: the counters SHOW STATS and /metrics report (PgBouncer's names and
-// meanings), fixed-bucket latency histograms, PgBouncer's stats_period averages, and the timing
-// state a server connection carries while it serves a client. Everything here is updated on the
-// hot path, so it is plain integers: no allocation, no locking (a pool belongs to one worker).
+// Per-pool statistics: the counters SHOW STATS and /metrics report (pool_counters.h, with
+// PgBouncer's names and meanings), fixed-bucket latency histograms, PgBouncer's stats_period log
+// line, and the timing state a server connection carries while it serves a client. Everything
+// here is updated on the hot path, so it is plain integers: no allocation, no locking (a pool
+// belongs to one worker).
 #pragma once
 
 #include <array>
@@ -9,48 +10,13 @@
 #include <cstdint>
 #include <string>
 
+#include "pooler/core/pool_counters.h"
+
 namespace pgsluice {
 
 // Monotonic microseconds (uv_hrtime), for query, transaction and wait times.
 uint64_t now_us();
 
-// The totals of one pool since it was created. Times are microseconds.
-struct PoolCounters {
-  uint64_t server_assignments = 0;  // a client got a server
-  uint64_t transactions = 0;        // ReadyForQuery 'I' ended a transaction
-  uint64_t queries = 0;             // requests to ReadyForQuery (ServerTiming::on_request)
-  uint64_t bytes_received = 0;      // from clients, forwarded to servers
-  uint64_t bytes_sent = 0;          // from servers, forwarded to clients
-  uint64_t xact_time_us = 0;
-  uint64_t query_time_us = 0;
-  uint64_t wait_time_us = 0;        // clients queued for a server
-  uint64_t client_parse_count = 0;  // prepared statements (filled in by the registry)
-  uint64_t server_parse_count = 0;
-  uint64_t bind_count = 0;
-  uint64_t prepared_evictions = 0;  // statements closed on a server to stay under the limit
-  uint64_t prepared_retries = 0;    // batches sent again after a stale plan (0A000)
-
-  PoolCounters& operator+=(const PoolCounters& o);
-};
-
-// PgBouncer's averages: counts and bytes per second, times per query / transaction /
-// assignment, over the time since the snapshot before the last stats_period tick.
-struct PoolAverages {
-  uint64_t server_assignments = 0;
-  uint64_t transactions = 0;
-  uint64_t queries = 0;
-  uint64_t bytes_received = 0;
-  uint64_t bytes_sent = 0;
-  uint64_t xact_time_us = 0;
-  uint64_t query_time_us = 0;
-  uint64_t wait_time_us = 0;
-  uint64_t client_parse_count = 0;
-  uint64_t server_parse_count = 0;
-  uint64_t bind_count = 0;
-};
-
-PoolAverages compute_averages(const PoolCounters& current, const PoolCounters& old,
-                              uint64_t duration_us);
 // log_stats: the line logged at every stats_period tick, with PgBouncer's words, so that what
 // reads PgBouncer's log reads it too: "stats: 10 xacts/s, 20 queries/s, …, wait 1000 us".
 std::string stats_log_line(const PoolAverages& averages);
