@@ -20,6 +20,7 @@
 #include "pooler/config/settings_table.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
+#include "pooler/core/pool_counters.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
 #include "pooler/net/tls_session.h"
@@ -75,42 +76,14 @@ AdminResult show_pools(Worker& worker) {
   return r;
 }
 
-void add_counter_columns(AdminResult& r, const char* prefix, bool stats_totals) {
-  // SHOW STATS uses total_received/total_sent, STATS_TOTALS bytes_received/bytes_sent.
-  const std::string p = prefix;
-  r.numeric(p + "server_assignment_count").numeric(p + "xact_count").numeric(p + "query_count");
-  r.numeric(stats_totals ? "bytes_received" : p + "received");
-  r.numeric(stats_totals ? "bytes_sent" : p + "sent");
-  r.numeric(p + "xact_time").numeric(p + "query_time").numeric(p + "wait_time");
-  r.numeric(p + "client_parse_count").numeric(p + "server_parse_count").numeric(p + "bind_count");
+// One SHOW command's counter columns, by the name kPoolCounters gives them in that command; its
+// values in the same walk of the table, so that they line up with the columns.
+void add_counter_columns(AdminResult& r, PoolCounterName name) {
+  for_each_pool_counter_named(name, [&](const PoolCounterInfo& c) { r.numeric(c.*name); });
 }
 
-void add_counters(AdminResult& r, const PoolCounters& c) {
-  r.add(c.server_assignments)
-      .add(c.transactions)
-      .add(c.queries)
-      .add(c.bytes_received)
-      .add(c.bytes_sent)
-      .add(c.xact_time_us)
-      .add(c.query_time_us)
-      .add(c.wait_time_us)
-      .add(c.client_parse_count)
-      .add(c.server_parse_count)
-      .add(c.bind_count);
-}
-
-void add_averages(AdminResult& r, const PoolAverages& a) {
-  r.add(a.server_assignments)
-      .add(a.transactions)
-      .add(a.queries)
-      .add(a.bytes_received)
-      .add(a.bytes_sent)
-      .add(a.xact_time_us)
-      .add(a.query_time_us)
-      .add(a.wait_time_us)
-      .add(a.client_parse_count)
-      .add(a.server_parse_count)
-      .add(a.bind_count);
+void add_counter_values(AdminResult& r, PoolCounterName name, const PoolCounters& values) {
+  for_each_pool_counter_named(name, [&](const PoolCounterInfo& c) { r.add(values.*c.field); });
 }
 
 // SHOW STATS's row for the console's commands: PgBouncer's name (pgsluice's alias).
@@ -125,20 +98,15 @@ uint64_t stats_duration_us(const AdminControl& control) {
 AdminResult show_stats(Worker& worker, const AdminControl& control, bool totals, bool averages) {
   AdminResult r;
   r.text("database");
-  if (totals && averages) {
-    add_counter_columns(r, "total_", false);
-    r.numeric("avg_server_assignment_count").numeric("avg_xact_count").numeric("avg_query_count");
-    r.numeric("avg_recv").numeric("avg_sent").numeric("avg_xact_time").numeric("avg_query_time");
-    r.numeric("avg_wait_time").numeric("avg_client_parse_count");
-    r.numeric("avg_server_parse_count").numeric("avg_bind_count");
-  } else if (totals) {
-    add_counter_columns(r, "", true);
-  } else {
-    r.numeric("server_assignment_count").numeric("xact_count").numeric("query_count");
-    r.numeric("bytes_received").numeric("bytes_sent").numeric("xact_time").numeric("query_time");
-    r.numeric("wait_time").numeric("avg_client_parse_count").numeric("avg_server_parse_count");
-    r.numeric("avg_bind_count");
-  }
+  // PgBouncer names the columns differently in each command: SHOW STATS has both kinds
+  // (total_received, avg_recv), STATS_TOTALS and STATS_AVERAGES one kind each (bytes_received).
+  const bool both = totals && averages;
+  const PoolCounterName total_name =
+      both ? &PoolCounterInfo::stats_total : &PoolCounterInfo::stats_totals;
+  const PoolCounterName average_name =
+      both ? &PoolCounterInfo::stats_average : &PoolCounterInfo::stats_averages;
+  if (totals) add_counter_columns(r, total_name);
+  if (averages) add_counter_columns(r, average_name);
   const uint64_t duration = stats_duration_us(control);
   std::vector<DatabaseStats> dbs = collect_database_stats(worker);
   // The console's row, as PgBouncer's admin database has one, in the order of the names.
@@ -148,8 +116,10 @@ AdminResult show_stats(Worker& worker, const AdminControl& control, bool totals,
              std::move(console));
   for (const DatabaseStats& d : dbs) {
     r.row().add(d.database);
-    if (totals) add_counters(r, d.totals);
-    if (averages) add_averages(r, compute_averages(d.totals, d.older, duration));
+    if (totals) add_counter_values(r, total_name, d.totals);
+    if (averages) {
+      add_counter_values(r, average_name, compute_averages(d.totals, d.older, duration));
+    }
   }
   r.set_tag("SHOW");
   return r;
@@ -164,31 +134,12 @@ AdminResult show_totals(Worker& worker, const AdminControl& control) {
   const PoolAverages avg = compute_averages(total, older, stats_duration_us(control));
   AdminResult r;
   r.text("name").numeric("value");
-  const std::pair<const char*, uint64_t> rows[] = {
-      {"total_server_assignment_count", total.server_assignments},
-      {"total_xact_count", total.transactions},
-      {"total_query_count", total.queries},
-      {"total_client_bytes", total.bytes_received},
-      {"total_server_bytes", total.bytes_sent},
-      {"total_xact_time", total.xact_time_us},
-      {"total_query_time", total.query_time_us},
-      {"total_wait_time", total.wait_time_us},
-      {"total_ps_client_parse_count", total.client_parse_count},
-      {"total_ps_server_parse_count", total.server_parse_count},
-      {"total_ps_bind_count", total.bind_count},
-      {"avg_server_assignment_count", avg.server_assignments},
-      {"avg_xact_count", avg.transactions},
-      {"avg_query_count", avg.queries},
-      {"avg_client_bytes", avg.bytes_received},
-      {"avg_server_bytes", avg.bytes_sent},
-      {"avg_xact_time", avg.xact_time_us},
-      {"avg_query_time", avg.query_time_us},
-      {"avg_wait_time", avg.wait_time_us},
-      {"avg_ps_client_parse_count", avg.client_parse_count},
-      {"avg_ps_server_parse_count", avg.server_parse_count},
-      {"avg_ps_bind_count", avg.bind_count},
-  };
-  for (const auto& [name, value] : rows) r.row().add(name).add(value);
+  for_each_pool_counter_named(&PoolCounterInfo::totals_total, [&](const PoolCounterInfo& c) {
+    r.row().add(c.totals_total).add(total.*c.field);
+  });
+  for_each_pool_counter_named(&PoolCounterInfo::totals_average, [&](const PoolCounterInfo& c) {
+    r.row().add(c.totals_average).add(avg.*c.field);
+  });
   r.set_tag("SHOW");
   return r;
 }
