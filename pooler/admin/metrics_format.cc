@@ -5,6 +5,8 @@
 
 #include <functional>
 
+#include "pooler/core/pool_counters.h"
+
 namespace pgsluice {
 
 namespace {
@@ -141,37 +143,18 @@ void write_prometheus(std::string& out, const std::vector<PoolMetrics>& pools,
            [](const PoolMetrics& p) { return n(p.gauges.paused ? 1 : 0); });
   write_servers_by_host(out, pools);
 
-  // SHOW STATS totals.
-  const std::tuple<const char*, uint64_t PoolCounters::*, const char*> counters[] = {
-      {"pgsluice_server_assignments_total", &PoolCounters::server_assignments,
-       "Times a client was given a server."},
-      {"pgsluice_transactions_total", &PoolCounters::transactions, "Transactions pooled."},
-      {"pgsluice_queries_total", &PoolCounters::queries, "Queries pooled."},
-      {"pgsluice_received_bytes_total", &PoolCounters::bytes_received,
-       "Bytes from clients to servers."},
-      {"pgsluice_sent_bytes_total", &PoolCounters::bytes_sent, "Bytes from servers to clients."},
-      {"pgsluice_client_parses_total", &PoolCounters::client_parse_count,
-       "Parse messages from clients (prepared statements)."},
-      {"pgsluice_server_parses_total", &PoolCounters::server_parse_count,
-       "Parse messages sent to servers (prepared statements)."},
-      {"pgsluice_binds_total", &PoolCounters::bind_count, "Bind messages (prepared statements)."},
-  };
-  for (const auto& [name, field, help] : counters) {
-    per_pool(out, pools, name, "counter", help,
-             [field = field](const PoolMetrics& p) { return n(p.totals.*field); });
-  }
-  const std::tuple<const char*, uint64_t PoolCounters::*, const char*> times[] = {
-      {"pgsluice_xact_time_seconds_total", &PoolCounters::xact_time_us,
-       "Time spent in transactions (SHOW STATS total_xact_time)."},
-      {"pgsluice_query_time_seconds_total", &PoolCounters::query_time_us,
-       "Time spent in queries (SHOW STATS total_query_time)."},
-      {"pgsluice_wait_time_seconds_total", &PoolCounters::wait_time_us,
-       "Time clients waited for a server (SHOW STATS total_wait_time)."},
-  };
-  for (const auto& [name, field, help] : times) {
-    per_pool(out, pools, name, "counter", help,
-             [field = field](const PoolMetrics& p) { return seconds(p.totals.*field); });
-  }
+  // SHOW STATS totals, under their kPoolCounters /metrics names: the counts, then the times (in
+  // seconds, exactly).
+  for_each_pool_counter_named(&PoolCounterInfo::metric, [&](const PoolCounterInfo& c) {
+    if (c.microseconds) return;
+    per_pool(out, pools, c.metric, "counter", c.metric_help,
+             [field = c.field](const PoolMetrics& p) { return n(p.totals.*field); });
+  });
+  for_each_pool_counter_named(&PoolCounterInfo::metric, [&](const PoolCounterInfo& c) {
+    if (!c.microseconds) return;
+    per_pool(out, pools, c.metric, "counter", c.metric_help,
+             [field = c.field](const PoolMetrics& p) { return seconds(p.totals.*field); });
+  });
 
   write_metric_header(
       out, "pgsluice_session_state_findings_total", "counter",
