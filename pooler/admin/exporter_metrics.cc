@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <map>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "pooler/admin/metrics_format.h"
+#include "pooler/core/pool_counters.h"
 
 namespace pgsluice {
 
@@ -51,43 +53,24 @@ const Group& databases_group() {
   return group;
 }
 
+// The stats families from kPoolCounters' exporter names: from SHOW STATS_TOTALS (totals) every
+// counter with one, from SHOW STATS (its total_* columns) those exporter 0.10 had.
 std::vector<ColumnMetric> stats_metrics(bool totals) {
-  // SHOW STATS names its columns total_*, SHOW STATS_TOTALS without the prefix (and bytes_*).
-  auto col = [totals](std::string_view bare, std::string_view in_stats) {
-    return std::vector<std::string_view>{totals ? bare : in_stats};
-  };
-  std::vector<ColumnMetric> m = {
-      {col("query_count", "total_query_count"), "queries_pooled_total", "counter", 1,
-       "Queries pooled."},
-      {col("query_time", "total_query_time"), "queries_duration_seconds_total", "counter", kUs,
-       "Seconds servers spent running queries."},
-      {col("bytes_received", "total_received"), "received_bytes_total", "counter", 1,
-       "Bytes received from clients."},
-      {col("bytes_sent", "total_sent"), "sent_bytes_total", "counter", 1, "Bytes sent to clients."},
-      {col("wait_time", "total_wait_time"), "client_wait_seconds_total", "counter", kUs,
-       "Seconds clients waited for a server."},
-      {col("xact_count", "total_xact_count"), "sql_transactions_pooled_total", "counter", 1,
-       "Transactions pooled."},
-      {col("xact_time", "total_xact_time"), "server_in_transaction_seconds_total", "counter", kUs,
-       "Seconds servers spent in transactions."},
-  };
-  if (totals) {
-    m.push_back({{"client_parse_count"},
-                 "client_parses_total",
+  std::vector<const PoolCounterInfo*> counters;
+  for (const PoolCounterInfo& c : kPoolCounters) {
+    if (!c.exporter.suffix.empty() && (totals || c.exporter.in_exporter_0_10)) {
+      counters.push_back(&c);
+    }
+  }
+  std::ranges::stable_sort(counters, {},
+                           [](const PoolCounterInfo* c) { return c->exporter.order; });
+  std::vector<ColumnMetric> m;
+  for (const PoolCounterInfo* c : counters) {
+    m.push_back({{totals ? c->stats_totals : c->stats_total},
+                 c->exporter.suffix,
                  "counter",
-                 1,
-                 "Parse messages from clients."});
-    m.push_back({{"server_parse_count"},
-                 "server_parses_total",
-                 "counter",
-                 1,
-                 "Parse messages sent to servers."});
-    m.push_back({{"bind_count"}, "binds_total", "counter", 1, "Bind messages."});
-    m.push_back({{"server_assignment_count"},
-                 "server_assignments_total",
-                 "counter",
-                 1,
-                 "Times a client was given a server."});
+                 c->microseconds ? kUs : 1,
+                 c->exporter.help});
   }
   return m;
 }
