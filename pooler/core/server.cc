@@ -67,7 +67,7 @@ Server::Server(Pool& pool, uint64_t id, size_t host, ServerAddress address)
       cancel_address_(address_) {
   int max_statements = pool.worker().settings().max_prepared_statements;
   if (shares_servers(pool.mode()) && max_statements > 0) {
-    statements_ = std::make_unique<ServerStatementCache>(static_cast<size_t>(max_statements));
+    rewrite_.cache = std::make_unique<ServerStatementCache>(static_cast<size_t>(max_statements));
   }
 }
 
@@ -158,7 +158,7 @@ void Server::send_internal_query(const std::string& sql) {
 namespace fe = pgsluice::protocol::frontend;
 
 void Server::note_client_message(char type, bool queue_reply, std::string_view wire) {
-  if (statements_ != nullptr && queue_reply) {
+  if (rewrite_.cache != nullptr && queue_reply) {
     size_t queued = replies_.pending().size();
     switch (type) {
       case fe::kParse:
@@ -186,7 +186,7 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
       default:
         break;
     }
-    if (keep_wire_ && replies_.pending().size() > queued && !wire.empty()) {
+    if (rewrite_.retry.keep_wire && replies_.pending().size() > queued && !wire.empty()) {
       replies_.pending().back().wire.assign(wire);
       replies_.pending().back().replayable = true;
     }
@@ -240,7 +240,7 @@ void Server::process_session_input() {
     // A ParameterStatus may make the client write a message of its own: what came before
     // it must be in the client's output first.
     if (message.type == be::kParameterStatus) flush_batch();
-    if (statements_ != nullptr) {
+    if (rewrite_.cache != nullptr) {
       switch (match_pending(message)) {
         case Match::forward:
           break;
@@ -248,7 +248,7 @@ void Server::process_session_input() {
           flush_batch();
           send_made_up_replies();
           // The answer to the pooler's Describe: the client's Bind goes on.
-          if (shape_check_ != nullptr) finish_shape_check_if_answered();
+          if (rewrite_.shape_check != nullptr) finish_shape_check_if_answered();
           continue;
         case Match::out_of_step:
           flush_batch();
@@ -287,7 +287,7 @@ void Server::process_session_input() {
         if (client_ != nullptr) client_->channel().output().append(replacement_);
         break;
     }
-    if (shape_check_ != nullptr) {
+    if (rewrite_.shape_check != nullptr) {
       flush_batch();
       finish_shape_check_if_answered();
     }

@@ -34,6 +34,7 @@
 #include "pooler/core/server_lifecycle.h"
 #include "pooler/core/server_login_state.h"
 #include "pooler/core/server_query.h"
+#include "pooler/core/server_statements_state.h"
 #include "pooler/core/stats.h"
 #include "pooler/net/channel.h"
 #include "pooler/session_state/dirty_state.h"
@@ -97,7 +98,7 @@ class Server final : public ChannelOwner {
   // is under way, or the parameter sync that must succeed before any statement of the client
   // runs here (fail closed: server_kept.cc).
   [[nodiscard]] bool holds_client_input() const {
-    return session_.kept.awaiting() || parameter_sync_owed_ || shape_check_ != nullptr;
+    return session_.kept.awaiting() || parameter_sync_owed_ || rewrite_.shape_check != nullptr;
   }
   // The client is going away: the server is cleaned (rolled back, reset) and returned to the
   // pool, or closed when it is in the middle of something it cannot safely finish.
@@ -191,7 +192,7 @@ class Server final : public ChannelOwner {
   void note_client_message(char type, bool queue_reply = true, std::string_view wire = {});
 
   // --- protocol-level prepared statements (transaction mode, max_prepared_statements > 0) ---
-  [[nodiscard]] bool rewrites_statements() const { return statements_ != nullptr; }
+  [[nodiscard]] bool rewrites_statements() const { return rewrite_.cache != nullptr; }
   void expect(PendingReply reply);
   // A Bind or Describe 'S' of `stmt`, rewritten as `wire` (server_retry.cc): from here to the
   // end of the batch the requests are kept, for a retry after a stale plan (0A000).
@@ -202,7 +203,7 @@ class Server final : public ChannelOwner {
   // The shape of `stmt` as this server described it (null: it has not, or lacks the statement).
   [[nodiscard]] const std::shared_ptr<const std::string>* statement_shape(
       const PreparedStatement& stmt) const {
-    return has_statement(stmt) ? statements_->shape(stmt.id) : nullptr;
+    return has_statement(stmt) ? rewrite_.cache->shape(stmt.id) : nullptr;
   }
   // A Describe 'S' of `stmt` (prepared here already) and a Flush, whose answer is the server's
   // shape of it: the client's input waits for it (the Bind that needs it is read again then).
@@ -215,12 +216,12 @@ class Server final : public ChannelOwner {
   // Queues `reply` for the request written to `out` from `mark` on.
   void expect_sent(PendingReply reply, const std::string& out, size_t mark);
   [[nodiscard]] bool has_statement(const PreparedStatement& stmt) const {
-    return statements_->has(stmt.id, stmt.generation);
+    return rewrite_.cache->has(stmt.id, stmt.generation);
   }
-  void touch_statement(uint64_t id) { statements_->touch(id); }
+  void touch_statement(uint64_t id) { rewrite_.cache->touch(id); }
   // Statements prepared on this server under rewritten names (SHOW SERVERS).
   [[nodiscard]] size_t prepared_statement_count() const {
-    return statements_ != nullptr ? statements_->size() : 0;
+    return rewrite_.cache != nullptr ? rewrite_.cache->size() : 0;
   }
   // Writes the Parse of `stmt` under its server name (after Close messages for statements the
   // cache evicts) and queues its reply: the client's own (`hidden` false) or swallowed.
@@ -235,7 +236,7 @@ class Server final : public ChannelOwner {
   // SQL statements (kept ones) are then unknown: forgotten, and DEALLOCATE ALL at the release.
   void statements_may_be_gone();
   // The SQL prepared statements it has under the pooler's names (SQL PREPARE kept).
-  ServerSqlStatements& sql_statements() { return sql_statements_; }
+  ServerSqlStatements& sql_statements() { return rewrite_.sql; }
   // Writes a PREPARE of `stmt` as the unnamed statement, bound and executed, its replies hidden:
   // before a client's Parse that uses the statement (client_sql_prepare.cc).
   void prepare_sql_statement(const SqlStatementRef& stmt, std::string& out);
@@ -511,10 +512,6 @@ class Server final : public ChannelOwner {
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   bool internal_failed_ = false;     // a query of the pooler's own failed
   bool idle_after_cancels_ = false;  // released while cancels were in flight (cancels_)
-  // Stale plan retries (server_retry.cc).
-  bool keep_wire_ = false;             // requests keep their bytes (a rewritten Bind was sent)
-  bool batch_reached_client_ = false;  // a reply other than ParseComplete since ReadyForQuery
-  bool holding_error_ = false;         // an 0A000 held back until the batch's ReadyForQuery
   // The client left while only the pooler's own query was under way: cleaned after its answer.
   bool detach_pending_ = false;
   // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.
@@ -522,8 +519,7 @@ class Server final : public ChannelOwner {
   Client* client_ = nullptr;
   // Forwarding a message that is larger than what has arrived: bytes still to pass through.
   size_t passthrough_remaining_ = 0;
-  std::unique_ptr<ServerStatementCache> statements_;  // null: no rewriting
-  ListenRelay* relay_ = nullptr;                      // set on the relay's listener connection only
+  ListenRelay* relay_ = nullptr;  // set on the relay's listener connection only
   // run_query's sink until the ReadyForQuery (server_query.cc).
   ServerQuerySink* query_sink_ = nullptr;
   // The client left with whole requests sent and their replies under way: when it left, the
@@ -533,6 +529,8 @@ class Server final : public ChannelOwner {
   uint64_t ready_ms_ = 0;
   // What is owed and open; see the comment at the top (reply_queue.h).
   ReplyQueue replies_;
+  // The statement rewriter's (server_statements_state.h); its cache is null when off.
+  ServerStatements rewrite_;
   ParameterSet tracked_;  // as reported by ParameterStatus
   ParameterSet extras_;   // startup extras the pooler applied on this server
   Channel channel_;
@@ -543,8 +541,6 @@ class Server final : public ChannelOwner {
   ServerAddress cancel_address_;  // address_ with the IP the login connected to (start_connect)
   // Reply::replace: what the client gets instead of the server's message.
   std::string replacement_;
-  // check_statement_shape's statement until its answer (or the error that skipped it).
-  PreparedStatementRef shape_check_;
   // A RowDescription or NoData that answers a Describe 'S' of a rewritten statement: the shape
   // is noted for this server's copy, and for the client that asked (ClientStatement).
   void note_statement_shape(const PendingReply& describe, const protocol::Message& message);
@@ -569,14 +565,8 @@ class Server final : public ChannelOwner {
   // set_state(idle) and the pool's on_server_idle, unless cancels are in flight: then held.
   void go_idle();
 
-  // The cache while rewriting is off (max_prepared_statements set to 0): its statements stay on
-  // the server, and are closed before the next Parse once rewriting is back on.
-  std::unique_ptr<ServerStatementCache> statements_off_;
-  ServerSqlStatements sql_statements_;
   // SQL statements no client holds any more (sql_prepared.h): their DEALLOCATE queries.
   std::vector<std::string> dead_sql_statement_queries();
-  std::string held_error_;
-  PendingReplies held_batch_;  // the requests from the failed Bind to the Sync
   // The session-state guard's view of this session (server_session.h).
   ServerSessionState session_;
   RoleCheck role_check_;  // check_role()'s sink

@@ -37,7 +37,7 @@ struct ServerInTransit {
 
 bool Server::movable() const {
   return state_ == State::idle && client_ == nullptr && query_sink_ == nullptr && !life.checking &&
-         !session_.pin.pinned && !session_.dirty.any() && !holding_error_ &&
+         !session_.pin.pinned && !session_.dirty.any() && !rewrite_.retry.holding_error &&
          !session_.verifier.awaiting() && passthrough_remaining_ == 0 &&
          replies_.internal_ready_owed() == 0 && replies_.at_transaction_boundary() &&
          handles_.channel_open && handles_.timer_open && !handles_.resolving &&

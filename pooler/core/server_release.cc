@@ -35,7 +35,7 @@ void Server::release_to_pool() {
   // SQL statements kept for clients that no longer hold them are deallocated here (lazily: a
   // client's DEALLOCATE or its leaving does not visit every server that prepared it).
   if (session_.dirty.any() || session_.verifier.awaiting() || reset_always ||
-      sql_statements_.may_have_dead()) {
+      rewrite_.sql.may_have_dead()) {
     // Cleaned now rather than when the next client comes, so that a lock or a LISTEN is not
     // held by an idle pooled server.
     clean_and_release(/*session_ended=*/false);
@@ -87,7 +87,7 @@ void Server::detach_client() {
 bool Server::may_drain_for_gone_client() const {
   if (passthrough_remaining_ > 0 || replies_.copy() != ReplyQueue::Copy::none ||
       replies_.extended_open() || replies_.internal_ready_owed() > 0 ||
-      replies_.client_ready_owed() == 0 || holding_error_ || query_sink_ != nullptr) {
+      replies_.client_ready_owed() == 0 || rewrite_.retry.holding_error || query_sink_ != nullptr) {
     return false;
   }
   // Replies the pooler makes up are sent when they reach the front, to a client: none then.
@@ -168,7 +168,7 @@ void Server::clean_and_release(bool session_ended) {
     session_.lookup_names.clear();
   }
   // Before any DISCARD ALL or DEALLOCATE ALL, after which they would not exist.
-  if (sql_statements_.may_have_dead()) {
+  if (rewrite_.sql.may_have_dead()) {
     for (std::string& q : dead_sql_statement_queries()) queries.push_back(std::move(q));
   }
   const std::string& reset_query = worker_->settings().server_reset_query;

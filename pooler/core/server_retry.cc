@@ -30,7 +30,7 @@ using protocol::TransactionStatus;
 
 void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt,
                               std::string_view wire, std::string client_name, bool shape_told) {
-  keep_wire_ = true;
+  rewrite_.retry.keep_wire = true;
   PendingReply reply{.kind = kind,
                      .statement_id = stmt->id,
                      .client_name = std::move(client_name),
@@ -51,7 +51,7 @@ void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt
 // not known, the pooler describes it first.
 
 bool Server::may_check_shape() const {
-  return owes_client_nothing() && !replies_.skipping_to_sync() && !holding_error_ &&
+  return owes_client_nothing() && !replies_.skipping_to_sync() && !rewrite_.retry.holding_error &&
          replies_.internal_ready_owed() == 0 &&
          replies_.transaction_status() != TransactionStatus::failed;
 }
@@ -62,13 +62,13 @@ void Server::check_statement_shape(const PreparedStatementRef& stmt, std::string
       .kind = PendingKind::describe_hidden, .statement_id = stmt->id, .statement = stmt});
   // The server answers a Flush with what it has: the client's Sync is not sent yet.
   pp::write_flush(out);
-  shape_check_ = stmt;
+  rewrite_.shape_check = stmt;
 }
 
 void Server::note_statement_shape(const PendingReply& describe, const pp::Message& message) {
   std::shared_ptr<const std::string> shape =
       describe.statement->intern_shape(pgsluice::statement_shape(message.type, message.body));
-  statements_->set_shape(describe.statement->id, shape);
+  rewrite_.cache->set_shape(describe.statement->id, shape);
   if (describe.kind == PendingKind::describe && client_ != nullptr &&
       !describe.client_name.empty()) {
     client_->note_told_shape(describe.client_name, *describe.statement, std::move(shape));
@@ -76,12 +76,12 @@ void Server::note_statement_shape(const PendingReply& describe, const pp::Messag
 }
 
 void Server::finish_shape_check_if_answered() {
-  if (shape_check_ == nullptr) return;
+  if (rewrite_.shape_check == nullptr) return;
   const PendingReplies& pending = replies_.pending();
   for (size_t i = 0; i < pending.size(); ++i) {
     if (pending[i].kind == PendingKind::describe_hidden) return;
   }
-  shape_check_ = nullptr;
+  rewrite_.shape_check = nullptr;
   if (client_ != nullptr && client_->input_held_for_read_back()) {
     client_->resume_input_after_read_back();
   }
@@ -93,18 +93,18 @@ void Server::expect_sent(PendingReply reply, const std::string& out, size_t mark
 }
 
 void Server::keep_request(const std::string& out, size_t mark) {
-  if (!keep_wire_ || replies_.pending().empty()) return;
+  if (!rewrite_.retry.keep_wire || replies_.pending().empty()) return;
   replies_.pending().back().wire.assign(out, mark, std::string::npos);
   replies_.pending().back().replayable = true;
 }
 
 void Server::reset_retry_state() {
-  shape_check_ = nullptr;
-  keep_wire_ = false;
-  batch_reached_client_ = false;
-  holding_error_ = false;
-  held_error_.clear();
-  held_batch_.clear();
+  rewrite_.shape_check = nullptr;
+  rewrite_.retry.keep_wire = false;
+  rewrite_.retry.batch_reached_client = false;
+  rewrite_.retry.holding_error = false;
+  rewrite_.retry.held_error.clear();
+  rewrite_.retry.held_batch.clear();
 }
 
 bool Server::hold_for_retry(const pp::Message& message) {
@@ -123,7 +123,7 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // (or the retry's new description) knows it now.
   const uint64_t current = stmt.generation.load();
   stmt.note_stale(
-      statements_->has(stmt.id, current) ? std::optional<uint64_t>(current) : std::nullopt,
+      rewrite_.cache->has(stmt.id, current) ? std::optional<uint64_t>(current) : std::nullopt,
       message.wire);
   if (client_ != nullptr) client_->note_stale_plan_seen(stmt);
   spdlog::info("{} statement {} has a stale plan (schema change): prepared again at its next use",
@@ -140,8 +140,9 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // whose plan went stale): on a direct connection its Parse came after the change and the
   // description is the new one; a Describe has no effect, so it is sent again like a Bind.
   if (front.retried || (front.kind != PendingKind::bind && front.kind != PendingKind::describe) ||
-      replies_.transaction_status() != TransactionStatus::idle || batch_reached_client_ ||
-      client_ == nullptr || replies_.pending().back().kind != PendingKind::sync) {
+      replies_.transaction_status() != TransactionStatus::idle ||
+      rewrite_.retry.batch_reached_client || client_ == nullptr ||
+      replies_.pending().back().kind != PendingKind::sync) {
     return false;
   }
   // The retry's rows have the new shape: only a client that asked for the row description in
@@ -167,21 +168,21 @@ bool Server::hold_for_retry(const pp::Message& message) {
     // The batch itself closes the statement (evicted by a later Parse): not worth the care.
     if (r.kind == PendingKind::close_hidden && r.server_name == stmt.server_name) return false;
   }
-  held_error_.assign(message.wire);
-  holding_error_ = true;
-  held_batch_ = std::move(replies_.pending());
+  rewrite_.retry.held_error.assign(message.wire);
+  rewrite_.retry.holding_error = true;
+  rewrite_.retry.held_batch = std::move(replies_.pending());
   replies_.pending().clear();
   return true;
 }
 
 Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
   if (message.type != be::kReadyForQuery) return Match::out_of_step;
-  holding_error_ = false;
+  rewrite_.retry.holding_error = false;
   auto ready = pp::parse_ready_for_query(message.body);
   TransactionStatus status = ready ? ready.value.transaction_status() : TransactionStatus::failed;
   if (status == TransactionStatus::idle && replies_.pending().empty() && client_ != nullptr) {
-    held_error_.clear();
-    PreparedStatementRef stmt = held_batch_.front().statement;
+    rewrite_.retry.held_error.clear();
+    PreparedStatementRef stmt = rewrite_.retry.held_batch.front().statement;
     std::string& out = channel_.output();
     // The cache already describes the server as it will be after the batch; only the stale
     // statement itself changes, prepared again under the same name.
@@ -191,35 +192,35 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
     pp::write_parse(out, stmt->server_name, stmt->query, stmt->parameter_types);
     replies_.pending().push_back(
         PendingReply{.kind = PendingKind::parse_hidden, .statement_id = stmt->id});
-    statements_->set_generation(stmt->id, stmt->generation);
+    rewrite_.cache->set_generation(stmt->id, stmt->generation);
     ++pool_->counters().server_parse_count;
     ++pool_->counters().prepared_retries;
     ++stmt->stats->server_parses;
     ++stmt->stats->retries;
-    keep_wire_ = true;
-    for (PendingReply& r : held_batch_) {
+    rewrite_.retry.keep_wire = true;
+    for (PendingReply& r : rewrite_.retry.held_batch) {
       if (r.replayable) out.append(r.wire);
       r.retried = true;  // once per batch
       replies_.pending().push_back(std::move(r));
     }
-    held_batch_.clear();
-    batch_reached_client_ = false;
+    rewrite_.retry.held_batch.clear();
+    rewrite_.retry.batch_reached_client = false;
     channel_.flush();
     return Match::swallow;
   }
   // No longer safe (the client sent more meanwhile): the error goes through as it came, and
   // the batch is skipped to its Sync as PostgreSQL did.
-  for (size_t i = held_batch_.size(); i-- > 0;) {
-    replies_.pending().push_front(std::move(held_batch_[i]));
+  for (size_t i = rewrite_.retry.held_batch.size(); i-- > 0;) {
+    replies_.pending().push_front(std::move(rewrite_.retry.held_batch[i]));
   }
-  held_batch_.clear();
+  rewrite_.retry.held_batch.clear();
   replies_.skip_to_sync();
   Match match = match_pending(message);
   return match == Match::forward ? Match::held_error_first : match;
 }
 
 bool Server::may_refuse_stale_bind() const {
-  if (replies_.transaction_status() == TransactionStatus::failed || holding_error_ ||
+  if (replies_.transaction_status() == TransactionStatus::failed || rewrite_.retry.holding_error ||
       replies_.skipping_to_sync())
     return false;
   for (const PendingReply& r : replies_.pending()) {
@@ -267,8 +268,8 @@ void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& ou
 }
 
 void Server::send_held_error() {
-  if (client_ != nullptr) client_->channel().output().append(held_error_);
-  held_error_.clear();
+  if (client_ != nullptr) client_->channel().output().append(rewrite_.retry.held_error);
+  rewrite_.retry.held_error.clear();
 }
 
 void Server::hold_duplicate_error(const pp::Message& message, const std::string& client_name) {
@@ -285,13 +286,13 @@ void Server::hold_duplicate_error(const pp::Message& message, const std::string&
     body.push_back('\0');
   }
   body.push_back('\0');
-  held_error_.clear();
-  held_error_.push_back(be::kErrorResponse);
+  rewrite_.retry.held_error.clear();
+  rewrite_.retry.held_error.push_back(be::kErrorResponse);
   uint32_t length = static_cast<uint32_t>(body.size() + 4);
   for (int shift = 24; shift >= 0; shift -= 8) {
-    held_error_.push_back(static_cast<char>((length >> shift) & 0xff));
+    rewrite_.retry.held_error.push_back(static_cast<char>((length >> shift) & 0xff));
   }
-  held_error_.append(body);
+  rewrite_.retry.held_error.append(body);
 }
 
 }  // namespace pgsluice

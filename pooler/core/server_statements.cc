@@ -42,7 +42,7 @@ void Server::expect(PendingReply reply) {
   }
   replies_.pending().push_back(std::move(reply));
   if (replies_.pending().size() == 1 && is_made_up(replies_.pending().front().kind) &&
-      !holding_error_) {
+      !rewrite_.retry.holding_error) {
     send_made_up_replies();
   }
 }
@@ -51,7 +51,7 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
                                std::string& out) {
   std::vector<std::string> to_close;
   pool_->counters().prepared_evictions +=
-      statements_->add(stmt.id, stmt.server_name, stmt.generation, to_close, stmt.stats);
+      rewrite_.cache->add(stmt.id, stmt.server_name, stmt.generation, to_close, stmt.stats);
   for (std::string& name : to_close) {
     // Closing costs nothing visible: the CloseComplete is swallowed. The client messages it
     // travels with carry the Sync that makes the server answer.
@@ -74,13 +74,13 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
 
 void Server::prepare_statement_again(const PreparedStatement& stmt, std::string& out) {
   // An older generation in the cache makes add() close the copy before the Parse.
-  if (statements_->has(stmt.id, stmt.generation))
-    statements_->set_generation(stmt.id, ~uint64_t{0});
+  if (rewrite_.cache->has(stmt.id, stmt.generation))
+    rewrite_.cache->set_generation(stmt.id, ~uint64_t{0});
   prepare_statement(stmt, /*hidden=*/true, {}, out);
 }
 
 void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out) {
-  sql_statements_.add(stmt);  // believed from now on; forgotten if it fails or is skipped
+  rewrite_.sql.add(stmt);  // believed from now on; forgotten if it fails or is skipped
   // The unnamed statement and portal: the client's Parse that follows replaces both.
   size_t mark = out.size();
   pp::write_parse(out, "", "PREPARE " + stmt->server_name() + stmt->definition(), {});
@@ -95,9 +95,9 @@ void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out
 }
 
 void Server::forget_statements() {
-  if (statements_ != nullptr) statements_->clear();
-  if (statements_off_ != nullptr) statements_off_->clear();
-  sql_statements_.clear();
+  if (rewrite_.cache != nullptr) rewrite_.cache->clear();
+  if (rewrite_.cache_off != nullptr) rewrite_.cache_off->clear();
+  rewrite_.sql.clear();
 }
 
 // As PgBouncer reads max_prepared_statements at each use, a SET on the console applies to the
@@ -109,26 +109,26 @@ void Server::apply_statement_settings() {
   if (!replies_.pending().empty()) return;
   const int max = worker_->settings().max_prepared_statements;
   if (!shares_servers(pool_->mode()) || max <= 0) {
-    if (statements_ != nullptr) statements_off_ = std::move(statements_);
+    if (rewrite_.cache != nullptr) rewrite_.cache_off = std::move(rewrite_.cache);
     return;
   }
-  if (statements_ == nullptr && statements_off_ != nullptr) {
+  if (rewrite_.cache == nullptr && rewrite_.cache_off != nullptr) {
     // Clients' own names went through meanwhile, and a DISCARD ALL may have run: what the
     // cache holds is closed before the next Parse and prepared again where used.
-    statements_ = std::move(statements_off_);
-    statements_->close_all_later();
-  } else if (statements_ == nullptr) {
-    statements_ = std::make_unique<ServerStatementCache>(static_cast<size_t>(max));
+    rewrite_.cache = std::move(rewrite_.cache_off);
+    rewrite_.cache->close_all_later();
+  } else if (rewrite_.cache == nullptr) {
+    rewrite_.cache = std::make_unique<ServerStatementCache>(static_cast<size_t>(max));
   }
-  statements_->set_capacity(static_cast<size_t>(max));
+  rewrite_.cache->set_capacity(static_cast<size_t>(max));
 }
 
 void Server::statements_may_be_gone() {
-  statements_->close_all_later();
-  if (sql_statements_.size() == 0) return;
+  rewrite_.cache->close_all_later();
+  if (rewrite_.sql.size() == 0) return;
   // Whether it ran is not followed here: a PREPARE of a name the server still has would fail,
   // an EXECUTE of one it lost too. The release's DEALLOCATE ALL makes the belief true again.
-  sql_statements_.clear();
+  rewrite_.sql.clear();
   pp::SessionStateFinding all;
   all.kind = pp::SessionStateKind::prepare;
   all.detail = "all";
@@ -137,14 +137,14 @@ void Server::statements_may_be_gone() {
 
 std::vector<std::string> Server::dead_sql_statement_queries() {
   std::vector<std::string> queries;
-  for (const std::string& name : sql_statements_.take_dead()) {
+  for (const std::string& name : rewrite_.sql.take_dead()) {
     queries.push_back("DEALLOCATE " + name);
   }
   return queries;
 }
 
 void Server::send_made_up_replies() {
-  if (client_ == nullptr || holding_error_) return;
+  if (client_ == nullptr || rewrite_.retry.holding_error) return;
   std::string& out = client_->channel().output();
   while (!replies_.pending().empty() && is_made_up(replies_.pending().front().kind)) {
     PendingReply reply = std::move(replies_.pending().front());
@@ -189,21 +189,21 @@ void Server::skip_pending_to_sync() {
     replies_.pending().pop_front();
     if (reply.kind == PendingKind::close_hidden) {
       // The server skipped the Close: the statement is still there, out of the cache.
-      statements_->mark_to_close(std::move(reply.server_name));
+      rewrite_.cache->mark_to_close(std::move(reply.server_name));
       continue;
     }
     // SQL PREPARE kept: a PREPARE of the pooler's, or the client's Execute of a renamed
     // statement, that did not run.
-    if (reply.sql_prepared != nullptr) sql_statements_.remove(reply.sql_prepared->id());
+    if (reply.sql_prepared != nullptr) rewrite_.sql.remove(reply.sql_prepared->id());
     if (reply.kind == PendingKind::execute && reply.sql != nullptr) {
-      reply.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr,
-                          sql_statements_);
+      reply.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr, rewrite_.sql);
     }
     if (reply.kind == PendingKind::parse || reply.kind == PendingKind::parse_hidden ||
         reply.kind == PendingKind::made_parse_complete) {
       // PostgreSQL skipped that Parse: the statement does not exist there, and a client Parse
       // that "failed" must not leave its name taken.
-      if (reply.kind != PendingKind::made_parse_complete) statements_->remove(reply.statement_id);
+      if (reply.kind != PendingKind::made_parse_complete)
+        rewrite_.cache->remove(reply.statement_id);
       if (reply.kind != PendingKind::parse_hidden && client_ != nullptr &&
           !reply.client_name.empty()) {
         client_->forget_statement(reply.client_name, reply.statement_id);
@@ -217,14 +217,14 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
     // A renamed Parse's or Execute's error names the client's statement (it is popped below).
     if (front.sql != nullptr) {
       if (std::optional<std::string> body = front.sql->client_error(message.body)) {
-        held_error_ = error_wire(*body);
+        rewrite_.retry.held_error = error_wire(*body);
       }
     }
     if (front.kind == PendingKind::parse_duplicate) {
       std::string client_name = front.client_name;
       hold_duplicate_error(message, client_name);
     } else if (front.kind == PendingKind::bind_refused) {
-      held_error_ = std::move(front.answer);
+      rewrite_.retry.held_error = std::move(front.answer);
       // Only now (not when an earlier error made the server skip it) the client has it.
       if (client_ != nullptr) client_->note_stale_plan_seen(*front.statement);
     } else if (front.statement != nullptr && hold_for_retry(message)) {
@@ -233,16 +233,16 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
     // Until the Sync, the server ignores what the client sends (and sends nothing back).
     skip_pending_to_sync();
     replies_.skip_to_sync();
-    if (!held_error_.empty()) return Match::held_error_instead;
+    if (!rewrite_.retry.held_error.empty()) return Match::held_error_instead;
   } else if (front.sql != nullptr) {
-    front.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr, sql_statements_);
+    front.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr, rewrite_.sql);
   }
-  batch_reached_client_ = true;
+  rewrite_.retry.batch_reached_client = true;
   return Match::forward;
 }
 
 bool Server::rename_sql_error(const pp::Message& error) {
-  if (statements_ == nullptr || replies_.pending().empty()) return false;
+  if (rewrite_.cache == nullptr || replies_.pending().empty()) return false;
   const PendingReply& front = replies_.pending().front();
   if (front.kind != PendingKind::query || front.sql == nullptr) return false;
   std::optional<std::string> body = front.sql->client_error(error.body);
@@ -301,13 +301,13 @@ Server::Match Server::match_pending(const pp::Message& message) {
     default:
       break;
   }
-  if (holding_error_) return on_ready_after_held_error(message);
+  if (rewrite_.retry.holding_error) return on_ready_after_held_error(message);
   // Whether a stale plan may be retried: ParseComplete and hidden CloseComplete only say that
   // statements exist, which a retry does not change.
   if (message.type != be::kParseComplete && message.type != be::kCloseComplete &&
       message.type != be::kErrorResponse && message.type != be::kReadyForQuery &&
       !statement_parameters(message)) {
-    batch_reached_client_ = true;
+    rewrite_.retry.batch_reached_client = true;
   }
   if (replies_.pending().empty()) {
     // A FATAL the server sends on its own (terminated, shutting down) belongs to no request;
@@ -377,8 +377,8 @@ Server::Match Server::match_pending(const pp::Message& message) {
         return Match::out_of_step;
       }
       pop();
-      batch_reached_client_ = false;
-      if (replies_.pending().empty()) keep_wire_ = false;
+      rewrite_.retry.batch_reached_client = false;
+      if (replies_.pending().empty()) rewrite_.retry.keep_wire = false;
       return Match::forward;
     default:
       // DataRow, COPY messages, FunctionCallResponse: inside the current request.

@@ -1,0 +1,39 @@
+// What the statement rewriter keeps per server connection: the protocol-level prepared
+// statements the server has under the pooler's names, the SQL prepared statements kept for
+// clients (SQL PREPARE kept), the shape check under way, and the retry of a batch whose
+// rewritten Bind met a stale plan. Plain data, owned by the Server and worked by
+// server_statements.cc, server_retry.cc and the clients' statement code.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "pooler/core/pending_replies.h"
+#include "pooler/core/prepared_statements.h"
+#include "pooler/session_state/sql_prepared.h"
+
+namespace pgsluice {
+
+// A stale plan (0A000) at a rewritten Bind (server_retry.cc): the error is held back and the
+// batch sent again after the statement is prepared again, when nothing of it reached the client.
+struct StalePlanRetry {
+  bool keep_wire = false;             // requests keep their bytes (a rewritten Bind was sent)
+  bool batch_reached_client = false;  // a reply other than ParseComplete since ReadyForQuery
+  bool holding_error = false;         // an 0A000 held back until the batch's ReadyForQuery
+  std::string held_error;
+  PendingReplies held_batch;  // the requests from the failed Bind to the Sync
+};
+
+struct ServerStatements {
+  // What every forwarded message tests first.
+  std::unique_ptr<ServerStatementCache> cache;  // null: no rewriting
+  // Server::check_statement_shape's statement until its answer (or the error that skipped it).
+  PreparedStatementRef shape_check;
+  StalePlanRetry retry;
+  // The cache while rewriting is off (max_prepared_statements set to 0): its statements stay on
+  // the server, and are closed before the next Parse once rewriting is back on.
+  std::unique_ptr<ServerStatementCache> cache_off;
+  ServerSqlStatements sql;  // SQL prepared statements under the pooler's names
+};
+
+}  // namespace pgsluice
