@@ -106,8 +106,8 @@ void Client::close_logged(std::string_view reason, bool log) {
     server_ = nullptr;
     server->detach_client();
   }
-  if (registered_for_cancel_) worker_.unregister_cancel_key(*this);
-  if (auth_lookup_pending_) worker_.auth_query().forget(*this);
+  if (cancel_.registered) worker_.unregister_cancel_key(*this);
+  if (login_.lookup_pending) worker_.auth_query().forget(*this);
   leave_relay();
   set_state(State::closing);
   if (close_when_client_closes_) {
@@ -313,12 +313,12 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
   }
   if (!admin_console_) {
     if (auto entry = worker_.config().find_database(database_)) {
-      db_entry_ = std::make_unique<DatabaseEntry>(std::move(*entry));
+      login_.db_entry = std::make_unique<DatabaseEntry>(std::move(*entry));
     }
   }
   // An unknown database is told only after the authentication (PgBouncer's way): a client
   // without the password learns nothing about which databases exist (auth_succeeded).
-  unknown_database_ = !admin_console_ && !db_entry_;
+  login_.unknown_database = !admin_console_ && !login_.db_entry;
   if (worker_.group().client_count().load(std::memory_order_relaxed) >
       static_cast<size_t>(settings.max_client_conn)) {
     fail(sqlstate::kTooManyConnections, "no more connections allowed (max_client_conn)");
@@ -335,7 +335,7 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
 // --- authentication ---
 
 void Client::process_auth_input() {
-  if (!auth_) return;  // the secret is still being looked up (auth_query)
+  if (!login_.auth) return;  // the secret is still being looked up (auth_query)
   while (state_ == State::auth) {
     pp::FrameResult frame = channel_.input().next();
     if (frame.status == pp::FrameStatus::need_more) return;
@@ -352,7 +352,7 @@ void Client::process_auth_input() {
           fmt::format("expected a password response, got message type '{}'", frame.message.type));
       return;
     }
-    ClientAuth::Result result = auth_->on_response(frame.message.body, channel_.output());
+    ClientAuth::Result result = login_.auth->on_response(frame.message.body, channel_.output());
     switch (result) {
       case ClientAuth::Result::need_response:
         channel_.flush();
@@ -361,15 +361,16 @@ void Client::process_auth_input() {
         auth_succeeded();
         return;
       case ClientAuth::Result::failed:
-        spdlog::warn("{} login failed: {}", log_id_, auth_->failure_reason());
+        spdlog::warn("{} login failed: {}", log_id_, login_.auth->failure_reason());
         note_auth_failure();
         fail(sqlstate::kInvalidPassword,
              fmt::format("password authentication failed for user \"{}\"", user_));
         return;
       case ClientAuth::Result::protocol_violation:
         worker_.refusals().malformed_client_auth.fetch_add(1, std::memory_order_relaxed);
-        protocol_violation(auth_->failure_reason().empty() ? "malformed authentication response"
-                                                           : auth_->failure_reason());
+        protocol_violation(login_.auth->failure_reason().empty()
+                               ? "malformed authentication response"
+                               : login_.auth->failure_reason());
         return;
     }
   }
@@ -379,12 +380,12 @@ void Client::auth_succeeded() {
   channel_.input().set_max_length(worker_.settings().max_packet_size);
   if (admin_console_) {
     // No pool: the console session checks admin_users / stats_users and greets (or fails).
-    auth_.reset();
+    login_.auth.reset();
     set_state(State::idle);
     admin_ = worker_.extensions().open_console(worker_, *this);
     return;
   }
-  if (unknown_database_) {
+  if (login_.unknown_database) {
     if (worker_.settings().log_connections) {
       spdlog::info("{} login failed: db={} user={}", log_id_, database_, user_);  // PgBouncer's
     }
@@ -395,28 +396,29 @@ void Client::auth_succeeded() {
   if (!worker_.config().databases.contains(database_) && first_use_of_auto_database(database_)) {
     spdlog::info("{} registered new auto-database: {}", log_id_, database_);  // PgBouncer's
   }
-  pool_ = &worker_.pool_for(*db_entry_, user_);
+  pool_ = &worker_.pool_for(*login_.db_entry, user_);
   ServerCredentials& cred = pool_->credentials();
-  if (secret_from_lookup_ && cred.user == user_ && auth_->secret()) {
+  if (login_.secret_from_lookup && cred.user == user_ && login_.auth->secret()) {
     // auth_query's secret logs the pool in (an MD5 hash, or SCRAM pass-through below); the
     // latest lookup wins, so a password changed on the server reaches the pool too.
-    cred.password = *auth_->secret();
+    cred.password = *login_.auth->secret();
   }
-  if (auth_->proven_client_key() && cred.user == user_ && pp::is_scram_verifier(cred.password)) {
+  if (login_.auth->proven_client_key() && cred.user == user_ &&
+      pp::is_scram_verifier(cred.password)) {
     // SCRAM pass-through: the keys this client proved log the pool in to the server.
-    cred.scram_client_key = auth_->proven_client_key();
-    cred.scram_server_key = auth_->proven_server_key();
+    cred.scram_client_key = login_.auth->proven_client_key();
+    cred.scram_server_key = login_.auth->proven_server_key();
   }
-  auth_.reset();
+  login_.auth.reset();
   if (replication_ != pp::ReplicationMode::none) {
     // Session semantics whatever pool_mode says, and none of the statement-level features:
     // a walsender speaks the replication command language and COPY both ways.
-    db_entry_.reset();
+    login_.db_entry.reset();
     begin_replication();  // client_replication.cc
     return;
   }
-  session_policy_ = worker_.config().session_policy_for(*db_entry_, user_, pool_->mode());
-  db_entry_.reset();
+  session_policy_ = worker_.config().session_policy_for(*login_.db_entry, user_, pool_->mode());
+  login_.db_entry.reset();
   session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
   relays_listen_ = session_checks_ &&
                    session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
@@ -435,7 +437,7 @@ bool Client::register_for_cancel() {
     fail(sqlstate::kInternalError, "could not generate random cancel key");
     return false;
   }
-  registered_for_cancel_ = true;
+  cancel_.registered = true;
   return true;
 }
 
@@ -448,12 +450,12 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
   reported_.add_missing(server_parameters);
   // The whole welcome in one allocation too: AuthenticationOk (9 bytes), a ParameterStatus per
   // parameter (5 + name + value + 2), BackendKeyData (9 + key) and ReadyForQuery (6).
-  size_t welcome = 9 + 9 + cancel_key_.size() + 6;
+  size_t welcome = 9 + 9 + cancel_.key.size() + 6;
   for (const auto& [name, value] : reported_.items()) welcome += 7 + name.size() + value.size();
   out.reserve(out.size() + welcome);
   pp::write_authentication_ok(out);
   for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
-  pp::write_backend_key_data(out, cancel_pid_, cancel_key_);
+  pp::write_backend_key_data(out, cancel_.pid, cancel_.key);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
   if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id_);
@@ -463,8 +465,8 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
 }
 
 void Client::set_cancel_key(int32_t pid, std::string key) {
-  cancel_pid_ = pid;
-  cancel_key_ = std::move(key);
+  cancel_.pid = pid;
+  cancel_.key = std::move(key);
 }
 
 // --- forwarding ---

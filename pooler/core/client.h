@@ -23,6 +23,7 @@
 #include "pooler/base/intrusive_list.h"
 #include "pooler/config/config.h"
 #include "pooler/config/session_policy.h"
+#include "pooler/core/client_login_state.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/net/channel.h"
 #include "pooler/session_state/listen_channels.h"
@@ -102,7 +103,7 @@ class Client final : public ChannelOwner {
   // a physical walsender takes no SET, so nothing can be applied after its login.
   [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& replication_parameters()
       const {
-    return replication_parameters_;
+    return login_.replication_parameters;
   }
   // The pool started this client's walsender connection; it is linked from now on (a client
   // that leaves while it logs in closes it).
@@ -154,8 +155,8 @@ class Client final : public ChannelOwner {
   [[nodiscard]] uint64_t connected_ms() const { return connected_ms_; }
   // When the client last sent anything (client_idle_timeout).
   [[nodiscard]] uint64_t last_request_ms() const { return last_request_ms_; }
-  [[nodiscard]] int32_t cancel_pid() const { return cancel_pid_; }
-  [[nodiscard]] const std::string& cancel_key() const { return cancel_key_; }
+  [[nodiscard]] int32_t cancel_pid() const { return cancel_.pid; }
+  [[nodiscard]] const std::string& cancel_key() const { return cancel_.key; }
   [[nodiscard]] const std::string& log_id() const { return log_id_; }
   [[nodiscard]] const std::string& peer() const { return peer_; }
 
@@ -207,7 +208,7 @@ class Client final : public ChannelOwner {
   // The admin console (database "pgsluice" or "pgbouncer"): answered by a ConsoleSession.
   [[nodiscard]] bool is_admin_console() const { return admin_console_; }
   // `pgbouncer` from the pooler's own OS user over the Unix socket: an admin (client_login.cc).
-  [[nodiscard]] bool is_own_user() const { return own_user_; }
+  [[nodiscard]] bool is_own_user() const { return login_.own_user; }
 
  private:
   void set_state(State state);
@@ -384,27 +385,11 @@ class Client final : public ChannelOwner {
   std::string database_;
   std::string application_name_;
   int32_t protocol_version_ = 0;
-  // Only while logging in (its pool and session policy come from it): an idle client should not
-  // carry a copy of its [databases] line.
-  std::unique_ptr<DatabaseEntry> db_entry_;
-  // No [databases] entry and no "*": the client authenticates (against no secret if its user
-  // is unknown too) and is then refused with "no such database".
-  bool unknown_database_ = false;
-  // Only while logging in, as db_entry_: on the heap, so that an idle client does not carry
-  // the exchange's state (600 bytes of 2.5 kB) inline for the rest of its life (issue 17).
-  std::unique_ptr<ClientAuth> auth_;
-  AuthType auth_method_ = AuthType::md5;  // the method in use (auth_type, or the hba rule's)
-  bool auth_lookup_pending_ = false;      // waiting for AuthQuery
-  bool secret_from_lookup_ = false;       // the secret came from auth_query
-  bool peer_verified_ = false;            // hba peer: the kernel named the user, who may be unknown
-  std::string ident_map_;                 // the hba rule's map= (peer, cert): who may be whom
-  ParameterSet extras_;                   // startup settings the server does not report
-  ParameterSet startup_reported_;         // startup settings it reports (startup_reported())
+  ClientLoginState login_;  // client_login_state.h
+  ClientCancelKey cancel_;
+  ParameterSet extras_;            // startup settings the server does not report
+  ParameterSet startup_reported_;  // startup settings it reports (startup_reported())
 
-  int32_t cancel_pid_ = 0;
-  std::string cancel_key_;
-  bool registered_for_cancel_ = false;
-  bool direct_tls_ = false;  // TLS began without an SSLRequest: ALPN must say "postgresql"
   std::unordered_map<std::string, ClientStatement> statements_;
   // Names whose Parse did not run (forget_statement), with their statement. PostgreSQL would
   // answer a later Bind or Describe of one with 26000; PgBouncer keeps the name and prepares
@@ -420,10 +405,8 @@ class Client final : public ChannelOwner {
   ClientSqlStatements sql_statements_;
   // A renamed unnamed Parse whose Execute has not come yet (route_execute_or_sync).
   std::shared_ptr<SqlQueryPlan> unexecuted_sql_parse_;
-  std::vector<std::string> refused_statements_;  // see bind_refused_statement()
-  std::vector<std::pair<std::string, std::string>> replication_parameters_;
-  bool own_user_ = false;  // see is_own_user()
-  // Closed for its queue: the error is sent and the connection stays until the client closes it
+  std::vector<std::string> refused_statements_;  // Closed for its queue: the error is sent and the
+                                                 // connection stays until the client closes it
   // (closing first would reset it, and a reset may discard the error before the client reads it).
   bool close_when_client_closes_ = false;
   ChannelSet listen_channels_;

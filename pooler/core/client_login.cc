@@ -52,7 +52,7 @@ void Client::begin_authentication() {
     // PgBouncer's rule, which its tools and its own test suite rely on: the OS user the pooler
     // runs as may enter the console as `pgbouncer` over the Unix socket with no password and no
     // admin_users line. The kernel vouches for the uid; TCP never qualifies.
-    own_user_ = true;
+    login_.own_user = true;
     if (worker_.settings().log_connections) {
       spdlog::info("{} pgbouncer access from unix socket", log_id_);
     }
@@ -69,17 +69,17 @@ void Client::begin_authentication() {
     login_by_certificate();  // tls_client.cc
     return;
   }
-  auth_method_ = method;
+  login_.method = method;
   std::optional<std::string> secret = worker_.secret_for(user_);
   // Also under trust, as PgBouncer: the user must exist, in auth_file or by auth_query. Not
   // after peer, which PgBouncer lets through any OS user the rule names.
-  if (!secret && !peer_verified_) {
+  if (!secret && !login_.peer_verified) {
     AuthQuery& lookups = worker_.auth_query();
     // No lookup for a database that does not exist (nor in PgBouncer): the exchange runs
     // against no secret and fails as a wrong password does.
     std::optional<AuthQuery::Target> target;
-    if (!unknown_database_) {
-      target = lookups.target_for(admin_console_ ? nullptr : db_entry_.get(), database_);
+    if (!login_.unknown_database) {
+      target = lookups.target_for(admin_console_ ? nullptr : login_.db_entry.get(), database_);
     }
     if (target && !target->error.empty()) {
       spdlog::error("{} {}", log_id_, target->error);
@@ -94,7 +94,7 @@ void Client::begin_authentication() {
       // Nothing is read until the answer: the client has not been asked for anything yet.
       set_state(State::auth);
       channel_.stop_reading();
-      auth_lookup_pending_ = true;
+      login_.lookup_pending = true;
       lookups.start(*target, user_, *this);
       return;
     }
@@ -114,8 +114,8 @@ void Client::refuse_unknown_trust_user() {
 }
 
 void Client::on_auth_lookup(const AuthLookupResult& result) {
-  const bool waited = auth_lookup_pending_;
-  auth_lookup_pending_ = false;
+  const bool waited = login_.lookup_pending;
+  login_.lookup_pending = false;
   if (state_ == State::closing) return;
   if (result.status == AuthLookupResult::Status::failed) {
     // The reason (a server down, auth_user's password, a bad auth_query) is in the log; the
@@ -126,8 +126,8 @@ void Client::on_auth_lookup(const AuthLookupResult& result) {
              : fmt::format("could not look up the password of user \"{}\" (auth_query)", user_));
     return;
   }
-  secret_from_lookup_ = true;
-  if (auth_method_ == AuthType::trust && result.status != AuthLookupResult::Status::found) {
+  login_.secret_from_lookup = true;
+  if (login_.method == AuthType::trust && result.status != AuthLookupResult::Status::found) {
     refuse_unknown_trust_user();
     return;
   }
@@ -141,14 +141,16 @@ void Client::on_auth_lookup(const AuthLookupResult& result) {
 }
 
 void Client::start_exchange(std::optional<std::string> secret) {
-  const pp::ScramVerifier* plain_verifier = secret && auth_method_ == AuthType::scram_sha_256
+  const pp::ScramVerifier* plain_verifier = secret && login_.method == AuthType::scram_sha_256
                                                 ? worker_.plain_scram_verifier(user_, *secret)
                                                 : nullptr;
-  auth_ = std::make_unique<ClientAuth>(auth_method_, user_, std::move(secret), plain_verifier);
-  auth_->set_max_iterations(worker_.settings().scram_max_iterations);
-  auth_->set_iterations(worker_.settings().scram_iterations);
-  if (channel_.tls() != nullptr) auth_->set_channel_binding(channel_.tls()->server_end_point());
-  ClientAuth::Result result = auth_->start(channel_.output());
+  login_.auth =
+      std::make_unique<ClientAuth>(login_.method, user_, std::move(secret), plain_verifier);
+  login_.auth->set_max_iterations(worker_.settings().scram_max_iterations);
+  login_.auth->set_iterations(worker_.settings().scram_iterations);
+  if (channel_.tls() != nullptr)
+    login_.auth->set_channel_binding(channel_.tls()->server_end_point());
+  ClientAuth::Result result = login_.auth->start(channel_.output());
   channel_.flush();
   switch (result) {
     case ClientAuth::Result::ok:
@@ -159,7 +161,7 @@ void Client::start_exchange(std::optional<std::string> secret) {
       return;
     case ClientAuth::Result::failed:
     case ClientAuth::Result::protocol_violation:
-      spdlog::warn("{} login failed: {}", log_id_, auth_->failure_reason());
+      spdlog::warn("{} login failed: {}", log_id_, login_.auth->failure_reason());
       fail(sqlstate::kInvalidPassword,
            fmt::format("password authentication failed for user \"{}\"", user_));
       return;
@@ -167,10 +169,10 @@ void Client::start_exchange(std::optional<std::string> secret) {
 }
 
 void Client::note_auth_failure() {
-  if (!secret_from_lookup_) return;
+  if (!login_.secret_from_lookup) return;
   // The cached secret may be the one from before an ALTER ROLE … PASSWORD: ask again next time.
   AuthQuery& lookups = worker_.auth_query();
-  if (auto target = lookups.target_for(admin_console_ ? nullptr : db_entry_.get())) {
+  if (auto target = lookups.target_for(admin_console_ ? nullptr : login_.db_entry.get())) {
     lookups.invalidate(*target, user_);
   }
 }
@@ -208,7 +210,7 @@ std::optional<AuthType> Client::decide_by_hba() {
     return std::nullopt;
   }
   spdlog::debug("{} {}:{} matches: {}", log_id_, rule->file, rule->line, to_string(rule->method));
-  ident_map_ = rule->map;
+  login_.ident_map = rule->map;
   if (rule->method == HbaMethod::reject) {
     fail(sqlstate::kInvalidAuthorizationSpecification,
          conn.physical_replication
@@ -255,7 +257,7 @@ std::optional<AuthType> Client::decide_by_hba() {
              fmt::format("Peer authentication failed for user \"{}\"", user_));
         return std::nullopt;
       }
-      peer_verified_ = true;
+      login_.peer_verified = true;
       return AuthType::trust;  // the kernel vouched for the user
     case HbaMethod::reject:
       break;
@@ -281,7 +283,7 @@ std::optional<uid_t> Client::peer_uid() {
 
 bool Client::ident_permits(std::string_view system_user) const {
   const IdentMaps* maps = worker_.secrets().ident.get();
-  return maps != nullptr && maps->permits(ident_map_, system_user, user_);
+  return maps != nullptr && maps->permits(login_.ident_map, system_user, user_);
 }
 
 bool Client::peer_matches() {
@@ -294,10 +296,10 @@ bool Client::peer_matches() {
     spdlog::warn("{} peer authentication: could not look up local user ID {}", log_id_, *uid);
     return false;
   }
-  if (!ident_map_.empty()) {
+  if (!login_.ident_map.empty()) {
     // map=: the auth_ident_file says which users this OS user may be (PgBouncer's log line).
     if (ident_permits(pw.pw_name)) return true;
-    spdlog::error("{} ident map {} cannot be matched", log_id_, ident_map_);
+    spdlog::error("{} ident map {} cannot be matched", log_id_, login_.ident_map);
     return false;
   }
   if (user_ != pw.pw_name) {

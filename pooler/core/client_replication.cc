@@ -45,7 +45,7 @@ bool Client::read_replication_parameter(const pp::StartupPacket& packet) {
 }
 
 void Client::keep_replication_parameter(std::string_view name, std::string_view value) {
-  replication_parameters_.emplace_back(name, value);
+  login_.replication_parameters.emplace_back(name, value);
 }
 
 void Client::begin_replication() {
@@ -53,9 +53,9 @@ void Client::begin_replication() {
     // The walsender reports the name the pooler made (application_name_add_host), as a pooled
     // server would be set to it.
     const std::string* app = reported_.get("application_name");
-    std::erase_if(replication_parameters_,
+    std::erase_if(login_.replication_parameters,
                   [](const auto& p) { return p.first == "application_name"; });
-    if (app != nullptr) replication_parameters_.emplace_back("application_name", *app);
+    if (app != nullptr) login_.replication_parameters.emplace_back("application_name", *app);
   }
   if (worker_.settings().log_connections) {
     spdlog::info("{} replication={}: opening a server connection of its own", log_id_,
@@ -77,7 +77,7 @@ void Client::on_replication_ready(Server& server) {
   std::string& out = channel_.output();
   pp::write_authentication_ok(out);
   for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
-  pp::write_backend_key_data(out, cancel_pid_, cancel_key_);
+  pp::write_backend_key_data(out, cancel_.pid, cancel_.key);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
   if (state_ == State::closing) return;  // the flush failed: the client is gone

@@ -28,8 +28,8 @@ bool Client::export_state(TakeoverClient& out) const {
   out = TakeoverClient{.user = user_,
                        .database = database_,
                        .protocol_version = protocol_version_,
-                       .cancel_pid = cancel_pid_,
-                       .cancel_key = cancel_key_,
+                       .cancel_pid = cancel_.pid,
+                       .cancel_key = cancel_.key,
                        .scram_client_key = cred.scram_client_key,
                        .scram_server_key = cred.scram_server_key,
                        .reported = reported_,
@@ -67,7 +67,7 @@ bool Client::resume(TakeoverClient state) {
                    session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
   set_cancel_key(state.cancel_pid, std::move(state.cancel_key));
   worker_.adopt_cancel_key(*this);
-  registered_for_cancel_ = true;
+  cancel_.registered = true;
   if (worker_.settings().log_connections) spdlog::info("{} taken over", log_id_);
   // Past the startup packet: regular messages, within max_packet_size (as after a login here).
   channel_.input().set_phase(pp::FramePhase::regular);

@@ -48,14 +48,14 @@ void Client::accept_direct_tls() {
     close("cannot create a TLS session");
     return;
   }
-  direct_tls_ = true;
+  login_.direct_tls = true;
   channel_.start_tls_on_input(std::move(session));
 }
 
 void Client::on_channel_tls_ready(Channel&) {
   // As PostgreSQL 17: direct TLS needs ALPN, so that a TLS client of another protocol, pointed
   // at this port, is not taken for a PostgreSQL client (the SSLRequest path has its own proof).
-  if (direct_tls_ && !channel_.tls()->alpn_is_postgresql()) {
+  if (login_.direct_tls && !channel_.tls()->alpn_is_postgresql()) {
     protocol_violation(
         "received direct SSL connection request without ALPN protocol negotiation extension");
   }
@@ -76,14 +76,14 @@ void Client::login_by_certificate() {
   // peer_common_name() is empty unless a certificate was sent and verified against
   // client_tls_ca_file.
   std::string name = tls != nullptr ? tls->peer_common_name() : std::string();
-  if (!name.empty() && !ident_map_.empty() && !ident_permits(name)) {
+  if (!name.empty() && !login_.ident_map.empty() && !ident_permits(name)) {
     // map=: the auth_ident_file says which users this CN may be (PgBouncer's log line).
-    spdlog::error("{} ident map: {} does not have a match", log_id_, ident_map_);
+    spdlog::error("{} ident map: {} does not have a match", log_id_, login_.ident_map);
     fail(sqlstate::kInvalidAuthorizationSpecification,
          fmt::format("certificate authentication failed for user \"{}\"", user_));
     return;
   }
-  if (name.empty() || (ident_map_.empty() && name != user_)) {
+  if (name.empty() || (login_.ident_map.empty() && name != user_)) {
     spdlog::warn("{} login failed: {}", log_id_,
                  tls == nullptr ? "auth_type = cert needs a TLS connection"
                  : name.empty() ? "no verified client certificate"
@@ -94,7 +94,7 @@ void Client::login_by_certificate() {
   }
   // auth_succeeded() reads the exchange's outcome (SCRAM keys for pass-through): the
   // certificate's is that of trust, no keys.
-  auth_ = std::make_unique<ClientAuth>(AuthType::trust, user_, std::nullopt);
+  login_.auth = std::make_unique<ClientAuth>(AuthType::trust, user_, std::nullopt);
   auth_succeeded();
 }
 
