@@ -609,7 +609,7 @@ void Client::forward_to_server() {
         refused_by_session_checks(message, batch, *to_server)) {
       continue;  // or it waits for a pin: then the loop ends
     }
-    if (!refused_statements_.empty() && !server_->rewrites_statements() &&
+    if (!prepared_.refused.empty() && !server_->rewrites_statements() &&
         (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {
       flush_batch();
       if (bind_refused_statement(message, out.output())) {

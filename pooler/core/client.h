@@ -24,6 +24,7 @@
 #include "pooler/config/config.h"
 #include "pooler/config/session_policy.h"
 #include "pooler/core/client_login_state.h"
+#include "pooler/core/client_statements_state.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/net/channel.h"
 #include "pooler/session_state/listen_channels.h"
@@ -164,12 +165,12 @@ class Client final : public ChannelOwner {
   // error earlier in the batch) is free again, and kept aside as an unrun statement.
   void forget_statement(const std::string& name, uint64_t id);
   // The client's protocol-level prepared statements (SHOW CLIENTS).
-  [[nodiscard]] size_t prepared_statement_count() const { return statements_.size(); }
+  [[nodiscard]] size_t prepared_statement_count() const { return prepared_.by_name.size(); }
   // A stale plan (0A000) of `stmt` reached this client, or its batch was sent again with a
   // Describe of the portal: the client knows the statement's new row description.
   void note_stale_plan_seen(const PreparedStatement& stmt);
   // Its SQL prepared statements, when SQL PREPARE is kept (client_sql_prepare.cc).
-  ClientSqlStatements& sql_statements() { return sql_statements_; }
+  ClientSqlStatements& sql_statements() { return prepared_.sql; }
 
   // --- the LISTEN relay (client_relay.cc, listen_relay.h) ---
   // Its LISTENs are relayed (transaction mode, the listen kind's action is `relay`).
@@ -390,23 +391,8 @@ class Client final : public ChannelOwner {
   ParameterSet extras_;            // startup settings the server does not report
   ParameterSet startup_reported_;  // startup settings it reports (startup_reported())
 
-  std::unordered_map<std::string, ClientStatement> statements_;
-  // Names whose Parse did not run (forget_statement), with their statement. PostgreSQL would
-  // answer a later Bind or Describe of one with 26000; PgBouncer keeps the name and prepares
-  // the statement where it runs, which psycopg 3.1 relies on (it reuses the names of a pipeline
-  // that failed). Kept as PgBouncer: only a Bind or Describe of such a name, which would fail
-  // otherwise, sees it; a new Parse of the name is PostgreSQL's. The oldest go first past
-  // kUnrunStatementsKept, so that failing Parses cannot pile up.
-  // A vector, not a deque: libstdc++'s deque allocates its map and a first block (0.5 kB) when
-  // constructed, which every idle client paid for a list that is nearly always empty (issue 17).
-  // Erasing at the front of at most 64 entries, once per failed batch, costs nothing that shows.
-  std::vector<std::pair<std::string, PreparedStatementRef>> unrun_statements_;
-  static constexpr size_t kUnrunStatementsKept = 64;
-  ClientSqlStatements sql_statements_;
-  // A renamed unnamed Parse whose Execute has not come yet (route_execute_or_sync).
-  std::shared_ptr<SqlQueryPlan> unexecuted_sql_parse_;
-  std::vector<std::string> refused_statements_;  // Closed for its queue: the error is sent and the
-                                                 // connection stays until the client closes it
+  ClientPreparedStatements prepared_;  // client_statements_state.h
+  // Closed for its queue: the error is sent and the connection stays until the client closes it
   // (closing first would reset it, and a reset may discard the error before the client reads it).
   bool close_when_client_closes_ = false;
   ChannelSet listen_channels_;

@@ -52,9 +52,9 @@ bool Client::may_stream(char type) {
     case fe::kBind:
       // Rewritten (its statement's name), or perhaps answered here (a refused statement's):
       // whole.
-      return !server_->rewrites_statements() && refused_statements_.empty();
+      return !server_->rewrites_statements() && prepared_.refused.empty();
     case fe::kParse:
-      if (server_->rewrites_statements() || !refused_statements_.empty()) return false;
+      if (server_->rewrites_statements() || !prepared_.refused.empty()) return false;
       break;
     case fe::kQuery:
       break;

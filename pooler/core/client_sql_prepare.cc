@@ -33,13 +33,13 @@ std::optional<SqlQueryPlan> Client::plan_sql(std::string_view sql, SqlPlanMode m
   }
   Server& server = *server_;
   std::optional<SqlQueryPlan> plan =
-      plan_sql_query(sql, verdict.prepared_names, sql_statements_, server.sql_statements(), mode);
+      plan_sql_query(sql, verdict.prepared_names, prepared_.sql, server.sql_statements(), mode);
   if (!plan) return std::nullopt;
   for (const SqlEffect& effect : plan->effects) {
     if (effect.kind != SqlEffect::Kind::deallocate_all) continue;
     // DEALLOCATE ALL and DISCARD ALL end the protocol-level statements too.
-    unrun_statements_.clear();
-    statements_.clear();
+    prepared_.unrun.clear();
+    prepared_.by_name.clear();
     server.statements_may_be_gone();
     break;
   }
@@ -73,12 +73,12 @@ std::optional<Client::Routed> Client::route_sql_parse(const pp::Parse& parse, st
   pp::write_parse(out, "", shared->sent_sql, parse.parameter_types);
   server.expect_sent(PendingReply{.kind = PendingKind::parse, .sql = shared}, out, mark);
   // What it does takes hold at the Execute of its portal (attached there), not at the Parse.
-  unexecuted_sql_parse_ = std::move(shared);
+  prepared_.unexecuted_sql_parse = std::move(shared);
   return Routed::written;
 }
 
 Client::Routed Client::route_execute_or_sync(const pp::Message& message, std::string& out) {
-  if (unexecuted_sql_parse_ == nullptr) return Routed::as_is;
+  if (prepared_.unexecuted_sql_parse == nullptr) return Routed::as_is;
   if (message.type == pp::frontend::kSync) {
     // A Parse that was never executed (Parse, Describe, Sync) changed nothing on the server.
     drop_unexecuted_sql_parse();
@@ -89,9 +89,9 @@ Client::Routed Client::route_execute_or_sync(const pp::Message& message, std::st
   const size_t mark = out.size();
   out.append(message.wire);
   server_->expect_sent(
-      PendingReply{.kind = PendingKind::execute, .sql = std::move(unexecuted_sql_parse_)}, out,
-      mark);
-  unexecuted_sql_parse_.reset();
+      PendingReply{.kind = PendingKind::execute, .sql = std::move(prepared_.unexecuted_sql_parse)},
+      out, mark);
+  prepared_.unexecuted_sql_parse.reset();
   return Routed::written;
 }
 
@@ -107,13 +107,14 @@ std::optional<SqlQueryPlan> Client::plan_named_sql(std::string_view query) {
   // Planned against an empty set: every statement it uses is listed in `prepares`, and no
   // server's belief changes (ensure_sql_dependencies prepares them where needed).
   ServerSqlStatements none;
-  return plan_sql_query(query, verdict.prepared_names, sql_statements_, none, SqlPlanMode::parse);
+  return plan_sql_query(query, verdict.prepared_names, prepared_.sql, none, SqlPlanMode::parse);
 }
 
 void Client::drop_unexecuted_sql_parse() {
-  if (unexecuted_sql_parse_ == nullptr) return;
-  if (server_ != nullptr) unexecuted_sql_parse_->undo(&sql_statements_, server_->sql_statements());
-  unexecuted_sql_parse_.reset();
+  if (prepared_.unexecuted_sql_parse == nullptr) return;
+  if (server_ != nullptr)
+    prepared_.unexecuted_sql_parse->undo(&prepared_.sql, server_->sql_statements());
+  prepared_.unexecuted_sql_parse.reset();
 }
 
 }  // namespace pgsluice

@@ -25,42 +25,42 @@ namespace pp = pgsluice::protocol;
 namespace fe = pgsluice::protocol::frontend;
 
 void Client::forget_statement(const std::string& name, uint64_t id) {
-  auto it = statements_.find(name);
-  if (it == statements_.end() || it->second->id != id) return;
+  auto it = prepared_.by_name.find(name);
+  if (it == prepared_.by_name.end() || it->second->id != id) return;
   drop_unrun_statement(name);
-  if (unrun_statements_.size() >= kUnrunStatementsKept) {
-    unrun_statements_.erase(unrun_statements_.begin());
+  if (prepared_.unrun.size() >= ClientPreparedStatements::kUnrunKept) {
+    prepared_.unrun.erase(prepared_.unrun.begin());
   }
-  unrun_statements_.emplace_back(name, it->second.ref());
-  statements_.erase(it);
+  prepared_.unrun.emplace_back(name, it->second.ref());
+  prepared_.by_name.erase(it);
 }
 
 std::unordered_map<std::string, ClientStatement>::iterator Client::find_statement(
     std::string_view name) {
-  auto it = statements_.find(std::string(name));
-  if (it != statements_.end() || unrun_statements_.empty()) return it;
-  auto unrun = std::find_if(unrun_statements_.begin(), unrun_statements_.end(),
+  auto it = prepared_.by_name.find(std::string(name));
+  if (it != prepared_.by_name.end() || prepared_.unrun.empty()) return it;
+  auto unrun = std::find_if(prepared_.unrun.begin(), prepared_.unrun.end(),
                             [&](const auto& entry) { return entry.first == name; });
-  if (unrun == unrun_statements_.end()) return statements_.end();
+  if (unrun == prepared_.unrun.end()) return prepared_.by_name.end();
   spdlog::debug("{} statement '{}' was not prepared (an error in its batch): prepared now", log_id_,
                 name);
-  it = statements_.emplace(unrun->first, ClientStatement(unrun->second)).first;
-  unrun_statements_.erase(unrun);
+  it = prepared_.by_name.emplace(unrun->first, ClientStatement(unrun->second)).first;
+  prepared_.unrun.erase(unrun);
   return it;
 }
 
 void Client::drop_unrun_statement(std::string_view name) {
-  std::erase_if(unrun_statements_, [&](const auto& entry) { return entry.first == name; });
+  std::erase_if(prepared_.unrun, [&](const auto& entry) { return entry.first == name; });
 }
 
 void Client::forget_all_statements() {
-  statements_.clear();
-  unrun_statements_.clear();
-  sql_statements_.clear();
+  prepared_.by_name.clear();
+  prepared_.unrun.clear();
+  prepared_.sql.clear();
 }
 
 void Client::note_stale_plan_seen(const PreparedStatement& stmt) {
-  for (auto& [name, use] : statements_) {
+  for (auto& [name, use] : prepared_.by_name) {
     // A name told a shape is judged by it at its next Bind (route_told_bind): the copy a
     // server prepares again describes the new shape, and a name told the old one is refused.
     if (use->id == stmt.id && use.told_shape == nullptr) use.saw_current();
@@ -70,7 +70,7 @@ void Client::note_stale_plan_seen(const PreparedStatement& stmt) {
 void Client::note_told_shape(std::string_view name, const PreparedStatement& stmt,
                              std::shared_ptr<const std::string> shape) {
   auto it = find_statement(name);
-  if (it == statements_.end() || it->second->id != stmt.id) return;
+  if (it == prepared_.by_name.end() || it->second->id != stmt.id) return;
   ClientStatement& use = it->second;
   // Described again with another shape: PostgreSQL would have refused the Describe (0A000);
   // the statement is stale for this client from now on.
@@ -153,8 +153,8 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
   std::string name(parse.value.statement);
   drop_unrun_statement(name);
   ++pool_->counters().client_parse_count;
-  auto existing = statements_.find(name);
-  if (existing != statements_.end()) {
+  auto existing = prepared_.by_name.find(name);
+  if (existing != prepared_.by_name.end()) {
     // PgBouncer's line for it (the client's bug, worth seeing in the log).
     spdlog::warn("{} prepared statement '{}' was already prepared", log_id_, name);
     // PostgreSQL's 42P05 fails the transaction (status 'E' in a block, and the COMMIT that
@@ -180,7 +180,7 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
       parse.value.parameter_types,
       renamed ? std::move(renamed->prepares) : std::vector<SqlStatementRef>{});
   ensure_sql_dependencies(server, *stmt, out);
-  statements_.emplace(name, ClientStatement(stmt));
+  prepared_.by_name.emplace(name, ClientStatement(stmt));
   ++stmt->stats->client_parses;
   if (server.has_statement(*stmt)) {
     // Prepared on this server already (by this client earlier, or by another): the client
@@ -250,7 +250,7 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   ++pool_->counters().bind_count;
   auto it = find_statement(bind.value.statement);
   // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
-  if (it == statements_.end()) return Routed::as_is;
+  if (it == prepared_.by_name.end()) return Routed::as_is;
   ClientStatement& use = it->second;
   if (use.told_shape != nullptr) {
     if (std::optional<Routed> routed = route_told_bind(use, it->first, out)) return *routed;
@@ -305,7 +305,7 @@ Client::Routed Client::route_describe(const pp::Message& message, std::string& o
     return Routed::as_is;
   }
   auto it = find_statement(describe.value.name);
-  if (it == statements_.end()) return Routed::as_is;
+  if (it == prepared_.by_name.end()) return Routed::as_is;
   ensure_on_server(server, *it->second, out);
   it->second.saw_current();  // the description the client gets is this generation's
   size_t mark = out.size();
@@ -323,7 +323,7 @@ Client::Routed Client::route_close(const pp::Message& message) {
   if (!close || close.value.target() != pp::DescribeTarget::statement || close.value.name.empty())
     return Routed::as_is;
   // The statement stays on the servers for other clients; only this client's name goes.
-  statements_.erase(std::string(close.value.name));
+  prepared_.by_name.erase(std::string(close.value.name));
   drop_unrun_statement(close.value.name);
   server.expect(PendingReply{.kind = PendingKind::made_close_complete});
   return Routed::answered;
@@ -337,8 +337,8 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
   // DEALLOCATE of a protocol-level statement's name is answered below; anything else that names
   // SQL prepared statements is renamed when SQL PREPARE is kept.
   const bool protocol_name = command.kind == pp::DeallocateCommand::Kind::deallocate_name &&
-                             statements_.contains(command.name) &&
-                             !sql_statements_.contains(command.name);
+                             prepared_.by_name.contains(command.name) &&
+                             !prepared_.sql.contains(command.name);
   if (!protocol_name) {
     if (std::optional<Routed> routed = route_sql_query(query.value.sql, out)) return *routed;
   }
@@ -347,7 +347,7 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
       return Routed::as_is;
     case pp::DeallocateCommand::Kind::deallocate_name:
       drop_unrun_statement(command.name);
-      if (statements_.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
+      if (prepared_.by_name.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
       {
         PendingReply reply{.kind = PendingKind::made_command_done};
         pp::write_command_complete(reply.answer, "DEALLOCATE");
@@ -368,7 +368,7 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
 bool Client::routes_statement_message(char type) const {
   return type == fe::kParse || type == fe::kBind || type == fe::kDescribe || type == fe::kClose ||
          type == fe::kQuery ||
-         ((type == fe::kExecute || type == fe::kSync) && unexecuted_sql_parse_ != nullptr);
+         ((type == fe::kExecute || type == fe::kSync) && prepared_.unexecuted_sql_parse != nullptr);
 }
 
 Client::Routed Client::route_statement_message(const pp::Message& message, std::string& out) {
@@ -404,15 +404,15 @@ void Client::write_refusal(const pp::Message& message, std::string_view text, st
   std::string_view name = parse ? parse.value.statement : std::string_view();
   pp::write_parse(out, name, statement, {});
   if (!server_->rewrites_statements() &&
-      std::find(refused_statements_.begin(), refused_statements_.end(), name) ==
-          refused_statements_.end()) {
-    refused_statements_.emplace_back(name);
+      std::find(prepared_.refused.begin(), prepared_.refused.end(), name) ==
+          prepared_.refused.end()) {
+    prepared_.refused.emplace_back(name);
   }
 }
 
 bool Client::bind_refused_statement(const pp::Message& message, std::string& out) {
   auto forget = [this](std::string_view name) {
-    std::erase_if(refused_statements_, [&](const std::string& n) { return n == name; });
+    std::erase_if(prepared_.refused, [&](const std::string& n) { return n == name; });
   };
   if (message.type == fe::kParse) {
     // A statement that passed the checks takes the name again.
@@ -425,8 +425,8 @@ bool Client::bind_refused_statement(const pp::Message& message, std::string& out
     return false;
   }
   auto bind = pp::parse_bind(message.body);
-  if (!bind || std::find(refused_statements_.begin(), refused_statements_.end(),
-                         bind.value.statement) == refused_statements_.end()) {
+  if (!bind || std::find(prepared_.refused.begin(), prepared_.refused.end(),
+                         bind.value.statement) == prepared_.refused.end()) {
     return false;
   }
   // No parameter format, no parameter, no result format.

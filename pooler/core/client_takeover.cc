@@ -20,7 +20,7 @@ bool Client::export_state(TakeoverClient& out) const {
   // in this process and cannot move), nothing half-read or unsent.
   if (state_ != State::idle || server_ != nullptr || pool_ == nullptr || admin_console_ ||
       replication_ != pp::ReplicationMode::none || channel_.tls() != nullptr ||
-      !statements_.empty() || !sql_statements_.empty() || !listen_channels_.empty() ||
+      !prepared_.by_name.empty() || !prepared_.sql.empty() || !listen_channels_.empty() ||
       relay_ != nullptr || !relayed_.empty() || !channel_.idle_for_takeover()) {
     return false;
   }
