@@ -420,7 +420,7 @@ void Client::auth_succeeded() {
   session_policy_ = worker_.config().session_policy_for(*login_.db_entry, user_, pool_->mode());
   login_.db_entry.reset();
   session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
-  relays_listen_ = session_checks_ &&
+  listen_.relays = session_checks_ &&
                    session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
   set_state(State::welcome_wait);
   wait_started_ms_ = worker_.now_ms();  // query_wait_timeout, and which login failure it hears
@@ -481,14 +481,14 @@ void Client::process_regular_input() {
     return;
   }
   // Its ReadyForQuery waits for the LISTEN relay: what it sends meanwhile waits too.
-  if (awaiting_relay_) return;
+  if (listen_.awaiting) return;
   if (state_ == State::active) {
     // The server reads back the settings the last transaction changed (kept_settings.h): the
     // answer may call for a parameter sync first (a RESET of a setting of the startup packet
     // leaves the server's default there), so the next request waits for it; and nothing runs
     // before the sync has brought the server to this client's state.
     if (server_->holds_client_input()) {
-      input_held_for_read_back_ = channel_.input().unread_size() > 0;
+      held_.for_read_back = channel_.input().unread_size() > 0;
       if (channel_.input().unread_size() > kQueuedInputLimit) channel_.stop_reading();
       return;
     }
@@ -496,7 +496,7 @@ void Client::process_regular_input() {
     return;
   }
   if (state_ != State::idle) return;
-  if (answers_held_request_ && !answer_held_request()) return;
+  if (held_.answering && !answer_held_request()) return;
   // Its statement waits for a pin (wait_for_pin): the pool asks again when one may be free.
   if (pin_wait_since_ms != 0 && !on_pin_list && channel_.input().unread_size() > 0) {
     set_state(State::waiting);
@@ -546,7 +546,7 @@ void Client::on_server_linked(Server& server) {
   // The server is being brought to this client's settings: nothing the client sent may run
   // there before that has succeeded (Server::finish_parameter_sync resumes or refuses it).
   if (server.holds_client_input()) {
-    input_held_for_read_back_ = true;
+    held_.for_read_back = true;
     return;
   }
   forward_to_server();
@@ -633,7 +633,7 @@ void Client::forward_to_server() {
         case Routed::held:
           // Read again when the server has answered (Server::finish_shape_check_if_answered).
           in.give_back(message);
-          input_held_for_read_back_ = true;
+          held_.for_read_back = true;
           out.flush();
           return;
       }
@@ -655,7 +655,7 @@ void Client::forward_to_server() {
 
 void Client::on_server_released() {
   server_ = nullptr;
-  input_held_for_read_back_ = false;  // the next link's sync comes before it
+  held_.for_read_back = false;  // the next link's sync comes before it
   set_state(State::idle);
   // SIGINT: the transaction this client ran is over; what it sends next is never begun.
   if (worker_.draining()) {
@@ -668,7 +668,7 @@ void Client::on_server_released() {
 }
 
 void Client::resume_input_after_read_back() {
-  input_held_for_read_back_ = false;
+  held_.for_read_back = false;
   channel_.start_reading();
   process_regular_input();
 }

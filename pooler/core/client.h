@@ -23,6 +23,7 @@
 #include "pooler/base/intrusive_list.h"
 #include "pooler/config/config.h"
 #include "pooler/config/session_policy.h"
+#include "pooler/core/client_listen_state.h"
 #include "pooler/core/client_login_state.h"
 #include "pooler/core/client_statements_state.h"
 #include "pooler/core/prepared_statements.h"
@@ -79,7 +80,7 @@ class Client final : public ChannelOwner {
   void on_server_lost(std::string_view message);
   // The linked server has read its settings back: what the client sent meanwhile goes on (true
   // when something was held, which the server's parameter sync must then come before).
-  [[nodiscard]] bool input_held_for_read_back() const { return input_held_for_read_back_; }
+  [[nodiscard]] bool input_held_for_read_back() const { return held_.for_read_back; }
   void resume_input_after_read_back();
   // A Describe 'S' of the client's statement `name` was answered: the client was told `shape`.
   void note_told_shape(std::string_view name, const PreparedStatement& stmt,
@@ -174,8 +175,8 @@ class Client final : public ChannelOwner {
 
   // --- the LISTEN relay (client_relay.cc, listen_relay.h) ---
   // Its LISTENs are relayed (transaction mode, the listen kind's action is `relay`).
-  [[nodiscard]] bool relays_listen() const { return relays_listen_; }
-  [[nodiscard]] const ChannelSet& listen_channels() const { return listen_channels_; }
+  [[nodiscard]] bool relays_listen() const { return listen_.relays; }
+  [[nodiscard]] const ChannelSet& listen_channels() const { return listen_.channels; }
   [[nodiscard]] int worker_index() const;
   // The read-back of a transaction that touched LISTEN: the channels it listens on now, and the
   // ReadyForQuery that ended the transaction, which goes once the relay listens on every
@@ -360,22 +361,17 @@ class Client final : public ChannelOwner {
   bool session_checks_ = false;  // transaction mode and a policy that is not all "off"
   bool discard_until_sync_ = false;
   bool admin_console_ = false;
-  bool relays_listen_ = false;   // the LISTEN relay
-  bool awaiting_relay_ = false;  // held_ready_ waits for on_relay_confirmed
-  // What it sent after a transaction waits while the server reads its settings back
-  // (process_regular_input).
-  bool input_held_for_read_back_ = false;
-  bool answers_held_request_ = false;  // held_request_error_ is to be sent (refuse_held_request)
+  ClientHeldRequest held_;  // client_listen_state.h
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;
   size_t passthrough_remaining_ = 0;
   uint64_t wait_started_ms_ = 0;
   uint64_t last_request_ms_ = 0;
-  ParameterSet reported_;    // the client's view of every parameter the server reports
-  ParameterSet settings_;    // what the client wants now: extras_, then what `keep` kept
-  PrefilterMemo prefilter_;  // for the message forward_to_server handles
-  RelayQueue relayed_;       // held while the client is in a transaction
+  ParameterSet reported_;     // the client's view of every parameter the server reports
+  ParameterSet settings_;     // what the client wants now: extras_, then what `keep` kept
+  PrefilterMemo prefilter_;   // for the message forward_to_server handles
+  ClientListenState listen_;  // the LISTEN relay's (client_listen_state.h)
   SessionPolicy session_policy_;
   Channel channel_;
   std::string log_id_;
@@ -395,13 +391,7 @@ class Client final : public ChannelOwner {
   // Closed for its queue: the error is sent and the connection stays until the client closes it
   // (closing first would reset it, and a reset may discard the error before the client reads it).
   bool close_when_client_closes_ = false;
-  ChannelSet listen_channels_;
-  ListenRelay* relay_ = nullptr;  // set at the first channel; registered with the worker then
-  std::string held_ready_;
   std::unique_ptr<ConsoleSession> admin_;
-  // refuse_held_request: the ErrorResponse still to answer a request with, and whether it went.
-  std::string held_request_error_;
-  bool held_request_error_sent_ = false;
 };
 
 }  // namespace pgsluice

@@ -68,10 +68,10 @@ void Client::refuse_bad_header(const pp::HeaderResult& header) {
 
 void Client::refuse_held_request(std::string error_response) {
   server_ = nullptr;
-  input_held_for_read_back_ = false;
-  held_request_error_ = std::move(error_response);
-  held_request_error_sent_ = false;
-  answers_held_request_ = true;
+  held_.for_read_back = false;
+  held_.error = std::move(error_response);
+  held_.error_sent = false;
+  held_.answering = true;
   if (state_ == State::closing) return;
   set_state(State::idle);
   channel_.start_reading();
@@ -80,7 +80,7 @@ void Client::refuse_held_request(std::string error_response) {
 
 bool Client::answer_held_request() {
   pp::FrameReader& in = channel_.input();
-  while (!held_request_error_.empty()) {
+  while (!held_.error.empty()) {
     pp::HeaderResult header = in.peek();
     if (header.status == pp::FrameStatus::need_more) break;
     if (header.status == pp::FrameStatus::error) {
@@ -93,17 +93,17 @@ bool Client::answer_held_request() {
     in.take(header.header);
     // As PostgreSQL answers a request whose first message fails: the error, then everything
     // up to the Sync skipped (a Query after an extended-protocol error is skipped too).
-    const bool first = !std::exchange(held_request_error_sent_, true);
-    if (first) channel_.output().append(held_request_error_);
+    const bool first = !std::exchange(held_.error_sent, true);
+    if (first) channel_.output().append(held_.error);
     if (type == fe::kSync || (first && (type == fe::kQuery || type == fe::kFunctionCall))) {
       pp::write_ready_for_query(channel_.output(), pp::TransactionStatus::idle);
-      held_request_error_.clear();
-      held_request_error_sent_ = false;
-      answers_held_request_ = false;
+      held_.error.clear();
+      held_.error_sent = false;
+      held_.answering = false;
     }
   }
   channel_.flush();
-  return held_request_error_.empty() && state_ != State::closing;
+  return held_.error.empty() && state_ != State::closing;
 }
 
 void Client::notify_queued() {

@@ -58,7 +58,7 @@ void Client::wait_for_pin() {
   // The server goes back at once (nothing was sent); once released the client queues on the
   // pool's pin list (process_regular_input), not for the next idle server.
   Server* server = server_;
-  input_held_for_read_back_ = true;
+  held_.for_read_back = true;
   server->release_if_nothing_owed();
 }
 

@@ -20,8 +20,8 @@ bool Client::export_state(TakeoverClient& out) const {
   // in this process and cannot move), nothing half-read or unsent.
   if (state_ != State::idle || server_ != nullptr || pool_ == nullptr || admin_console_ ||
       replication_ != pp::ReplicationMode::none || channel_.tls() != nullptr ||
-      !prepared_.by_name.empty() || !prepared_.sql.empty() || !listen_channels_.empty() ||
-      relay_ != nullptr || !relayed_.empty() || !channel_.idle_for_takeover()) {
+      !prepared_.by_name.empty() || !prepared_.sql.empty() || !listen_.channels.empty() ||
+      listen_.relay != nullptr || !listen_.relayed.empty() || !channel_.idle_for_takeover()) {
     return false;
   }
   const ServerCredentials& cred = pool_->credentials();
@@ -63,7 +63,7 @@ bool Client::resume(TakeoverClient state) {
   }
   session_policy_ = worker_.config().session_policy_for(*entry, user_, pool_->mode());
   session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
-  relays_listen_ = session_checks_ &&
+  listen_.relays = session_checks_ &&
                    session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
   set_cancel_key(state.cancel_pid, std::move(state.cancel_key));
   worker_.adopt_cancel_key(*this);
