@@ -112,8 +112,8 @@ ClientList client_list(const Client& c) {
 
 // The columns SHOW CLIENTS and SHOW SOCKETS share; the caller adds its own after them.
 void add_client(AdminResult& r, Worker& worker, Client& c, const char* state, uint64_t now) {
-  const bool waiting = c.state() == Client::State::waiting && c.wait_started_us != 0;
-  const uint64_t wait = waiting && now > c.wait_started_us ? now - c.wait_started_us : 0;
+  const bool waiting = c.state() == Client::State::waiting && c.wait.started_us != 0;
+  const uint64_t wait = waiting && now > c.wait.started_us ? now - c.wait.started_us : 0;
   const Endpoint remote = endpoint(c.channel(), true);
   const Endpoint local = endpoint(c.channel(), false);
   const std::string* app = c.tracked_parameters().get("application_name");

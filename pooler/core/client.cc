@@ -498,7 +498,7 @@ void Client::process_regular_input() {
   if (state_ != State::idle) return;
   if (held_.answering && !answer_held_request()) return;
   // Its statement waits for a pin (wait_for_pin): the pool asks again when one may be free.
-  if (pin_wait_since_ms != 0 && !on_pin_list && channel_.input().unread_size() > 0) {
+  if (wait.pin_since_ms != 0 && !wait.on_pin_list && channel_.input().unread_size() > 0) {
     set_state(State::waiting);
     pool_->wait_for_pin(*this);
     return;
@@ -560,7 +560,7 @@ void Client::forward_to_server() {
   auto flush_batch = [&] { batch.flush(to_server); };
 
   bool answered_here = false;
-  while (state_ == State::active && !on_pin_list) {
+  while (state_ == State::active && !wait.on_pin_list) {
     if (passthrough_remaining_ > 0) {
       if (!batch.stream(in, passthrough_remaining_, to_server)) break;
       continue;

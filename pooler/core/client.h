@@ -25,6 +25,7 @@
 #include "pooler/config/session_policy.h"
 #include "pooler/core/client_listen_state.h"
 #include "pooler/core/client_login_state.h"
+#include "pooler/core/client_queue_wait.h"
 #include "pooler/core/client_statements_state.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/net/channel.h"
@@ -198,14 +199,9 @@ class Client final : public ChannelOwner {
   void on_channel_closed(Channel& channel) override;
   void on_channel_tls_ready(Channel& channel) override;
 
-  ListNode worker_node;           // on the worker's list of clients
-  ListNode pool_node;             // on a pool's waiting list while it waits
-  uint64_t wait_started_us = 0;   // set by the pool when the client queues (wait-time stats)
-  bool wait_notice_sent = false;  // notify_queued() went in this wait (reset when it queues)
-  // A statement that needs a pin waits for one (session_state_pin_reserve): on its pool's list
-  // of pin waiters, and since when it waits (0: it does not), up to query_wait_timeout.
-  bool on_pin_list = false;
-  uint64_t pin_wait_since_ms = 0;
+  ListNode worker_node;  // on the worker's list of clients
+  ListNode pool_node;    // on a pool's waiting list while it waits
+  ClientQueueWait wait;  // set and read by the pool (client_queue_wait.h)
 
   // The admin console (database "pgsluice" or "pgbouncer"): answered by a ConsoleSession.
   [[nodiscard]] bool is_admin_console() const { return admin_console_; }

@@ -107,7 +107,7 @@ bool Client::answer_held_request() {
 }
 
 void Client::notify_queued() {
-  wait_notice_sent = true;
+  wait.notice_sent = true;
   pp::write_notice_response(
       channel_.output(),
       {.severity = "NOTICE",

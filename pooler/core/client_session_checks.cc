@@ -26,7 +26,7 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
   const SessionCheckResult result = check_session_state(worker_, *this, *server_, session_policy_,
                                                         prefilter_, message, text, hint);
   if (result == SessionCheckResult::forward) {
-    if (pin_wait_since_ms != 0) pin_wait_since_ms = 0;  // not written (a cache line) every time
+    if (wait.pin_since_ms != 0) wait.pin_since_ms = 0;  // not written (a cache line) every time
     return false;
   }
   batch.flush(&out);
@@ -48,11 +48,11 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
 }
 
 void Client::wait_for_pin() {
-  if (pin_wait_since_ms == 0) pin_wait_since_ms = worker_.now_ms();
+  if (wait.pin_since_ms == 0) wait.pin_since_ms = worker_.now_ms();
   spdlog::debug("{} waits for a pin (session_state_pin_reserve)", log_id_);
   if (server_->transaction_status() != pp::TransactionStatus::idle) {
     // In a transaction block the client keeps its server and waits on the pool's pin list.
-    if (!on_pin_list) pool_->wait_for_pin(*this);
+    if (!wait.on_pin_list) pool_->wait_for_pin(*this);
     return;
   }
   // The server goes back at once (nothing was sent); once released the client queues on the

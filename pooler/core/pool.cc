@@ -145,15 +145,15 @@ void Pool::request_server(Client& client) {
   }
   if (refuse_while_login_blocked(client)) return;
   waiting_.push_back(client);
-  client.wait_started_us = now_us();
-  client.wait_notice_sent = false;
+  client.wait.started_us = now_us();
+  client.wait.notice_sent = false;
   publish_wait();
   if (paused_) return;
   launch_for_waiters();
 }
 
 void Pool::wait_for_pin(Client& client) {
-  client.on_pin_list = true;
+  client.wait.on_pin_list = true;
   pin_waiting_.push_back(client);
 }
 
@@ -161,15 +161,15 @@ void Pool::retry_pin_waiters() {
   // Those that wait now: one that has to wait again goes to the back, for the next round.
   for (size_t n = pin_waiting_.size(); n > 0 && !pin_waiting_.empty(); --n) {
     Client* client = pin_waiting_.pop_front();
-    client->on_pin_list = false;
+    client->wait.on_pin_list = false;
     client->retry_after_pin_wait();
   }
 }
 
 void Pool::forget_client(Client& client) {
   if (!client.pool_node.linked()) return;
-  if (client.on_pin_list) {
-    client.on_pin_list = false;
+  if (client.wait.on_pin_list) {
+    client.wait.on_pin_list = false;
     pin_waiting_.remove(client);
     return;
   }
@@ -220,8 +220,8 @@ void Pool::serve_waiters() {
     if (server == nullptr) break;
     Client* client = waiting_.pop_front();
     const uint64_t now = now_us();
-    const uint64_t waited = client->wait_started_us != 0 && now > client->wait_started_us
-                                ? now - client->wait_started_us
+    const uint64_t waited = client->wait.started_us != 0 && now > client->wait.started_us
+                                ? now - client->wait.started_us
                                 : 0;
     stats_.totals.wait_time_us += waited;
     stats_.wait_time.observe(waited);
@@ -466,7 +466,7 @@ void Pool::check_timeouts(uint64_t now_ms) {
   const auto notify = static_cast<uint64_t>(worker_.settings().query_wait_notify.count());
   if (notify > 0 && !waiting_.empty() && waiting_.front().wait_started_ms() + notify < now_ms) {
     waiting_.for_each([&](Client& c) {
-      if (!c.wait_notice_sent && c.wait_started_ms() + notify < now_ms) c.notify_queued();
+      if (!c.wait.notice_sent && c.wait_started_ms() + notify < now_ms) c.notify_queued();
     });
   }
   auto timeout = static_cast<uint64_t>(worker_.settings().query_wait_timeout.count());
@@ -562,7 +562,7 @@ size_t Pool::close_needed_count() {
 }
 
 uint64_t Pool::oldest_wait_start_us() {
-  return waiting_.empty() ? 0 : waiting_.front().wait_started_us;
+  return waiting_.empty() ? 0 : waiting_.front().wait.started_us;
 }
 
 void Pool::kill(std::string_view reason) {
@@ -571,7 +571,7 @@ void Pool::kill(std::string_view reason) {
   }
   while (Client* client = waiting_.pop_front()) client->fail(sqlstate::kAdminShutdown, reason);
   while (Client* client = pin_waiting_.pop_front()) {
-    client->on_pin_list = false;
+    client->wait.on_pin_list = false;
     client->fail(sqlstate::kAdminShutdown, reason);
   }
   while (Client* client = replication_waiting_.pop_front()) {

@@ -15,7 +15,7 @@ namespace pgsluice {
 
 void Pool::request_replication(Client& client) {
   replication_waiting_.push_back(client);
-  client.wait_started_us = now_us();
+  client.wait.started_us = now_us();
   launch_replication_waiters(/*evict=*/true);
 }
 
@@ -58,8 +58,8 @@ void Pool::launch_replication_server(Client& client) {
   auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
   server->serve_replication(client);
   client.on_replication_server(*server);
-  const uint64_t waited = client.wait_started_us != 0 && now_us() > client.wait_started_us
-                              ? now_us() - client.wait_started_us
+  const uint64_t waited = client.wait.started_us != 0 && now_us() > client.wait.started_us
+                              ? now_us() - client.wait.started_us
                               : 0;
   stats_.totals.wait_time_us += waited;
   stats_.wait_time.observe(waited);

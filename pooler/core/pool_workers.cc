@@ -93,7 +93,7 @@ bool Pool::launch_on_handed_slot() {
 
 void Pool::publish_wait() {
   if (worker_.group().size() == 1) return;
-  const uint64_t oldest = waiting_.empty() ? 0 : waiting_.front().wait_started_us;
+  const uint64_t oldest = waiting_.empty() ? 0 : waiting_.front().wait.started_us;
   if (oldest == published_wait_us_) return;
   published_wait_us_ = oldest;
   limit_slots_.pool->waiting_since_us[static_cast<size_t>(worker_.index())].store(

@@ -262,10 +262,10 @@ bool may_wait_for_pin(Worker& worker, const Client& client, const Server& server
       server.transaction_status() == pp::TransactionStatus::failed) {
     return false;
   }
-  if (client.pin_wait_since_ms == 0) return true;
+  if (client.wait.pin_since_ms == 0) return true;
   auto limit = static_cast<uint64_t>(worker.settings().query_wait_timeout.count());
   if (limit == 0) limit = 120'000;
-  return worker.now_ms() < client.pin_wait_since_ms + limit;
+  return worker.now_ms() < client.wait.pin_since_ms + limit;
 }
 
 // Pin without starving: a pin that would take one of the pool's reserved servers refuses the
