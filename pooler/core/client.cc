@@ -67,15 +67,16 @@ std::string_view state_name(Client::State s) {
 Client::Client(Worker& worker, uint64_t id)
     : worker_(worker),
       id_(id),
-      channel_(worker.loop(), *this, pp::FramePhase::startup, worker.settings().max_packet_size),
-      log_id_(fmt::format("C-{}", id)) {}
+      channel_(worker.loop(), *this, pp::FramePhase::startup, worker.settings().max_packet_size) {
+  who_.log_id = fmt::format("C-{}", id);
+}
 
 Client::~Client() = default;
 
 void Client::start() {
-  peer_ = peer_name(channel_);
-  log_id_ = fmt::format("C-{} {}", id_, peer_);
-  connected_ms_ = last_request_ms_ = worker_.now_ms();
+  who_.peer = peer_name(channel_);
+  who_.log_id = fmt::format("C-{} {}", id_, who_.peer);
+  who_.connected_ms = last_request_ms_ = worker_.now_ms();
   channel_.start_reading();
 }
 
@@ -83,7 +84,7 @@ void Client::set_state(State state) {
   if (state == state_) return;
   // As Server::set_state logs its transitions: one line per change, at debug level.
   if (log_enabled(spdlog::level::debug)) {
-    spdlog::debug("{} {} -> {}", log_id_, state_name(state_), state_name(state));
+    spdlog::debug("{} {} -> {}", who_.log_id, state_name(state_), state_name(state));
   }
   state_ = state;
 }
@@ -97,8 +98,8 @@ void Client::close(std::string_view reason) {
 void Client::close_logged(std::string_view reason, bool log) {
   if (state_ == State::closing) return;
   if (log && worker_.settings().log_disconnections) {
-    spdlog::info("{} closing because: {} (age={}s)", log_id_, reason,
-                 (worker_.now_ms() - connected_ms_) / 1000);
+    spdlog::info("{} closing because: {} (age={}s)", who_.log_id, reason,
+                 (worker_.now_ms() - who_.connected_ms) / 1000);
   }
   if (pool_ != nullptr) pool_->forget_client(*this);
   if (server_ != nullptr) {
@@ -119,7 +120,7 @@ void Client::close_logged(std::string_view reason, bool log) {
 
 void Client::on_channel_error(Channel&, int status) {
   if (!channel_.tls_error().empty()) {
-    spdlog::info("{} {}", log_id_, channel_.tls_error());
+    spdlog::info("{} {}", who_.log_id, channel_.tls_error());
     close(channel_.tls_error());
     return;
   }
@@ -229,7 +230,7 @@ bool Client::handle_startup_packet(const pp::Message& message) {
 
 void Client::handle_cancel_request(const pp::StartupPacket& packet) {
   // The worker holding the client delivers it (this one, or another: the pid tells which).
-  worker_.route_cancel(packet.cancel_pid, std::string(packet.cancel_key), log_id_);
+  worker_.route_cancel(packet.cancel_pid, std::string(packet.cancel_key), who_.log_id);
   // The protocol answers a CancelRequest by closing the connection, never with a message.
   set_state(State::closing);
   channel_.close();
@@ -238,16 +239,16 @@ void Client::handle_cancel_request(const pp::StartupPacket& packet) {
 bool Client::handle_startup_message(const pp::StartupPacket& packet) {
   const Settings& settings = worker_.settings();
   pp::VersionNegotiation version = pp::negotiate_protocol_version(packet);
-  protocol_version_ = version.accepted_version;
+  who_.protocol_version = version.accepted_version;
   if (version.send_negotiate) {
     pp::write_negotiate_protocol_version(channel_.output(), version.accepted_version,
                                          version.unrecognized_options);
   }
-  user_ = std::string(packet.parameter("user"));
-  database_ = std::string(packet.parameter("database"));
-  if (database_.empty()) database_ = user_;
-  log_id_ = fmt::format("C-{} {}@{} {}", id_, user_, database_, peer_);
-  if (user_.empty()) {
+  who_.user = std::string(packet.parameter("user"));
+  who_.database = std::string(packet.parameter("database"));
+  if (who_.database.empty()) who_.database = who_.user;
+  who_.log_id = fmt::format("C-{} {}@{} {}", id_, who_.user, who_.database, who_.peer);
+  if (who_.user.empty()) {
     fail(sqlstate::kInvalidAuthorizationSpecification,
          "no PostgreSQL user name specified in startup packet");
     return false;
@@ -281,38 +282,38 @@ bool Client::handle_startup_message(const pp::StartupPacket& packet) {
       for (const auto& [n, v] : settings_in_options) {
         std::string_view tracked = tracked_parameter_name(n);
         if (tracked.empty()) {
-          extras_.set(n, v);
+          params_.extras.set(n, v);
         } else {
-          reported_.set(tracked, v);
+          params_.reported.set(tracked, v);
         }
       }
       continue;
     }
     std::string_view tracked = tracked_parameter_name(name);
     if (tracked.empty()) {
-      extras_.set(name, value);
+      params_.extras.set(name, value);
     } else {
-      reported_.set(tracked, value);
+      params_.reported.set(tracked, value);
     }
   }
-  settings_ = extras_;
+  params_.settings = params_.extras;
   if (settings.application_name_add_host) {
-    const std::string* app = reported_.get("application_name");
-    reported_.set("application_name",
-                  fmt::format("{} - {}", app != nullptr ? *app : std::string(), peer_));
+    const std::string* app = params_.reported.get("application_name");
+    params_.reported.set("application_name",
+                         fmt::format("{} - {}", app != nullptr ? *app : std::string(), who_.peer));
   }
-  if (!reported_.empty()) startup_reported_ = reported_;
+  if (!params_.reported.empty()) params_.startup_reported = params_.reported;
 
   // The admin console is a virtual database (config/console_database.h), never looked up in
   // [databases].
-  admin_console_ = is_admin_database(database_);
+  admin_console_ = is_admin_database(who_.database);
   if (admin_console_ && replication_ != pp::ReplicationMode::none) {
     fail(sqlstate::kFeatureNotSupported,
          "replication connections to the admin console are not supported");
     return false;
   }
   if (!admin_console_) {
-    if (auto entry = worker_.config().find_database(database_)) {
+    if (auto entry = worker_.config().find_database(who_.database)) {
       login_.db_entry = std::make_unique<DatabaseEntry>(std::move(*entry));
     }
   }
@@ -361,10 +362,10 @@ void Client::process_auth_input() {
         auth_succeeded();
         return;
       case ClientAuth::Result::failed:
-        spdlog::warn("{} login failed: {}", log_id_, login_.auth->failure_reason());
+        spdlog::warn("{} login failed: {}", who_.log_id, login_.auth->failure_reason());
         note_auth_failure();
         fail(sqlstate::kInvalidPassword,
-             fmt::format("password authentication failed for user \"{}\"", user_));
+             fmt::format("password authentication failed for user \"{}\"", who_.user));
         return;
       case ClientAuth::Result::protocol_violation:
         worker_.refusals().malformed_client_auth.fetch_add(1, std::memory_order_relaxed);
@@ -387,23 +388,25 @@ void Client::auth_succeeded() {
   }
   if (login_.unknown_database) {
     if (worker_.settings().log_connections) {
-      spdlog::info("{} login failed: db={} user={}", log_id_, database_, user_);  // PgBouncer's
+      spdlog::info("{} login failed: db={} user={}", who_.log_id, who_.database,
+                   who_.user);  // PgBouncer's
     }
-    fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", database_));
+    fail(sqlstate::kInvalidCatalogName, fmt::format("no such database: {}", who_.database));
     return;
   }
   // After the authentication, as the pool it makes: unauthenticated names fill nothing.
-  if (!worker_.config().databases.contains(database_) && first_use_of_auto_database(database_)) {
-    spdlog::info("{} registered new auto-database: {}", log_id_, database_);  // PgBouncer's
+  if (!worker_.config().databases.contains(who_.database) &&
+      first_use_of_auto_database(who_.database)) {
+    spdlog::info("{} registered new auto-database: {}", who_.log_id, who_.database);  // PgBouncer's
   }
-  pool_ = &worker_.pool_for(*login_.db_entry, user_);
+  pool_ = &worker_.pool_for(*login_.db_entry, who_.user);
   ServerCredentials& cred = pool_->credentials();
-  if (login_.secret_from_lookup && cred.user == user_ && login_.auth->secret()) {
+  if (login_.secret_from_lookup && cred.user == who_.user && login_.auth->secret()) {
     // auth_query's secret logs the pool in (an MD5 hash, or SCRAM pass-through below); the
     // latest lookup wins, so a password changed on the server reaches the pool too.
     cred.password = *login_.auth->secret();
   }
-  if (login_.auth->proven_client_key() && cred.user == user_ &&
+  if (login_.auth->proven_client_key() && cred.user == who_.user &&
       pp::is_scram_verifier(cred.password)) {
     // SCRAM pass-through: the keys this client proved log the pool in to the server.
     cred.scram_client_key = login_.auth->proven_client_key();
@@ -417,7 +420,7 @@ void Client::auth_succeeded() {
     begin_replication();  // client_replication.cc
     return;
   }
-  session_policy_ = worker_.config().session_policy_for(*login_.db_entry, user_, pool_->mode());
+  session_policy_ = worker_.config().session_policy_for(*login_.db_entry, who_.user, pool_->mode());
   login_.db_entry.reset();
   session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
   listen_.relays = session_checks_ &&
@@ -433,7 +436,7 @@ void Client::auth_succeeded() {
 
 bool Client::register_for_cancel() {
   if (!worker_.register_cancel_key(*this)) {
-    spdlog::error("{} could not generate a random cancel key", log_id_);
+    spdlog::error("{} could not generate a random cancel key", who_.log_id);
     fail(sqlstate::kInternalError, "could not generate random cancel key");
     return false;
   }
@@ -447,18 +450,20 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
   std::string& out = channel_.output();
   // One allocation for what the server reports (some 14 parameters) rather than five growing
   // ones, whose freed arrays stayed as holes in the heap of a pooler with idle clients.
-  reported_.add_missing(server_parameters);
+  params_.reported.add_missing(server_parameters);
   // The whole welcome in one allocation too: AuthenticationOk (9 bytes), a ParameterStatus per
   // parameter (5 + name + value + 2), BackendKeyData (9 + key) and ReadyForQuery (6).
   size_t welcome = 9 + 9 + cancel_.key.size() + 6;
-  for (const auto& [name, value] : reported_.items()) welcome += 7 + name.size() + value.size();
+  for (const auto& [name, value] : params_.reported.items())
+    welcome += 7 + name.size() + value.size();
   out.reserve(out.size() + welcome);
   pp::write_authentication_ok(out);
-  for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
+  for (const auto& [name, value] : params_.reported.items())
+    pp::write_parameter_status(out, name, value);
   pp::write_backend_key_data(out, cancel_.pid, cancel_.key);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
-  if (worker_.settings().log_connections) spdlog::info("{} login ok", log_id_);
+  if (worker_.settings().log_connections) spdlog::info("{} login ok", who_.log_id);
   set_state(State::idle);
   channel_.start_reading();
   process_input();
@@ -592,7 +597,7 @@ void Client::forward_to_server() {
     const pp::Message message = in.take(header.header);
     prefilter_.forget();
     if (log_enabled(spdlog::level::trace)) {
-      spdlog::trace("{} -> '{}' ({} bytes)", log_id_, type, message.wire.size());
+      spdlog::trace("{} -> '{}' ({} bytes)", who_.log_id, type, message.wire.size());
     }
     if (type == fe::kTerminate) {
       flush_batch();
@@ -680,9 +685,9 @@ void Client::on_server_lost(std::string_view reason) {
 }
 
 void Client::on_server_parameter(std::string_view name, std::string_view value) {
-  const std::string* current = reported_.get(name);
+  const std::string* current = params_.reported.get(name);
   if (current != nullptr && *current == value) return;
-  reported_.set(name, value);
+  params_.reported.set(name, value);
   pp::write_parameter_status(channel_.output(), name, value);
 }
 

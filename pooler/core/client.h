@@ -23,6 +23,7 @@
 #include "pooler/base/intrusive_list.h"
 #include "pooler/config/config.h"
 #include "pooler/config/session_policy.h"
+#include "pooler/core/client_identity.h"
 #include "pooler/core/client_listen_state.h"
 #include "pooler/core/client_login_state.h"
 #include "pooler/core/client_queue_wait.h"
@@ -141,27 +142,27 @@ class Client final : public ChannelOwner {
   [[nodiscard]] uint64_t id() const { return id_; }
   [[nodiscard]] Server* server() const { return server_; }
   [[nodiscard]] Pool* pool() const { return pool_; }
-  [[nodiscard]] const std::string& user() const { return user_; }
-  [[nodiscard]] const std::string& database() const { return database_; }
-  [[nodiscard]] const ParameterSet& tracked_parameters() const { return reported_; }
-  [[nodiscard]] int32_t protocol_version() const { return protocol_version_; }
+  [[nodiscard]] const std::string& user() const { return who_.user; }
+  [[nodiscard]] const std::string& database() const { return who_.database; }
+  [[nodiscard]] const ParameterSet& tracked_parameters() const { return params_.reported; }
+  [[nodiscard]] int32_t protocol_version() const { return who_.protocol_version; }
   void set_cancel_key(int32_t pid, std::string key);
-  [[nodiscard]] const ParameterSet& startup_extras() const { return extras_; }
+  [[nodiscard]] const ParameterSet& startup_extras() const { return params_.extras; }
   // The reported parameters the client gave at startup (DateStyle, TimeZone, …): what a RESET
   // of one gives back.
-  [[nodiscard]] const ParameterSet& startup_reported() const { return startup_reported_; }
+  [[nodiscard]] const ParameterSet& startup_reported() const { return params_.startup_reported; }
   // The settings the server does not report that this client wants on every server: its startup
   // extras, changed by what its SQL set under the `keep` action (kept_settings.h).
-  [[nodiscard]] const ParameterSet& session_settings() const { return settings_; }
-  ParameterSet& session_settings() { return settings_; }
+  [[nodiscard]] const ParameterSet& session_settings() const { return params_.settings; }
+  ParameterSet& session_settings() { return params_.settings; }
   [[nodiscard]] uint64_t wait_started_ms() const { return wait_started_ms_; }
-  [[nodiscard]] uint64_t connected_ms() const { return connected_ms_; }
+  [[nodiscard]] uint64_t connected_ms() const { return who_.connected_ms; }
   // When the client last sent anything (client_idle_timeout).
   [[nodiscard]] uint64_t last_request_ms() const { return last_request_ms_; }
   [[nodiscard]] int32_t cancel_pid() const { return cancel_.pid; }
   [[nodiscard]] const std::string& cancel_key() const { return cancel_.key; }
-  [[nodiscard]] const std::string& log_id() const { return log_id_; }
-  [[nodiscard]] const std::string& peer() const { return peer_; }
+  [[nodiscard]] const std::string& log_id() const { return who_.log_id; }
+  [[nodiscard]] const std::string& peer() const { return who_.peer; }
 
   // Protocol-level prepared statements: a name whose Parse failed or the server skipped (an
   // error earlier in the batch) is free again, and kept aside as an unrun statement.
@@ -364,24 +365,15 @@ class Client final : public ChannelOwner {
   size_t passthrough_remaining_ = 0;
   uint64_t wait_started_ms_ = 0;
   uint64_t last_request_ms_ = 0;
-  ParameterSet reported_;     // the client's view of every parameter the server reports
-  ParameterSet settings_;     // what the client wants now: extras_, then what `keep` kept
+  ClientParameters params_;   // client_identity.h
   PrefilterMemo prefilter_;   // for the message forward_to_server handles
   ClientListenState listen_;  // the LISTEN relay's (client_listen_state.h)
   SessionPolicy session_policy_;
   Channel channel_;
-  std::string log_id_;
-  std::string peer_;
-  uint64_t connected_ms_ = 0;
+  ClientIdentity who_;
 
-  std::string user_;
-  std::string database_;
-  std::string application_name_;
-  int32_t protocol_version_ = 0;
   ClientLoginState login_;  // client_login_state.h
   ClientCancelKey cancel_;
-  ParameterSet extras_;            // startup settings the server does not report
-  ParameterSet startup_reported_;  // startup settings it reports (startup_reported())
 
   ClientPreparedStatements prepared_;  // client_statements_state.h
   // Closed for its queue: the error is sent and the connection stays until the client closes it

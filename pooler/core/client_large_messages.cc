@@ -31,7 +31,7 @@ std::string_view statement_start(char type, std::string_view body) {
 void Client::refuse_oversized_login_message() {
   const pp::HeaderResult header = channel_.input().peek();
   worker_.refusals().oversized_login_messages.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("{} sent a {} byte message before login (at most {}): refused", log_id_,
+  spdlog::warn("{} sent a {} byte message before login (at most {}): refused", who_.log_id,
                header.header.length, channel_.input().max_length());
   protocol_violation(fmt::format("invalid message length {} during authentication (at most {})",
                                  header.header.length, channel_.input().max_length()));

@@ -43,18 +43,18 @@ void Client::log_login_attempt() {
   const char* replication = replication_ == pp::ReplicationMode::none       ? "no"
                             : replication_ == pp::ReplicationMode::physical ? "yes"
                                                                             : "database";
-  spdlog::info("{} login attempt: db={} user={} tls={} replication={}", log_id_, database_, user_,
-               tls_info, replication);
+  spdlog::info("{} login attempt: db={} user={} tls={} replication={}", who_.log_id, who_.database,
+               who_.user, tls_info, replication);
 }
 
 void Client::begin_authentication() {
-  if (admin_console_ && user_ == "pgbouncer" && peer_uid() == getuid()) {
+  if (admin_console_ && who_.user == "pgbouncer" && peer_uid() == getuid()) {
     // PgBouncer's rule, which its tools and its own test suite rely on: the OS user the pooler
     // runs as may enter the console as `pgbouncer` over the Unix socket with no password and no
     // admin_users line. The kernel vouches for the uid; TCP never qualifies.
     login_.own_user = true;
     if (worker_.settings().log_connections) {
-      spdlog::info("{} pgbouncer access from unix socket", log_id_);
+      spdlog::info("{} pgbouncer access from unix socket", who_.log_id);
     }
     auth_succeeded();
     return;
@@ -70,7 +70,7 @@ void Client::begin_authentication() {
     return;
   }
   login_.method = method;
-  std::optional<std::string> secret = worker_.secret_for(user_);
+  std::optional<std::string> secret = worker_.secret_for(who_.user);
   // Also under trust, as PgBouncer: the user must exist, in auth_file or by auth_query. Not
   // after peer, which PgBouncer lets through any OS user the rule names.
   if (!secret && !login_.peer_verified) {
@@ -79,15 +79,15 @@ void Client::begin_authentication() {
     // against no secret and fails as a wrong password does.
     std::optional<AuthQuery::Target> target;
     if (!login_.unknown_database) {
-      target = lookups.target_for(admin_console_ ? nullptr : login_.db_entry.get(), database_);
+      target = lookups.target_for(admin_console_ ? nullptr : login_.db_entry.get(), who_.database);
     }
     if (target && !target->error.empty()) {
-      spdlog::error("{} {}", log_id_, target->error);
+      spdlog::error("{} {}", who_.log_id, target->error);
       fail(target->sqlstate, target->client_message);
       return;
     }
     if (target) {
-      if (std::optional<AuthLookupResult> hit = lookups.cached(*target, user_)) {
+      if (std::optional<AuthLookupResult> hit = lookups.cached(*target, who_.user)) {
         on_auth_lookup(*hit);
         return;
       }
@@ -95,7 +95,7 @@ void Client::begin_authentication() {
       set_state(State::auth);
       channel_.stop_reading();
       login_.lookup_pending = true;
-      lookups.start(*target, user_, *this);
+      lookups.start(*target, who_.user, *this);
       return;
     }
     if (method == AuthType::trust) {
@@ -109,7 +109,7 @@ void Client::begin_authentication() {
 void Client::refuse_unknown_trust_user() {
   // PgBouncer's words; no password was asked, so the client learns only that it is not let in.
   spdlog::warn("{} login failed: no such user \"{}\" (auth_type = trust admits only known users)",
-               log_id_, user_);
+               who_.log_id, who_.user);
   fail(sqlstate::kInvalidAuthorizationSpecification, "\"trust\" authentication failed");
 }
 
@@ -120,10 +120,11 @@ void Client::on_auth_lookup(const AuthLookupResult& result) {
   if (result.status == AuthLookupResult::Status::failed) {
     // The reason (a server down, auth_user's password, a bad auth_query) is in the log; the
     // client learns nothing about the user. A query PostgreSQL refused gets PgBouncer's words.
-    fail(sqlstate::kConnectionFailure,
-         result.bad_query
-             ? std::string("bouncer config error")
-             : fmt::format("could not look up the password of user \"{}\" (auth_query)", user_));
+    fail(
+        sqlstate::kConnectionFailure,
+        result.bad_query
+            ? std::string("bouncer config error")
+            : fmt::format("could not look up the password of user \"{}\" (auth_query)", who_.user));
     return;
   }
   login_.secret_from_lookup = true;
@@ -142,10 +143,10 @@ void Client::on_auth_lookup(const AuthLookupResult& result) {
 
 void Client::start_exchange(std::optional<std::string> secret) {
   const pp::ScramVerifier* plain_verifier = secret && login_.method == AuthType::scram_sha_256
-                                                ? worker_.plain_scram_verifier(user_, *secret)
+                                                ? worker_.plain_scram_verifier(who_.user, *secret)
                                                 : nullptr;
   login_.auth =
-      std::make_unique<ClientAuth>(login_.method, user_, std::move(secret), plain_verifier);
+      std::make_unique<ClientAuth>(login_.method, who_.user, std::move(secret), plain_verifier);
   login_.auth->set_max_iterations(worker_.settings().scram_max_iterations);
   login_.auth->set_iterations(worker_.settings().scram_iterations);
   if (channel_.tls() != nullptr)
@@ -161,9 +162,9 @@ void Client::start_exchange(std::optional<std::string> secret) {
       return;
     case ClientAuth::Result::failed:
     case ClientAuth::Result::protocol_violation:
-      spdlog::warn("{} login failed: {}", log_id_, login_.auth->failure_reason());
+      spdlog::warn("{} login failed: {}", who_.log_id, login_.auth->failure_reason());
       fail(sqlstate::kInvalidPassword,
-           fmt::format("password authentication failed for user \"{}\"", user_));
+           fmt::format("password authentication failed for user \"{}\"", who_.user));
       return;
   }
 }
@@ -173,7 +174,7 @@ void Client::note_auth_failure() {
   // The cached secret may be the one from before an ALTER ROLE … PASSWORD: ask again next time.
   AuthQuery& lookups = worker_.auth_query();
   if (auto target = lookups.target_for(admin_console_ ? nullptr : login_.db_entry.get())) {
-    lookups.invalidate(*target, user_);
+    lookups.invalidate(*target, who_.user);
   }
 }
 
@@ -190,53 +191,54 @@ std::optional<AuthType> Client::decide_by_hba() {
   HbaConnection conn{.local = local,
                      .tls = channel_.tls() != nullptr,
                      .address = local ? nullptr : reinterpret_cast<const sockaddr*>(&addr),
-                     .database = database_,
-                     .user = user_,
+                     .database = who_.database,
+                     .user = who_.user,
                      .physical_replication = replication_ == pp::ReplicationMode::physical};
   const std::string host = local ? "[local]" : hba_host_name(conn.address);
   const char* encryption = conn.tls ? "SSL encryption" : "no encryption";
   const HbaRule* rule = rules != nullptr ? rules->match(conn) : nullptr;
   if (rule == nullptr) {
     if (rules == nullptr)
-      spdlog::error("{} auth_type = hba but no auth_hba_file is loaded", log_id_);
+      spdlog::error("{} auth_type = hba but no auth_hba_file is loaded", who_.log_id);
     // PostgreSQL's words; a physical walsender names no database.
     fail(sqlstate::kInvalidAuthorizationSpecification,
          conn.physical_replication
              ? fmt::format("no pg_hba.conf entry for replication connection from host \"{}\", "
                            "user \"{}\", {}",
-                           host, user_, encryption)
+                           host, who_.user, encryption)
              : fmt::format("no pg_hba.conf entry for host \"{}\", user \"{}\", database \"{}\", {}",
-                           host, user_, database_, encryption));
+                           host, who_.user, who_.database, encryption));
     return std::nullopt;
   }
-  spdlog::debug("{} {}:{} matches: {}", log_id_, rule->file, rule->line, to_string(rule->method));
+  spdlog::debug("{} {}:{} matches: {}", who_.log_id, rule->file, rule->line,
+                to_string(rule->method));
   login_.ident_map = rule->map;
   if (rule->method == HbaMethod::reject) {
     fail(sqlstate::kInvalidAuthorizationSpecification,
          conn.physical_replication
              ? fmt::format("pg_hba.conf rejects replication connection for host \"{}\", user "
                            "\"{}\", {}",
-                           host, user_, encryption)
+                           host, who_.user, encryption)
              : fmt::format("pg_hba.conf rejects connection for host \"{}\", user \"{}\", "
                            "database \"{}\", {}",
-                           host, user_, database_, encryption));
+                           host, who_.user, who_.database, encryption));
     return std::nullopt;
   }
   if (rule->clientcert != HbaClientCert::none && rule->method != HbaMethod::cert) {
     // clientcert=verify-ca|verify-full: a certificate on top of the method, as PostgreSQL.
     TlsSession* tls = channel_.tls();
     if (!has_verified_certificate(tls)) {
-      spdlog::warn("{} login failed: {}:{} wants a client certificate", log_id_, rule->file,
+      spdlog::warn("{} login failed: {}:{} wants a client certificate", who_.log_id, rule->file,
                    rule->line);
       fail(sqlstate::kInvalidAuthorizationSpecification,
            "connection requires a valid client certificate");
       return std::nullopt;
     }
-    if (rule->clientcert == HbaClientCert::verify_full && tls->peer_common_name() != user_) {
+    if (rule->clientcert == HbaClientCert::verify_full && tls->peer_common_name() != who_.user) {
       fail(sqlstate::kInvalidAuthorizationSpecification,
            fmt::format("certificate validation (clientcert=verify-full) failed for user \"{}\": "
                        "CN mismatch",
-                       user_));
+                       who_.user));
       return std::nullopt;
     }
   }
@@ -254,7 +256,7 @@ std::optional<AuthType> Client::decide_by_hba() {
     case HbaMethod::peer:
       if (!peer_matches()) {
         fail(sqlstate::kInvalidAuthorizationSpecification,
-             fmt::format("Peer authentication failed for user \"{}\"", user_));
+             fmt::format("Peer authentication failed for user \"{}\"", who_.user));
         return std::nullopt;
       }
       login_.peer_verified = true;
@@ -274,7 +276,7 @@ std::optional<uid_t> Client::peer_uid() {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    spdlog::warn("{} peer authentication: could not get peer credentials: {}", log_id_,
+    spdlog::warn("{} peer authentication: could not get peer credentials: {}", who_.log_id,
                  std::strerror(errno));
     return std::nullopt;
   }
@@ -283,7 +285,7 @@ std::optional<uid_t> Client::peer_uid() {
 
 bool Client::ident_permits(std::string_view system_user) const {
   const IdentMaps* maps = worker_.secrets().ident.get();
-  return maps != nullptr && maps->permits(login_.ident_map, system_user, user_);
+  return maps != nullptr && maps->permits(login_.ident_map, system_user, who_.user);
 }
 
 bool Client::peer_matches() {
@@ -293,20 +295,20 @@ bool Client::peer_matches() {
   passwd* found = nullptr;
   char buf[4096];
   if (getpwuid_r(*uid, &pw, buf, sizeof(buf), &found) != 0 || found == nullptr) {
-    spdlog::warn("{} peer authentication: could not look up local user ID {}", log_id_, *uid);
+    spdlog::warn("{} peer authentication: could not look up local user ID {}", who_.log_id, *uid);
     return false;
   }
   if (!login_.ident_map.empty()) {
     // map=: the auth_ident_file says which users this OS user may be (PgBouncer's log line).
     if (ident_permits(pw.pw_name)) return true;
-    spdlog::error("{} ident map {} cannot be matched", log_id_, login_.ident_map);
+    spdlog::error("{} ident map {} cannot be matched", who_.log_id, login_.ident_map);
     return false;
   }
-  if (user_ != pw.pw_name) {
+  if (who_.user != pw.pw_name) {
     spdlog::warn(
         "{} login failed: Provided user name ({}) and authenticated user name ({}) do "
         "not match",
-        log_id_, user_, pw.pw_name);
+        who_.log_id, who_.user, pw.pw_name);
     return false;
   }
   return true;

@@ -28,7 +28,8 @@ void Client::send_error(std::string_view severity, std::string_view code, std::s
 void Client::fail(std::string_view code, std::string_view message, std::string_view log_reason) {
   if (state_ == State::closing) return;
   // PgBouncer's words for log_pooler_errors.
-  if (worker_.settings().log_pooler_errors) spdlog::warn("{} pooler error: {}", log_id_, message);
+  if (worker_.settings().log_pooler_errors)
+    spdlog::warn("{} pooler error: {}", who_.log_id, message);
   send_error("FATAL", code, message);
   close_logged(log_reason.empty() ? message : log_reason, /*log=*/true);
 }
@@ -45,7 +46,7 @@ bool Client::refused_type(char type) const {
 void Client::refuse_type(char type) {
   if (type == fe::kQuery) {
     // disable_pqexec, in PgBouncer's two lines: what the client did, then why it is closed.
-    spdlog::error("{} client used \"Query\" packet type", log_id_);
+    spdlog::error("{} client used \"Query\" packet type", who_.log_id);
     protocol_violation("PQexec disallowed");
     return;
   }

@@ -33,7 +33,7 @@ bool Client::read_replication_parameter(const pp::StartupPacket& packet) {
       // for a walsender must not be given a plain session instead.
       std::string message =
           fmt::format("invalid value for parameter \"replication\": \"{}\"", value);
-      if (worker_.settings().log_pooler_errors) spdlog::warn("{} error: {}", log_id_, message);
+      if (worker_.settings().log_pooler_errors) spdlog::warn("{} error: {}", who_.log_id, message);
       send_error("FATAL", sqlstate::kInvalidParameterValue, message,
                  "Valid values are: \"false\", 0, \"true\", 1, \"database\".");
       close(message);
@@ -52,13 +52,13 @@ void Client::begin_replication() {
   if (worker_.settings().application_name_add_host) {
     // The walsender reports the name the pooler made (application_name_add_host), as a pooled
     // server would be set to it.
-    const std::string* app = reported_.get("application_name");
+    const std::string* app = params_.reported.get("application_name");
     std::erase_if(login_.replication_parameters,
                   [](const auto& p) { return p.first == "application_name"; });
     if (app != nullptr) login_.replication_parameters.emplace_back("application_name", *app);
   }
   if (worker_.settings().log_connections) {
-    spdlog::info("{} replication={}: opening a server connection of its own", log_id_,
+    spdlog::info("{} replication={}: opening a server connection of its own", who_.log_id,
                  pp::to_string(replication_));
   }
   set_state(State::welcome_wait);
@@ -73,15 +73,16 @@ void Client::on_replication_ready(Server& server) {
   server_ = &server;
   // The walsender's own ParameterStatus set (it got the client's parameters at its login), the
   // pooler's cancel key (a cancel reaches the walsender through Server::cancel_running_query).
-  reported_ = server.parameters();
+  params_.reported = server.parameters();
   std::string& out = channel_.output();
   pp::write_authentication_ok(out);
-  for (const auto& [name, value] : reported_.items()) pp::write_parameter_status(out, name, value);
+  for (const auto& [name, value] : params_.reported.items())
+    pp::write_parameter_status(out, name, value);
   pp::write_backend_key_data(out, cancel_.pid, cancel_.key);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
   if (state_ == State::closing) return;  // the flush failed: the client is gone
-  if (worker_.settings().log_connections) spdlog::info("{} login ok (replication)", log_id_);
+  if (worker_.settings().log_connections) spdlog::info("{} login ok (replication)", who_.log_id);
   set_state(State::active);
   channel_.start_reading();
   relay_replication_input();

@@ -49,7 +49,7 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
 
 void Client::wait_for_pin() {
   if (wait.pin_since_ms == 0) wait.pin_since_ms = worker_.now_ms();
-  spdlog::debug("{} waits for a pin (session_state_pin_reserve)", log_id_);
+  spdlog::debug("{} waits for a pin (session_state_pin_reserve)", who_.log_id);
   if (server_->transaction_status() != pp::TransactionStatus::idle) {
     // In a transaction block the client keeps its server and waits on the pool's pin list.
     if (!wait.on_pin_list) pool_->wait_for_pin(*this);

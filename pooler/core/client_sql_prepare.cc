@@ -44,7 +44,7 @@ std::optional<SqlQueryPlan> Client::plan_sql(std::string_view sql, SqlPlanMode m
     break;
   }
   if (log_enabled(spdlog::level::debug)) {
-    spdlog::debug("{} SQL prepared statements renamed: {}", log_id_, plan->sent_sql);
+    spdlog::debug("{} SQL prepared statements renamed: {}", who_.log_id, plan->sent_sql);
   }
   return plan;
 }

@@ -42,8 +42,8 @@ std::unordered_map<std::string, ClientStatement>::iterator Client::find_statemen
   auto unrun = std::find_if(prepared_.unrun.begin(), prepared_.unrun.end(),
                             [&](const auto& entry) { return entry.first == name; });
   if (unrun == prepared_.unrun.end()) return prepared_.by_name.end();
-  spdlog::debug("{} statement '{}' was not prepared (an error in its batch): prepared now", log_id_,
-                name);
+  spdlog::debug("{} statement '{}' was not prepared (an error in its batch): prepared now",
+                who_.log_id, name);
   it = prepared_.by_name.emplace(unrun->first, ClientStatement(unrun->second)).first;
   prepared_.unrun.erase(unrun);
   return it;
@@ -156,7 +156,7 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
   auto existing = prepared_.by_name.find(name);
   if (existing != prepared_.by_name.end()) {
     // PgBouncer's line for it (the client's bug, worth seeing in the log).
-    spdlog::warn("{} prepared statement '{}' was already prepared", log_id_, name);
+    spdlog::warn("{} prepared statement '{}' was already prepared", who_.log_id, name);
     // PostgreSQL's 42P05 fails the transaction (status 'E' in a block, and the COMMIT that
     // follows rolls back): a refusal made up here could not do that. The server gets the
     // client's Parse under the name of the statement the client's name maps to, which it
@@ -233,7 +233,7 @@ std::optional<Client::Routed> Client::route_told_bind(ClientStatement& use, std:
   }
   if (!changed || !server.may_refuse_stale_bind()) return std::nullopt;
   ++use->stats->stale_refusals;
-  spdlog::debug("{} Bind of {} ({}) refused: the shape it was told changed", log_id_, name,
+  spdlog::debug("{} Bind of {} ({}) refused: the shape it was told changed", who_.log_id, name,
                 use->server_name);
   server.refuse_stale_bind(use.ref(), out);
   // The server skips the rest of the batch after the error: so does the pooler.
@@ -264,7 +264,7 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
       // The client's next attempt (after preparing again) works: its seen generation is
       // updated when the error reaches it (Client::note_stale_plan_seen).
       ++use->stats->stale_refusals;
-      spdlog::debug("{} Bind of {} ({}) refused: the statement's result type changed", log_id_,
+      spdlog::debug("{} Bind of {} ({}) refused: the statement's result type changed", who_.log_id,
                     it->first, use->server_name);
       server.refuse_stale_bind(use.ref(), out);
       // The server skips the rest of the batch after the error: so does the pooler, which

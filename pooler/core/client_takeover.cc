@@ -25,50 +25,50 @@ bool Client::export_state(TakeoverClient& out) const {
     return false;
   }
   const ServerCredentials& cred = pool_->credentials();
-  out = TakeoverClient{.user = user_,
-                       .database = database_,
-                       .protocol_version = protocol_version_,
+  out = TakeoverClient{.user = who_.user,
+                       .database = who_.database,
+                       .protocol_version = who_.protocol_version,
                        .cancel_pid = cancel_.pid,
                        .cancel_key = cancel_.key,
                        .scram_client_key = cred.scram_client_key,
                        .scram_server_key = cred.scram_server_key,
-                       .reported = reported_,
-                       .extras = extras_,
-                       .settings = settings_};
+                       .reported = params_.reported,
+                       .extras = params_.extras,
+                       .settings = params_.settings};
   return true;
 }
 
 bool Client::resume(TakeoverClient state) {
-  peer_ = channel_.is_tcp() ? tcp_peer_name(channel_.tcp()) : "unix";
-  user_ = std::move(state.user);
-  database_ = std::move(state.database);
-  log_id_ = fmt::format("C-{} {}@{} {}", id_, user_, database_, peer_);
-  connected_ms_ = last_request_ms_ = worker_.now_ms();
-  std::optional<DatabaseEntry> entry = worker_.config().find_database(database_);
+  who_.peer = channel_.is_tcp() ? tcp_peer_name(channel_.tcp()) : "unix";
+  who_.user = std::move(state.user);
+  who_.database = std::move(state.database);
+  who_.log_id = fmt::format("C-{} {}@{} {}", id_, who_.user, who_.database, who_.peer);
+  who_.connected_ms = last_request_ms_ = worker_.now_ms();
+  std::optional<DatabaseEntry> entry = worker_.config().find_database(who_.database);
   if (!entry) {
     close("taken over, but its database is no longer configured");
     return false;
   }
-  protocol_version_ = state.protocol_version;
-  reported_ = std::move(state.reported);
-  extras_ = std::move(state.extras);
-  settings_ = std::move(state.settings);
-  pool_ = &worker_.pool_for(*entry, user_);
+  who_.protocol_version = state.protocol_version;
+  params_.reported = std::move(state.reported);
+  params_.extras = std::move(state.extras);
+  params_.settings = std::move(state.settings);
+  pool_ = &worker_.pool_for(*entry, who_.user);
   ServerCredentials& cred = pool_->credentials();
-  if (state.scram_client_key && !cred.scram_client_key && cred.user == user_ &&
+  if (state.scram_client_key && !cred.scram_client_key && cred.user == who_.user &&
       pp::is_scram_verifier(cred.password)) {
     // SCRAM pass-through: the pool logs in with the keys the client proved to the old process.
     cred.scram_client_key = state.scram_client_key;
     cred.scram_server_key = state.scram_server_key;
   }
-  session_policy_ = worker_.config().session_policy_for(*entry, user_, pool_->mode());
+  session_policy_ = worker_.config().session_policy_for(*entry, who_.user, pool_->mode());
   session_checks_ = shares_servers(pool_->mode()) && !session_policy_.all_off();
   listen_.relays = session_checks_ &&
                    session_policy_.action_for(pp::SessionStateKind::listen) == SessionAction::relay;
   set_cancel_key(state.cancel_pid, std::move(state.cancel_key));
   worker_.adopt_cancel_key(*this);
   cancel_.registered = true;
-  if (worker_.settings().log_connections) spdlog::info("{} taken over", log_id_);
+  if (worker_.settings().log_connections) spdlog::info("{} taken over", who_.log_id);
   // Past the startup packet: regular messages, within max_packet_size (as after a login here).
   channel_.input().set_phase(pp::FramePhase::regular);
   channel_.input().set_max_length(worker_.settings().max_packet_size);

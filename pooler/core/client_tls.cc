@@ -37,7 +37,7 @@ void Client::accept_direct_tls() {
   const TlsContext* ctx = worker_.tls().client.get();
   if (ctx == nullptr || !channel_.is_tcp()) {
     // A plaintext error would be garbage to a TLS client; PostgreSQL logs and closes too.
-    spdlog::warn("{} closing: a direct TLS handshake, but {}", log_id_,
+    spdlog::warn("{} closing: a direct TLS handshake, but {}", who_.log_id,
                  ctx == nullptr ? "TLS is not enabled for clients (client_tls_sslmode = disable)"
                                 : "on a Unix socket, which takes no TLS");
     close("direct TLS without client TLS");
@@ -78,23 +78,23 @@ void Client::login_by_certificate() {
   std::string name = tls != nullptr ? tls->peer_common_name() : std::string();
   if (!name.empty() && !login_.ident_map.empty() && !ident_permits(name)) {
     // map=: the auth_ident_file says which users this CN may be (PgBouncer's log line).
-    spdlog::error("{} ident map: {} does not have a match", log_id_, login_.ident_map);
+    spdlog::error("{} ident map: {} does not have a match", who_.log_id, login_.ident_map);
     fail(sqlstate::kInvalidAuthorizationSpecification,
-         fmt::format("certificate authentication failed for user \"{}\"", user_));
+         fmt::format("certificate authentication failed for user \"{}\"", who_.user));
     return;
   }
-  if (name.empty() || (login_.ident_map.empty() && name != user_)) {
-    spdlog::warn("{} login failed: {}", log_id_,
+  if (name.empty() || (login_.ident_map.empty() && name != who_.user)) {
+    spdlog::warn("{} login failed: {}", who_.log_id,
                  tls == nullptr ? "auth_type = cert needs a TLS connection"
                  : name.empty() ? "no verified client certificate"
                                 : fmt::format("certificate CN \"{}\" is not the user", name));
     fail(sqlstate::kInvalidAuthorizationSpecification,
-         fmt::format("certificate authentication failed for user \"{}\"", user_));
+         fmt::format("certificate authentication failed for user \"{}\"", who_.user));
     return;
   }
   // auth_succeeded() reads the exchange's outcome (SCRAM keys for pass-through): the
   // certificate's is that of trust, no keys.
-  login_.auth = std::make_unique<ClientAuth>(AuthType::trust, user_, std::nullopt);
+  login_.auth = std::make_unique<ClientAuth>(AuthType::trust, who_.user, std::nullopt);
   auth_succeeded();
 }
 
