@@ -13,6 +13,7 @@
 #include "pooler/base/secure_random.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
+#include "pooler/core/login_notice.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
@@ -60,6 +61,8 @@ std::unique_ptr<AdminSession> AdminSession::start(Console& console, Worker& work
   (void)secure_random(&pid, sizeof(pid));
   (void)secure_random(key.data(), key.size());
   pp::write_backend_key_data(out, static_cast<int32_t>(pid & 0x7fffffff), key);
+  // PgBouncer greets its console as any client, the login_notify_message included.
+  write_login_notice(out, s.login_notify_message);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   client.channel().flush();
   if (s.log_connections) {

@@ -247,6 +247,9 @@ struct Settings {
   // PgBouncer's: the simple Query protocol is refused (FATAL 08P01 "PQexec disallowed", the
   // client closed), so that a client can send one statement per message only.
   bool disable_pqexec = false;
+  // PgBouncer 1.26's: a NOTICE with this text in every client's greeting, so that people see
+  // they went through the pooler (core/login_notice.h). Empty: none.
+  std::string login_notify_message;
   bool log_connections = true;
   bool log_disconnections = true;
   bool log_pooler_errors = true;

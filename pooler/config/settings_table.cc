@@ -242,6 +242,7 @@ std::vector<SettingDef> make_table() {
       row("leak_report_file", string_value(&S::leak_report_file), kReload, kOwn),
       row("listen_addr", string_value(&S::listen_addr), kRestart),
       row("listen_port", int_value(&S::listen_port, 1, 65535), kRestart),
+      row("login_notify_message", string_value(&S::login_notify_message)),  // at each login
       row("max_client_conn", int_value(&S::max_client_conn, 1, kTenMillion)),
       row("max_db_client_connections", int_value(&S::max_db_client_connections, 0, kTenMillion)),
       row("max_db_connections", int_value(&S::max_db_connections, 0, kMillion)),

@@ -15,6 +15,7 @@
 #include "pooler/base/sqlstate.h"
 #include "pooler/config/console_database.h"
 #include "pooler/core/auth_query.h"
+#include "pooler/core/login_notice.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/session_checks.h"
@@ -452,8 +453,10 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
   // ones, whose freed arrays stayed as holes in the heap of a pooler with idle clients.
   params_.reported.add_missing(server_parameters);
   // The whole welcome in one allocation too: AuthenticationOk (9 bytes), a ParameterStatus per
-  // parameter (5 + name + value + 2), BackendKeyData (9 + key) and ReadyForQuery (6).
-  size_t welcome = 9 + 9 + cancel_.key.size() + 6;
+  // parameter (5 + name + value + 2), BackendKeyData (9 + key), the login_notify_message
+  // NOTICE (its text and some 25 bytes of fields) and ReadyForQuery (6).
+  const std::string& notice = worker_.settings().login_notify_message;
+  size_t welcome = 9 + 9 + cancel_.key.size() + (notice.empty() ? 0 : notice.size() + 32) + 6;
   for (const auto& [name, value] : params_.reported.items())
     welcome += 7 + name.size() + value.size();
   out.reserve(out.size() + welcome);
@@ -461,6 +464,7 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
   for (const auto& [name, value] : params_.reported.items())
     pp::write_parameter_status(out, name, value);
   pp::write_backend_key_data(out, cancel_.pid, cancel_.key);
+  write_login_notice(out, notice);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
   if (worker_.settings().log_connections) spdlog::info("{} login ok", who_.log_id);

@@ -16,6 +16,7 @@
 #include "pgsluice/protocol/writer.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
+#include "pooler/core/login_notice.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
@@ -79,6 +80,7 @@ void Client::on_replication_ready(Server& server) {
   for (const auto& [name, value] : params_.reported.items())
     pp::write_parameter_status(out, name, value);
   pp::write_backend_key_data(out, cancel_.pid, cancel_.key);
+  write_login_notice(out, worker_.settings().login_notify_message);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
   if (state_ == State::closing) return;  // the flush failed: the client is gone

@@ -46,6 +46,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(s.max_client_conn, 100);
   EXPECT_EQ(s.server_reset_query, "DISCARD ALL");
   EXPECT_EQ(s.query_wait_timeout, milliseconds(120000));
+  EXPECT_EQ(s.login_notify_message, "");  // PgBouncer's default: no NOTICE
   EXPECT_EQ(s.server_connect_timeout, milliseconds(15000));
   EXPECT_EQ(s.server_login_retry, milliseconds(15000));
   EXPECT_EQ(s.client_login_timeout, milliseconds(60000));
@@ -81,6 +82,7 @@ TEST(ConfigTest, EveryImplementedKey) {
       "client_login_timeout = 1min\n"
       "ignore_startup_parameters = extra_float_digits, search_path ,options\n"
       "application_name_add_host = 1\n"
+      "login_notify_message = Connected through pgsluice; report issues to #db\n"
       "max_packet_size = 1048576\n"
       "log_connections = 0\n"
       "log_disconnections = no\n"
@@ -110,6 +112,7 @@ TEST(ConfigTest, EveryImplementedKey) {
   EXPECT_EQ(s.ignore_startup_parameters,
             (std::vector<std::string>{"extra_float_digits", "search_path", "options"}));
   EXPECT_TRUE(s.application_name_add_host);
+  EXPECT_EQ(s.login_notify_message, "Connected through pgsluice; report issues to #db");
   EXPECT_EQ(s.max_packet_size, 1048576u);
   EXPECT_FALSE(s.log_connections);
   EXPECT_FALSE(s.log_disconnections);

@@ -1,0 +1,54 @@
+"""PgBouncer 1.26 items of issue 44, as PgBouncer defines them: login_notify_message (#1488), the
+client_login_count statistic (#1457) and query_wait_timeout per database and per user (#1449)."""
+
+from __future__ import annotations
+
+import harness
+from test_pgbouncer_keys import admin, reload_with
+
+# --- login_notify_message --------------------------------------------------------------------
+
+WELCOME = "Connected through pgsluice; PostgreSQL itself is on port 5432"
+
+
+class GreetingRecorder(harness.RawClient):
+    """A RawClient that keeps the kind of every message it read, in order."""
+
+    def __init__(self, *args, **kwargs):
+        self.kinds: list[bytes] = []
+        super().__init__(*args, **kwargs)
+
+    def read_message(self) -> tuple[bytes, bytes]:
+        kind, body = super().read_message()
+        self.kinds.append(kind)
+        return kind, body
+
+
+def greeting(pooler, db: str = "app") -> tuple[list[bytes], list[tuple[str, str, str]]]:
+    """What a login ends with, from BackendKeyData on, and its notices as (S, C, M)."""
+    with GreetingRecorder(harness.HOST, pooler.port, "app", db, "app") as c:
+        tail = c.kinds[c.kinds.index(b"K"):]
+        return tail, [(n["S"], n["C"], n["M"]) for n in c.notices]
+
+
+def test_login_notify_message(make_pooler):
+    p = make_pooler(login_notify_message=WELCOME, admin_users="app")
+    # PgBouncer's welcome_client: the NOTICE after BackendKeyData, before ReadyForQuery.
+    assert greeting(p) == ([b"K", b"N", b"Z"], [("NOTICE", "00000", WELCOME)])
+    # psql prints it as it prints a server's NOTICE.
+    rc, out, err = p.psql("SELECT 1")
+    assert rc == 0 and out.strip() == "1", err
+    assert f"NOTICE:  {WELCOME}" in err, err
+    # The admin console's greeting has it too, as PgBouncer's.
+    assert greeting(p, db="pgsluice") == ([b"K", b"N", b"Z"], [("NOTICE", "00000", WELCOME)])
+    assert f"login_notify_message|{WELCOME}||yes" in admin(p, "SHOW CONFIG").splitlines()
+    # Reloadable: the next logins get the new text.
+    reload_with(p, login_notify_message="Pooled")
+    assert greeting(p)[1] == [("NOTICE", "00000", "Pooled")]
+
+
+def test_no_login_notice_by_default(make_pooler):
+    p = make_pooler()
+    assert greeting(p) == ([b"K", b"Z"], [])
+    rc, _, err = p.psql("SELECT 1")
+    assert rc == 0 and "NOTICE" not in err, err
