@@ -39,11 +39,23 @@ def wait_until(predicate, timeout: float, interval: float = 0.05):
     return harness.wait_until(predicate, timeout, interval)
 
 
+# PgBouncer 1.26's columns that the 1.25 reference lacks: client_login_count (#1457), after
+# bind_count's column in each stats command (PgBouncer's src/stats.c), as (after, column).
+COLUMNS_SINCE_1_25 = {"STATS": [("total_bind_count", "total_client_login_count"),
+                                ("avg_bind_count", "avg_client_login_count")],
+                      "STATS_TOTALS": [("bind_count", "client_login_count")],
+                      "STATS_AVERAGES": [("avg_bind_count", "avg_client_login_count")]}
+
+
 def reference_columns() -> dict[str, list[str]]:
+    """PgBouncer's SHOW columns: the 1.25 reference, with 1.26's additions."""
     cols, lines = {}, open(REFERENCE).read().splitlines()
     for i, line in enumerate(lines):
         if line.startswith("SHOW ") and not line.endswith("rows:") and i + 1 < len(lines):
             cols[line[5:].strip()] = lines[i + 1].split("|")
+    for command, added in COLUMNS_SINCE_1_25.items():
+        for after, column in added:
+            cols[command].insert(cols[command].index(after) + 1, column)
     return cols
 
 

@@ -3,6 +3,9 @@ client_login_count statistic (#1457) and query_wait_timeout per database and per
 
 from __future__ import annotations
 
+import psycopg
+import pytest
+
 import harness
 from test_pgbouncer_keys import admin, reload_with
 
@@ -52,3 +55,34 @@ def test_no_login_notice_by_default(make_pooler):
     assert greeting(p) == ([b"K", b"Z"], [])
     rc, _, err = p.psql("SELECT 1")
     assert rc == 0 and "NOTICE" not in err, err
+
+
+# --- client_login_count ----------------------------------------------------------------------
+
+
+def stats_column(pooler, command: str, column: str) -> dict[str, int]:
+    """One column of SHOW STATS / STATS_TOTALS, by database (over a console login of its own)."""
+    with psycopg.connect(pooler.dsn(db="pgsluice"), autocommit=True) as conn:
+        cur = conn.execute(command)
+        names = [d.name for d in cur.description]
+        return {row[0]: int(row[names.index(column)]) for row in cur.fetchall()}
+
+
+def test_client_login_count(make_pooler):
+    p = make_pooler(admin_users="app")
+    for _ in range(3):
+        with p.connect(autocommit=True) as c:
+            c.execute("SELECT 1")
+    with p.raw() as c:  # a login that runs nothing counts as well
+        pass
+    with pytest.raises(psycopg.OperationalError):  # a refused login does not count
+        p.connect(password="wrong")
+    with pytest.raises(psycopg.OperationalError):  # nor one to an unknown database
+        p.connect(db="nosuchdb")
+    # The console's logins count in its own row: this one is its first.
+    counts = stats_column(p, "SHOW STATS", "total_client_login_count")
+    assert (counts["app"], counts["pgbouncer"]) == (4, 1), counts
+    counts = stats_column(p, "SHOW STATS_TOTALS", "client_login_count")
+    assert (counts["app"], counts["pgbouncer"]) == (4, 2), counts
+    totals = dict(line.split("|") for line in admin(p, "SHOW TOTALS").splitlines())
+    assert int(totals["total_client_login_count"]) == 4 + 3, totals

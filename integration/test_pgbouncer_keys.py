@@ -223,7 +223,8 @@ def test_server_round_robin(make_pooler):
 # --- log_stats -------------------------------------------------------------------------------
 
 STATS_LINE = (r"stats: (\d+) xacts/s, (\d+) queries/s, \d+ client parses/s, \d+ server parses/s, "
-              r"\d+ binds/s, in \d+ B/s, out \d+ B/s, xact \d+ us, query \d+ us, wait \d+ us$")
+              r"\d+ binds/s, \d+ client logins/s, in \d+ B/s, out \d+ B/s, xact \d+ us, "
+              r"query \d+ us, wait \d+ us$")
 
 
 def test_log_stats(make_pooler):

@@ -56,7 +56,11 @@ class AdminControl {
   // Console connections open (any worker's, admin or stats): SUSPEND ends by itself once the
   // last one has gone, as in PgBouncer, so that a restart script that died cannot leave the
   // pooler suspended for good.
-  void console_opened() { consoles_.fetch_add(1, std::memory_order_relaxed); }
+  // A console login: one more open, and one more login in the console's SHOW STATS row.
+  void console_opened() {
+    consoles_.fetch_add(1, std::memory_order_relaxed);
+    console_logins_.fetch_add(1, std::memory_order_relaxed);
+  }
   void console_closed() { consoles_.fetch_sub(1, std::memory_order_relaxed); }
 
   // The janitor: waits, stats_period, SHUTDOWN WAIT_FOR_CLIENTS, the end of an abandoned SUSPEND.
@@ -100,6 +104,7 @@ class AdminControl {
   uint64_t stats_old_stamp_us_;
   uint64_t stats_new_stamp_us_;
   std::atomic<uint64_t> console_commands_{0};
+  std::atomic<uint64_t> console_logins_{0};
   PoolCounters console_newer_;  // console_totals() at the last two stats_period ticks
   PoolCounters console_older_;
 };

@@ -467,6 +467,8 @@ void Client::on_welcome(const ParameterSet& server_parameters) {
   write_login_notice(out, notice);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
+  // PgBouncer's client_login_count: a login that reached its greeting, in its pool.
+  ++pool_->stats().totals.client_logins;
   if (worker_.settings().log_connections) spdlog::info("{} login ok", who_.log_id);
   set_state(State::idle);
   channel_.start_reading();

@@ -83,7 +83,8 @@ void Client::on_replication_ready(Server& server) {
   write_login_notice(out, worker_.settings().login_notify_message);
   pp::write_ready_for_query(out, pp::TransactionStatus::idle);
   channel_.flush();
-  if (state_ == State::closing) return;  // the flush failed: the client is gone
+  if (state_ == State::closing) return;   // the flush failed: the client is gone
+  ++pool_->stats().totals.client_logins;  // PgBouncer counts a replication login too
   if (worker_.settings().log_connections) spdlog::info("{} login ok (replication)", who_.log_id);
   set_state(State::active);
   channel_.start_reading();

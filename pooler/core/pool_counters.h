@@ -27,6 +27,7 @@ struct PoolCounters {
   uint64_t client_parse_count = 0;  // prepared statements (filled in by the registry)
   uint64_t server_parse_count = 0;
   uint64_t bind_count = 0;
+  uint64_t client_logins = 0;       // successful client logins (PgBouncer 1.26's login count)
   uint64_t prepared_evictions = 0;  // statements closed on a server to stay under the limit
   uint64_t prepared_retries = 0;    // batches sent again after a stale plan (0A000)
 
@@ -235,6 +236,18 @@ inline constexpr std::array kPoolCounters = {
                     .metric = "pgsluice_binds_total",
                     .metric_help = "Bind messages (prepared statements).",
                     .exporter = {.suffix = "binds_total", .help = "Bind messages.", .order = 9}},
+    // PgBouncer 1.26: a login that reached the greeting (the console's too, in its own row).
+    // pgbouncer_exporter has no series for it yet, so it has no exporter name.
+    PoolCounterInfo{.field = &PoolCounters::client_logins,
+                    .average = Average::per_second,
+                    .stats_total = "total_client_login_count",
+                    .stats_average = "avg_client_login_count",
+                    .stats_totals = "client_login_count",
+                    .stats_averages = "avg_client_login_count",
+                    .totals_total = "total_client_login_count",
+                    .totals_average = "avg_client_login_count",
+                    .metric = "pgsluice_client_logins_total",
+                    .metric_help = "Successful client logins."},
     // pgsluice's own, shown by SHOW PREPARED only (show_own.cc).
     PoolCounterInfo{.field = &PoolCounters::prepared_evictions},
     PoolCounterInfo{.field = &PoolCounters::prepared_retries},

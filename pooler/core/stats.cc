@@ -12,10 +12,12 @@ uint64_t now_us() {
 
 std::string stats_log_line(const PoolAverages& a) {
   return fmt::format(
-      "stats: {} xacts/s, {} queries/s, {} client parses/s, {} server parses/s, {} binds/s, in {} "
-      "B/s, out {} B/s, xact {} us, query {} us, wait {} us",
+      "stats: {} xacts/s, {} queries/s, {} client parses/s, {} server parses/s, {} binds/s, {} "
+      "client "
+      "logins/s, in {} B/s, out {} B/s, xact {} us, query {} us, wait {} us",
       a.transactions, a.queries, a.client_parse_count, a.server_parse_count, a.bind_count,
-      a.bytes_received, a.bytes_sent, a.xact_time_us, a.query_time_us, a.wait_time_us);
+      a.client_logins, a.bytes_received, a.bytes_sent, a.xact_time_us, a.query_time_us,
+      a.wait_time_us);
 }
 
 Histogram& Histogram::operator+=(const Histogram& o) {

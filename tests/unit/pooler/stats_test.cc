@@ -14,14 +14,16 @@ TEST(Stats, LogLineInPgBouncersWords) {
   a.client_parse_count = 1;
   a.server_parse_count = 2;
   a.bind_count = 3;
+  a.client_logins = 4;
   a.bytes_received = 1000;
   a.bytes_sent = 2000;
   a.xact_time_us = 500;
   a.query_time_us = 200;
   a.wait_time_us = 1000;
-  EXPECT_EQ(stats_log_line(a),
-            "stats: 10 xacts/s, 20 queries/s, 1 client parses/s, 2 server parses/s, 3 binds/s, "
-            "in 1000 B/s, out 2000 B/s, xact 500 us, query 200 us, wait 1000 us");
+  EXPECT_EQ(
+      stats_log_line(a),
+      "stats: 10 xacts/s, 20 queries/s, 1 client parses/s, 2 server parses/s, 3 binds/s, "
+      "4 client logins/s, in 1000 B/s, out 2000 B/s, xact 500 us, query 200 us, wait 1000 us");
 }
 
 TEST(Stats, AveragesArePerSecondAndPerEvent) {
