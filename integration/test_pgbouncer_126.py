@@ -3,6 +3,9 @@ client_login_count statistic (#1457) and query_wait_timeout per database and per
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
 
@@ -86,3 +89,80 @@ def test_client_login_count(make_pooler):
     assert (counts["app"], counts["pgbouncer"]) == (4, 2), counts
     totals = dict(line.split("|") for line in admin(p, "SHOW TOTALS").splitlines())
     assert int(totals["total_client_login_count"]) == 4 + 3, totals
+
+
+# --- query_wait_timeout per database and per user --------------------------------------------
+
+PER_POOL_TIMEOUTS = f"""
+[databases]
+quick = host={harness.HOST} port={{pg_port}} dbname=app query_wait_timeout=1
+plain = host={harness.HOST} port={{pg_port}} dbname=app
+
+[users]
+scramuser = query_wait_timeout=3
+
+[pgsluice]
+listen_addr = {harness.HOST}
+listen_port = {{port}}
+auth_type = scram-sha-256
+auth_file = {{auth_file}}
+pool_mode = transaction
+default_pool_size = 1
+query_wait_timeout = 60
+"""
+
+CREDENTIALS = {"app": "app", "scramuser": "scrampass"}
+
+
+def wait_behind_holder(pooler, user: str, db: str) -> tuple[float, harness.PgError]:
+    """A client of user@db queued behind another holding the pool's one server in an open
+    transaction, until it fails: how long it waited, and its error (read off the wire: libpq
+    reports an error followed by the close without its SQLSTATE)."""
+    holder = pooler.connect(user=user, password=CREDENTIALS[user], db=db)
+    holder.execute("SELECT 1")
+    try:
+        with pooler.raw(user=user, password=CREDENTIALS[user], db=db) as waiter:
+            started = time.monotonic()
+            waiter.send_query("SELECT 2")
+            kind, body = waiter.read_message()  # then the close, without a ReadyForQuery
+            waited = time.monotonic() - started
+            assert kind == b"E", (kind, body)
+            return waited, harness.PgError(waiter._fields(body))
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def test_query_wait_timeout_of_database_and_user(make_pooler):
+    p = make_pooler(PER_POOL_TIMEOUTS)
+    # The database's 1 s, well under the main section's 60 s; the error the global one gives.
+    waited, error = wait_behind_holder(p, "app", "quick")
+    assert 0.9 <= waited < 2.5, waited
+    assert (error.sqlstate, error.message) == ("57014", "query_wait_timeout"), error
+    # The user's 3 s wins over the database's 1 s (PgBouncer's janitor.c: user, database, main).
+    waited, error = wait_behind_holder(p, "scramuser", "quick")
+    assert 2.9 <= waited < 5, waited
+    assert error.sqlstate == "57014", error
+    # The user's wherever it connects.
+    waited, _ = wait_behind_holder(p, "scramuser", "plain")
+    assert 2.9 <= waited < 5, waited
+
+
+def test_query_wait_timeout_of_main_section_where_neither_sets_one(make_pooler):
+    p = make_pooler(PER_POOL_TIMEOUTS)
+    holder = p.connect(db="plain")
+    holder.execute("SELECT 1")
+    result = {}
+
+    def wait() -> None:
+        with p.connect(db="plain", autocommit=True) as c:
+            result["row"] = c.execute("SELECT 2").fetchone()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(4)  # longer than the database's and the user's elsewhere: still waiting
+    assert waiter.is_alive() and not result
+    holder.rollback()
+    waiter.join(10)
+    assert result.get("row") == (2,), result
+    holder.close()

@@ -38,6 +38,14 @@ std::optional<DatabaseEntry> Config::find_database(const std::string& name) cons
   return db;
 }
 
+Duration Config::query_wait_timeout_for(const DatabaseEntry& db, const std::string& user) const {
+  if (auto it = users.find(user); it != users.end() && it->second.query_wait_timeout) {
+    return *it->second.query_wait_timeout;
+  }
+  if (db.query_wait_timeout) return *db.query_wait_timeout;
+  return settings.query_wait_timeout;
+}
+
 PoolMode Config::pool_mode_for(const DatabaseEntry& db, const std::string& user) const {
   if (auto it = users.find(user); it != users.end() && it->second.pool_mode) {
     return *it->second.pool_mode;

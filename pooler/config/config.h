@@ -69,6 +69,9 @@ struct DatabaseEntry {
   std::optional<std::chrono::milliseconds> server_lifetime;
   std::optional<int> max_db_client_connections;  // client_limits.h; unset: the main section's
   std::optional<PoolMode> pool_mode;
+  // PgBouncer 1.26's per-database query_wait_timeout (0 disables); unset (or -1): the [users]
+  // line's, else the main section's. See Config::query_wait_timeout_for.
+  std::optional<std::chrono::milliseconds> query_wait_timeout;
   std::string client_encoding;
   std::string datestyle;
   std::string timezone;
@@ -98,6 +101,8 @@ struct UserEntry {
   std::optional<std::chrono::milliseconds> query_timeout;
   std::optional<std::chrono::milliseconds> idle_transaction_timeout;
   std::optional<std::chrono::milliseconds> transaction_timeout;
+  // PgBouncer 1.26's: wins over the database's and the main section's (0 disables).
+  std::optional<std::chrono::milliseconds> query_wait_timeout;
   std::optional<int> max_user_client_connections;
   int line = 0;
 };
@@ -345,6 +350,11 @@ struct Config {
   // and user_client_max_connections); 0: no limit.
   [[nodiscard]] int max_db_client_connections_for(const std::string& db) const;
   [[nodiscard]] int max_user_client_connections_for(const std::string& user) const;
+  // How long a client of `db` logged in as `user` may wait for a server (0: without a limit):
+  // the [users] line's query_wait_timeout, else the [databases] line's, else the main
+  // section's, in PgBouncer's order (its janitor.c).
+  [[nodiscard]] Duration query_wait_timeout_for(const DatabaseEntry& db,
+                                                const std::string& user) const;
   // The most specific session_state_action: the user's, the database's, the main section's,
   // else the pool mode's default.
   [[nodiscard]] SessionPolicy session_policy_for(const DatabaseEntry& db, const std::string& user,

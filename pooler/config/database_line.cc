@@ -93,6 +93,17 @@ bool parse_into(const ConnParam& p, std::optional<T>& field, LineProblems& probl
   return true;
 }
 
+// PgBouncer's per-database and per-user query_wait_timeout: a duration (0 disables), or -1 for
+// "not set" (its documented meaning), which leaves the field unset so the next level applies.
+bool parse_query_wait_timeout(const ConnParam& p, std::optional<Duration>& field,
+                              LineProblems& problems) {
+  if (trim(p.value) == "-1") {
+    field.reset();
+    return true;
+  }
+  return parse_into(p, field, problems, parse_duration);
+}
+
 auto int_between(int min, int max) {
   return [=](std::string_view v, int& out) { return parse_int(v, min, max, out); };
 }
@@ -162,6 +173,9 @@ bool apply_database_param(const ConnParam& p, std::string_view db_name, Database
   }
   if (k == "server_lifetime") return parse_into(p, db.server_lifetime, problems, parse_duration);
   if (k == "pool_mode") return parse_into(p, db.pool_mode, problems, parse_pool_mode);
+  if (k == "query_wait_timeout") {
+    return parse_query_wait_timeout(p, db.query_wait_timeout, problems);
+  }
   if (k == "session_state_action") {
     return parse_into(p, db.session_state_action, problems, parse_session_policy);
   }
@@ -200,6 +214,9 @@ bool apply_user_param(const ConnParam& p, std::string_view user_name, UserEntry&
   }
   if (p.key == "reserve_pool_size") {
     return parse_into(p, user.reserve_pool_size, problems, int_between(0, 1'000'000));
+  }
+  if (p.key == "query_wait_timeout") {
+    return parse_query_wait_timeout(p, user.query_wait_timeout, problems);
   }
   if (auto timeout = user_timeout_field(p.key)) {
     return parse_into(p, user.*timeout, problems, parse_duration);

@@ -460,6 +460,33 @@ void Pool::on_server_closing() {
   launch_for_waiters(/*evict=*/false);
 }
 
+void Pool::fail_waiters_past_timeout(ClientList& list, uint64_t now_ms, bool with_login_failure) {
+  if (list.empty()) return;
+  // Each client's own query_wait_timeout (its [users] line's, the database's, the main
+  // section's), so the queue's order does not say who is over: every waiter is looked at. Its
+  // clients are mostly of one user, whose timeout is looked up once.
+  const Config& config = worker_.config();
+  const std::string* user = nullptr;
+  uint64_t timeout = 0;
+  // Moved to a list of their own before any is failed: a client that goes meanwhile leaves it.
+  ClientList overdue;
+  list.for_each([&](Client& c) {
+    if (user == nullptr || *user != c.user()) {
+      user = &c.user();
+      timeout = static_cast<uint64_t>(config.query_wait_timeout_for(db_, c.user()).count());
+    }
+    if (timeout > 0 && c.wait_started_ms() + timeout <= now_ms) {
+      list.remove(c);
+      overdue.push_back(c);
+    }
+  });
+  while (Client* client = overdue.pop_front()) {
+    client->fail(sqlstate::kQueryCanceled, with_login_failure
+                                               ? "query_wait_timeout" + login_failure_note()
+                                               : std::string("query_wait_timeout"));
+  }
+}
+
 void Pool::check_timeouts(uint64_t now_ms) {
   // query_wait_notify: each client queued longer hears it once per wait. The queue is in the
   // order of waiting: when its first client has not waited that long, nobody has.
@@ -469,21 +496,11 @@ void Pool::check_timeouts(uint64_t now_ms) {
       if (!c.wait.notice_sent && c.wait_started_ms() + notify < now_ms) c.notify_queued();
     });
   }
-  auto timeout = static_cast<uint64_t>(worker_.settings().query_wait_timeout.count());
-  if (timeout == 0) return;
   // A client waiting for its greeting waits for a server too (PgBouncer counts it so): for a
   // pool whose servers cannot be reached, this is where its wait ends.
-  for (ClientList* list : {&welcome_waiting_, &waiting_}) {
-    while (!list->empty() && list->front().wait_started_ms() + timeout <= now_ms) {
-      Client* client = list->pop_front();
-      client->fail(sqlstate::kQueryCanceled, "query_wait_timeout" + login_failure_note());
-    }
-  }
-  while (!replication_waiting_.empty() &&
-         replication_waiting_.front().wait_started_ms() + timeout <= now_ms) {
-    Client* client = replication_waiting_.pop_front();
-    client->fail(sqlstate::kQueryCanceled, "query_wait_timeout");
-  }
+  fail_waiters_past_timeout(welcome_waiting_, now_ms, /*with_login_failure=*/true);
+  fail_waiters_past_timeout(waiting_, now_ms, /*with_login_failure=*/true);
+  fail_waiters_past_timeout(replication_waiting_, now_ms, /*with_login_failure=*/false);
   publish_wait();
 }
 

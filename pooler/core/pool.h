@@ -155,7 +155,9 @@ class Pool {
 
   // Shutdown: closes every server that is not linked; linked ones close with their clients.
   void close_all_servers();
-  // Fails clients that waited longer than query_wait_timeout; called by the worker's janitor.
+  // Fails clients that waited longer than their query_wait_timeout (Config::
+  // query_wait_timeout_for: the user's, the database's, the main section's); called by the
+  // worker's janitor.
   void check_timeouts(uint64_t now_ms);
   // The janitor's round (pool_maintenance.cc): timeouts, servers past server_lifetime or
   // server_idle_timeout, server_fast_close, the reserve pool, min_pool_size. `clients`: how many
@@ -288,6 +290,10 @@ class Pool {
   // Whether a login failure with this SQLSTATE is told to the waiting clients (else they wait
   // for the next attempt).
   static bool refuses_waiters(std::string_view code);
+  // check_timeouts: fails the clients of `list` that waited longer than their query_wait_timeout
+  // (`with_login_failure`: the note of the pool's last login failure added to the message).
+  void fail_waiters_past_timeout(IntrusiveList<Client, &Client::pool_node>& list, uint64_t now_ms,
+                                 bool with_login_failure);
 
   Worker& worker_;
   DatabaseEntry db_;

@@ -263,7 +263,8 @@ bool may_wait_for_pin(Worker& worker, const Client& client, const Server& server
     return false;
   }
   if (client.wait.pin_since_ms == 0) return true;
-  auto limit = static_cast<uint64_t>(worker.settings().query_wait_timeout.count());
+  auto limit = static_cast<uint64_t>(
+      worker.config().query_wait_timeout_for(client.pool()->database(), client.user()).count());
   if (limit == 0) limit = 120'000;
   return worker.now_ms() < client.wait.pin_since_ms + limit;
 }
