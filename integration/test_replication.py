@@ -260,6 +260,18 @@ def test_reconnect_closes_a_replication_connection_at_once(pg, make_pooler, bina
         c.close(abort=True)
 
 
+def test_a_replication_login_is_greeted_and_counted_as_any_login(pg, make_pooler):
+    # PgBouncer 1.26 greets a replication client as any other (login_notify_message, in
+    # welcome_client) and counts its login (client_login_count, in finish_client_login).
+    p = pooler(make_pooler, login_notify_message="Through pgsluice")
+    rc, out, err = psql_conninfo(conninfo(p, "repl", "repl", "replication", replication="true"),
+                                 "IDENTIFY_SYSTEM")
+    assert rc == 0 and out.count("|") == 3, (out, err)
+    assert "NOTICE:  Through pgsluice" in err, err
+    stats = {s["database"]: s for s in show(p, "STATS")}
+    assert stats["replication"]["total_client_login_count"] == "1", stats
+
+
 def test_hba_replication_keyword_matches_physical_connections_only(pg, make_pooler, tmp_path):
     hba = tmp_path / "pgsluice_hba.conf"
     hba.write_text(f"host replication repl {HOST}/32 scram-sha-256\n"
