@@ -52,6 +52,20 @@ def libpq18_dir() -> str | None:
     return path if os.path.exists(os.path.join(path, "libpq.so.5")) else None
 DEFAULT_PGSLUICE_BIN = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "pooler", "pgsluice")
+# Facts the tests compare against (PgBouncer's SHOW columns), kept in the repository.
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# Optional: a build of PgBouncer 1.25.2 (the current release; Debian 12 ships 1.18) beside the
+# repository, at ../shared/anchors/pgbouncer-1.25.2 from its root, or wherever
+# PGSLUICE_PGBOUNCER_ANCHOR names (a file named pgbouncer*: is_pgbouncer). A clone has none: the
+# tests that run it side by side skip that half and say what they compared against instead.
+PGBOUNCER_ANCHOR = os.environ.get("PGSLUICE_PGBOUNCER_ANCHOR") or os.path.normpath(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "anchors",
+    "pgbouncer-1.25.2"))
+
+
+def pgbouncer_anchor() -> str | None:
+    """PGBOUNCER_ANCHOR when it is an executable there, else None."""
+    return PGBOUNCER_ANCHOR if os.access(PGBOUNCER_ANCHOR, os.X_OK) else None
 HOST = "127.0.0.1"
 NOFILE_WANTED = 65536
 

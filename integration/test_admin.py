@@ -17,8 +17,8 @@ import pytest
 
 import harness
 
-REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
-                         "reference", "pgbouncer-1.25-show-columns.txt")
+# PgBouncer 1.25.2's SHOW columns (its header says where they come from).
+REFERENCE = os.path.join(harness.DATA_DIR, "pgbouncer-1.25-show-columns.txt")
 ADMIN = {"admin_users": "app", "stats_users": "md5user"}
 
 # pgsluice's own columns, allowed only after PgBouncer's.
@@ -153,6 +153,31 @@ def test_show_columns_match_pgbouncer(make_pooler):
         assert sum(int(w["clients"]) for w in workers) >= 1
     finally:
         admin.close()
+
+
+def test_reference_data_is_what_pgbouncer_1_25_shows(make_pooler):
+    # The data above is checked against PgBouncer 1.25.2 itself when that build is beside the
+    # repository (harness.PGBOUNCER_ANCHOR); a clone has none, and then says so (pytest -rs).
+    anchor = harness.pgbouncer_anchor()
+    if anchor is None:
+        pytest.skip(f"no PgBouncer 1.25.2 at {harness.PGBOUNCER_ANCHOR}: pgsluice's SHOW columns "
+                    f"were compared against integration/data/{os.path.basename(REFERENCE)} only "
+                    "(Debian's 1.18 lacks 1.25's columns)")
+    pooler = make_pooler(binary=anchor, admin_users="app")
+    with pooler.raw() as c:
+        c.query("SELECT 1")
+    expected = reference_columns()
+    admin = Admin(pooler, db="pgbouncer")
+    try:
+        assert admin.run("SHOW VERSION")[1][0][0].startswith("PgBouncer 1.25.")
+        for command, want in expected.items():
+            cols, _, _ = admin.run(f"SHOW {command}")
+            assert cols == want, f"{anchor}: SHOW {command}: {cols} != {want}"
+        for command in ("LISTS", "MEM"):
+            assert [r[0] for r in admin.run(f"SHOW {command}")[1]] == reference_rows(command)
+    finally:
+        admin.close()
+    print(f"{REFERENCE} matches {anchor}")
 
 
 def test_extended_protocol_psycopg(make_pooler):

@@ -1,5 +1,5 @@
 // SHOW commands; see admin_show.h. Column lists follow PgBouncer 1.25.2 exactly
-// (../shared/reference/pgbouncer-1.25-show-columns.txt); counts come from admin_views.h, so
+// (integration/data/pgbouncer-1.25-show-columns.txt); counts come from admin_views.h, so
 // SHOW and /metrics agree.
 #include "pooler/admin/show.h"
 

@@ -1,5 +1,5 @@
 // SHOW CLIENTS, SERVERS, SOCKETS, ACTIVE_SOCKETS, DNS_HOSTS and DNS_ZONES; see show_sockets.h.
-// Column lists follow PgBouncer 1.25.2 (../shared/reference/pgbouncer-1.25-show-columns.txt).
+// Column lists follow PgBouncer 1.25.2 (integration/data/pgbouncer-1.25-show-columns.txt).
 #include "pooler/admin/show_sockets.h"
 
 #include <fmt/format.h>
