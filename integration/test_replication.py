@@ -10,10 +10,11 @@ PostgreSQL 15 whatever PG_BIN says: npm's 17 and 18 ship no pg_basebackup):
   inserted on the primary reaches it; when it stops, its walsender is closed, not pooled;
 - pg_recvlogical (test_decoding) through pgsluice receives a change another client committed
   through the pool, and ends cleanly on SIGINT;
-- the accounting, side by side with the PgBouncer 1.25.2 anchor: with default_pool_size = 1 a
-  replication client closes the idle server to take the slot (SHOW CLIENTS and SHOW SERVERS say
-  `logical`, `active`), and a normal client then waits until query_wait_timeout; the slot comes
-  back when the stream ends;
+- the accounting, side by side with PgBouncer 1.25.2 when its build is beside the repository
+  (harness.PGBOUNCER_ANCHOR; Debian's 1.18 predates replication connections): with
+  default_pool_size = 1 a replication client closes the idle server to take the slot (SHOW
+  CLIENTS and SHOW SERVERS say `logical`, `active`), and a normal client then waits until
+  query_wait_timeout; the slot comes back when the stream ends;
 - RECONNECT closes a replication connection at once (it may never end by itself), as in PgBouncer;
 - auth_hba_file's `replication` keyword matches physical connections only, `all` never does;
 - PostgreSQL's own refusal of a replication login reaches the client, and does not make the
@@ -41,7 +42,6 @@ import harness
 PG15 = "/usr/lib/postgresql/15/bin"
 BASEBACKUP = os.path.join(PG15, "pg_basebackup")
 RECVLOGICAL = os.path.join(PG15, "pg_recvlogical")
-ANCHOR = "/work/shared/anchors/pgbouncer-1.25.2"
 HOST = harness.HOST
 
 pytestmark = pytest.mark.skipif(
@@ -185,6 +185,19 @@ def test_pg_recvlogical_through_pgsluice_receives_a_change_committed_through_the
     assert rc == 0, err
 
 
+def anchor_or_skip(binary: str) -> str | None:
+    """None for pgsluice; for the PgBouncer half, its 1.25.2 build, or a skip that says what the
+    test compared against without it."""
+    if binary == "pgsluice":
+        return None
+    anchor = harness.pgbouncer_anchor()
+    if anchor is None:
+        pytest.skip(f"no PgBouncer 1.25.2 at {harness.PGBOUNCER_ANCHOR}: pgsluice was checked "
+                    "alone against 1.25.2's behaviour as this test writes it down (Debian's 1.18 "
+                    "predates replication connections, 1.23)")
+    return anchor
+
+
 def repl_backends(pg) -> int:
     return int(pg.psql("SELECT count(*) FROM pg_stat_activity WHERE usename = 'repl' "
                        "AND backend_type = 'client backend'"))
@@ -193,13 +206,11 @@ def repl_backends(pg) -> int:
 @pytest.mark.parametrize("binary", ["pgsluice", "pgbouncer-1.25.2"])
 def test_a_replication_connection_takes_a_slot_of_the_pool_as_in_pgbouncer(
         pg, make_pooler, tmp_path, binary):
-    if binary != "pgsluice" and not os.access(ANCHOR, os.X_OK):
-        pytest.skip("no PgBouncer 1.25.2 anchor binary")
+    anchor = anchor_or_skip(binary)
     slot = "acct_" + binary.split("-")[0]
     # A logical slot belongs to a database: the one the stream connects to.
     pg.psql(f"SELECT pg_create_logical_replication_slot('{slot}', 'test_decoding')", db="app")
-    p = pooler(make_pooler, binary=None if binary == "pgsluice" else ANCHOR,
-               default_pool_size=1, query_wait_timeout=3)
+    p = pooler(make_pooler, binary=anchor, default_pool_size=1, query_wait_timeout=3)
     # A normal client of the shared pool leaves its server idle there: the pool is full.
     rc, out, err = p.psql("SELECT 1", db="shared")
     assert (rc, out.strip()) == (0, "1"), err
@@ -235,9 +246,8 @@ def test_a_replication_connection_takes_a_slot_of_the_pool_as_in_pgbouncer(
 @pytest.mark.parametrize("binary", ["pgsluice", "pgbouncer-1.25.2"])
 def test_reconnect_closes_a_replication_connection_at_once(pg, make_pooler, binary):
     # A stream may never end by itself: RECONNECT cannot wait for it, in PgBouncer either.
-    if binary != "pgsluice" and not os.access(ANCHOR, os.X_OK):
-        pytest.skip("no PgBouncer 1.25.2 anchor binary")
-    p = pooler(make_pooler, binary=None if binary == "pgsluice" else ANCHOR)
+    anchor = anchor_or_skip(binary)
+    p = pooler(make_pooler, binary=anchor)
     c = harness.RawClient(HOST, p.port, "repl", "replication", "repl",
                           params={"replication": "true"}, timeout=10)
     try:
