@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Instructions and simulated cache misses per transaction: poolers under callgrind.
 
-Each pooler (PgBouncer 1.25.2 from ../shared/anchors when present, then each pgsluice binary
+Each pooler (PgBouncer 1.25.2 when harness.PGBOUNCER_ANCHOR is there, then each pgsluice binary
 given) runs under `valgrind --tool=callgrind --cache-sim=yes` in front of one throwaway
 PostgreSQL (transaction mode, pool 20, md5, pgsluice at `workers = 1`). pgbench warms it up,
 the counters are zeroed (`callgrind_control -z`), a measured pgbench runs, the counters are
@@ -28,8 +28,6 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import harness  # noqa: E402
 
-ANCHOR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "anchors",
-                                       "pgbouncer-1.25.2"))
 SHOWN = ("Ir", "D1mr", "D1mw", "I1mr")
 POOL_SIZE = 20
 
@@ -110,7 +108,11 @@ def main() -> None:
     out = args.keep or tempfile.mkdtemp(prefix="pgsluice-cachesim-")
     os.makedirs(out, exist_ok=True)
     os.chmod(out, 0o777)  # PgBouncer runs as postgres and writes its dump here
-    binaries = ([ANCHOR] if os.access(ANCHOR, os.X_OK) else []) + args.binaries
+    anchor = harness.pgbouncer_anchor()
+    if anchor is None:
+        print(f"no PgBouncer 1.25.2 at {harness.PGBOUNCER_ANCHOR}: pgsluice's rows only",
+              file=sys.stderr)
+    binaries = ([anchor] if anchor else []) + args.binaries
     pg = harness.PostgresCluster(max_connections=200)
     rows = []
     try:

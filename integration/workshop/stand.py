@@ -30,11 +30,10 @@ import harness  # noqa: E402
 import measure  # noqa: E402
 
 USER = PASSWORD = DB = "app"
-# The current PgBouncer (1.25.2, ../shared/anchors/README.md) when it is there, as the benchmark
-# uses (integration/bench/run); else Debian's 1.18, which is history rather than the bar.
-PGBOUNCER_ANCHOR = os.path.normpath(os.path.join(REPO, "..", "shared", "anchors",
-                                                 "pgbouncer-1.25.2"))
-PGBOUNCER = PGBOUNCER_ANCHOR if os.access(PGBOUNCER_ANCHOR, os.X_OK) else "/usr/sbin/pgbouncer"
+# The current PgBouncer (1.25.2, harness.PGBOUNCER_ANCHOR) when its build is beside the
+# repository, as the benchmark uses (integration/bench/run); else Debian's 1.18, which is history
+# rather than the bar. The reports say which (pgbouncer_version()).
+PGBOUNCER = harness.pgbouncer_anchor() or "/usr/sbin/pgbouncer"
 PG_BIN = harness.PG_BIN
 
 
