@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of scripts/check-layers and scripts/check-sizes on small fake trees in a temp dir
+"""Tests of scripts/check-layers, check-sizes and check-standalone on small fake trees in a temp dir
 (CTest: checks_self_test, label unit). Standard library only:
   python3 tests/checks/test_checks.py
 """
@@ -210,6 +210,68 @@ class CheckSizesTest(unittest.TestCase):
         sizes = [int(line.rsplit(": ", 1)[1]) for line in out.splitlines()]
         self.assertGreater(len(sizes), 500)
         self.assertLess(max(sizes), 400)
+
+
+# The paths check-standalone refuses, built from parts so that this file names none of them.
+WORK, HOME = "/" + "work/", "/" + "home/"
+SIBLING = ".." + "/shared"
+JOIN = '"..", "' + 'shared"'  # the same as path parts in Python
+
+
+class CheckStandaloneTest(unittest.TestCase):
+    CLEAN = {
+        "README.md": "See https://example.org/home/docs and integration/data/columns.txt.\n",
+        "integration/harness.py":
+            f'ANCHOR = os.path.join(HERE, "..", {JOIN}, "anchors", "pgbouncer-1.25.2")\n'
+            f"# beside the repository at {SIBLING}/anchors/pgbouncer-1.25.2\n",
+        "integration/test_x.py": 'DATA = os.path.join(HERE, "data", "columns.txt")\n',
+        "build/CMakeCache.txt": f"CMAKE_HOME_DIRECTORY={WORK}repo\n",  # a build dir: skipped
+    }
+
+    def test_clean_tree_passes_with_the_listed_anchor(self):
+        with FakeTree(self.CLEAN) as root:
+            code, out = run("check-standalone", root)
+        self.assertEqual(code, 0, out)
+
+    def test_machine_paths_and_siblings_fail_naming_file_and_line(self):
+        tree = dict(self.CLEAN)
+        tree["docs/profile.md"] = f"Measured.\nScript: `{WORK}notes/s19/cg.sh`, or {HOME}me/x.\n"
+        tree["integration/test_x.py"] = ('REF = os.path.join(HERE, "..",\n'
+                                         f'                   {JOIN}, "reference")\n')
+        tree["pooler/show.cc"] = f"// ({SIBLING}/reference/columns.txt)\n"
+        with FakeTree(tree) as root:
+            code, out = run("check-standalone", root)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f"docs/profile.md:2: a machine's path ({WORK}", out)
+        self.assertIn(f"docs/profile.md:2: a machine's path ({HOME}", out)
+        self.assertIn("integration/test_x.py:2: a folder beside the repository", out)
+        self.assertIn("pooler/show.cc:1: a folder beside the repository", out)
+        self.assertIn("4 reference(s)", out)
+
+    def test_anchor_allowed_only_in_the_listed_files_and_only_the_anchors(self):
+        tree = dict(self.CLEAN)
+        tree["integration/bench/run"] = f"PGBOUNCER = '{SIBLING}/anchors/pgbouncer-1.25.2'\n"
+        tree["integration/harness.py"] += f"DATA = '{SIBLING}/reference/columns.txt'\n"
+        with FakeTree(tree) as root:
+            code, out = run("check-standalone", root)
+        self.assertEqual(code, 1, out)
+        self.assertIn("integration/bench/run:1:", out)
+        self.assertIn("integration/harness.py:3:", out)
+        self.assertIn("2 reference(s)", out)
+
+    def test_in_a_git_work_tree_only_tracked_files_count(self):
+        with FakeTree(self.CLEAN) as root:
+            git = ["git", "-C", root, "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run(git + ["init", "-q"], check=True)
+            subprocess.run(git + ["add", "README.md", "integration"], check=True)
+            with open(os.path.join(root, "notes.txt"), "w") as f:
+                f.write(f"{WORK}notes\n")  # untracked: not part of a clone
+            code, out = run("check-standalone", root)
+            self.assertEqual(code, 0, out)
+            subprocess.run(git + ["add", "notes.txt"], check=True)
+            code, out = run("check-standalone", root)
+        self.assertEqual(code, 1, out)
+        self.assertIn("notes.txt:1: a machine's path", out)
 
 
 if __name__ == "__main__":
