@@ -23,7 +23,7 @@ std::vector<std::string> joined(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
-// ../shared/reference/pgbouncer-1.25-show-columns.txt, without the "database" column, and
+// integration/data/pgbouncer-1.25-show-columns.txt, without the "database" column, and
 // PgBouncer 1.26's client_login_count after bind_count (its src/stats.c).
 TEST(PoolCounters, ShowStatsColumnsArePgBouncers) {
   EXPECT_EQ(joined(names(&PoolCounterInfo::stats_total), names(&PoolCounterInfo::stats_average)),
