@@ -14,11 +14,12 @@ SELECT in every pgbench transaction (two pooled transactions: the SET's, which `
 and the SELECT's) — the cost of keep. `function-read` runs `SELECT bench_read(:aid)`, a PL/pgSQL
 function that only reads pgbench_accounts (the cost of an opaque call the pooler has judged by
 its body: function_verdicts.h), `function-set` `SELECT bench_set(:aid)`, which also runs
-`set_config('work_mem', '3MB', false)` (the check and DISCARD ALL after every transaction).
+`set_config('work_mem', '3MB', false)` (the check and DISCARD ALL after every transaction);
+`tpcb` pgbench's tpcb-like transaction (BEGIN, three UPDATEs, a SELECT, an INSERT, END).
 
     /usr/bin/python3 integration/bench/session_checks.py --pgsluice build-rel/pooler/pgsluice \
         [--repeats 3] [--duration 10] [--clients 8] [--protocol simple] \
-        [--workload select|set|function-read|function-set] \
+        [--workload select|set|function-read|function-set|tpcb] \
         [--configs off,default,warn,warn+verify=sample/100] [--window] [--perf-stat] \
         [--perf-record DIR]
 
@@ -80,6 +81,17 @@ SCRIPTS = {
     "set": "SET work_mem = '64MB';\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n",
     "function-read": "SELECT bench_read(:aid);\n",
     "function-set": "SELECT bench_set(:aid);\n",
+    # pgbench's built-in tpcb-like transaction, written out: this script's workloads are files
+    # (the \set aid line is added to each; scale 1's 100,000 accounts).
+    "tpcb": "\\set bid random(1, 1)\n\\set tid random(1, 10)\n\\set delta random(-5000, 5000)\n"
+            "BEGIN;\n"
+            "UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;\n"
+            "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n"
+            "UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;\n"
+            "UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;\n"
+            "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) "
+            "VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n"
+            "END;\n",
 }
 
 
