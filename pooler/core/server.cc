@@ -98,7 +98,8 @@ void Server::settle_calls(const pp::Message* first_reply) {
 }
 
 bool Server::at_transaction_boundary() const {
-  return replies_.at_transaction_boundary() && passthrough_remaining_ == 0;
+  return replies_.at_transaction_boundary() && rewrite_.pending.empty() &&
+         passthrough_remaining_ == 0;
 }
 
 // --- serving ---
@@ -159,36 +160,36 @@ namespace fe = pgsluice::protocol::frontend;
 
 void Server::note_client_message(char type, bool queue_reply, std::string_view wire) {
   if (rewrite_.cache != nullptr && queue_reply) {
-    size_t queued = replies_.pending().size();
+    size_t queued = rewrite_.pending.size();
     switch (type) {
       case fe::kParse:
-        replies_.pending().push_back_default().kind = PendingKind::parse;
+        rewrite_.pending.push_back_default().kind = PendingKind::parse;
         break;
       case fe::kBind:
-        replies_.pending().push_back_default().kind = PendingKind::bind;
+        rewrite_.pending.push_back_default().kind = PendingKind::bind;
         break;
       case fe::kDescribe:
-        replies_.pending().push_back_default().kind = PendingKind::describe;
+        rewrite_.pending.push_back_default().kind = PendingKind::describe;
         break;
       case fe::kExecute:
-        replies_.pending().push_back_default().kind = PendingKind::execute;
+        rewrite_.pending.push_back_default().kind = PendingKind::execute;
         break;
       case fe::kClose:
-        replies_.pending().push_back_default().kind = PendingKind::close;
+        rewrite_.pending.push_back_default().kind = PendingKind::close;
         break;
       case fe::kSync:
-        replies_.pending().push_back_default().kind = PendingKind::sync;
+        rewrite_.pending.push_back_default().kind = PendingKind::sync;
         break;
       case fe::kQuery:
       case fe::kFunctionCall:
-        replies_.pending().push_back_default().kind = PendingKind::query;
+        rewrite_.pending.push_back_default().kind = PendingKind::query;
         break;
       default:
         break;
     }
-    if (rewrite_.retry.keep_wire && replies_.pending().size() > queued && !wire.empty()) {
-      replies_.pending().back().wire.assign(wire);
-      replies_.pending().back().replayable = true;
+    if (rewrite_.retry.keep_wire && rewrite_.pending.size() > queued && !wire.empty()) {
+      rewrite_.pending.back().wire.assign(wire);
+      rewrite_.pending.back().replayable = true;
     }
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
@@ -230,7 +231,7 @@ void Server::process_session_input() {
     }
     const pp::Message message = in.take(header.header);
     if (log_enabled(spdlog::level::trace)) {
-      spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, replies_.pending().size());
+      spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, rewrite_.pending.size());
     }
     if (state_ != State::active || replies_.internal_ready_owed() > 0) {
       flush_batch();
@@ -269,7 +270,7 @@ void Server::process_session_input() {
     switch (action) {
       case Reply::forward:
         forward(message.wire);
-        if (!replies_.pending().empty() && is_made_up(replies_.pending().front().kind)) {
+        if (!rewrite_.pending.empty() && is_made_up(rewrite_.pending.front().kind)) {
           flush_batch();
           send_made_up_replies();
         }
@@ -349,8 +350,8 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
             "pending {} (front {})",
             log_id(), replies_.client_ready_owed(), replies_.internal_ready_owed(),
             replies_.extended_open(), replies_.copy_in(), replies_.copy_out(),
-            replies_.pending().size(),
-            replies_.pending().empty() ? -1 : static_cast<int>(replies_.pending().front().kind));
+            rewrite_.pending.size(),
+            rewrite_.pending.empty() ? -1 : static_cast<int>(rewrite_.pending.front().kind));
       }
       if (shares_servers(pool_->mode()) && at_transaction_boundary()) {
         // The client's ReadyForQuery waits for its channels (relay): server_relay.cc.

@@ -28,7 +28,7 @@
 #include "pooler/config/server_address.h"
 #include "pooler/core/pending_replies.h"
 #include "pooler/core/prepared_statements.h"
-#include "pooler/core/reply_queue.h"
+#include "pooler/link/reply_queue.h"
 #include "pooler/core/role_check.h"
 #include "pooler/core/server_handles.h"
 #include "pooler/core/server_lifecycle.h"
@@ -175,13 +175,13 @@ class Server final : public ChannelOwner {
   // else, so that the next reply is that Query's.
   void defer_call(OwnedFindingEvent call) { session_.deferred_calls.push_back(std::move(call)); }
   [[nodiscard]] bool owes_nothing() const {
-    return !replies_.request_open() && replies_.pending().empty() && passthrough_remaining_ == 0;
+    return !replies_.request_open() && rewrite_.pending.empty() && passthrough_remaining_ == 0;
   }
   // Nothing the client sent is unanswered (the pooler's own queries, such as the link's
   // parameter sync, may be: they never leave a transaction open).
   [[nodiscard]] bool owes_client_nothing() const {
     return replies_.client_ready_owed() == 0 && !replies_.extended_open() &&
-           replies_.copy() == ReplyQueue::Copy::none && replies_.pending().empty() &&
+           replies_.copy() == ReplyQueue::Copy::none && rewrite_.pending.empty() &&
            passthrough_remaining_ == 0;
   }
 

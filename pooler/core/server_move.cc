@@ -39,7 +39,7 @@ bool Server::movable() const {
   return state_ == State::idle && client_ == nullptr && query_sink_ == nullptr && !life.checking &&
          !session_.pin.pinned && !session_.dirty.any() && !rewrite_.retry.holding_error &&
          !session_.verifier.awaiting() && passthrough_remaining_ == 0 &&
-         replies_.internal_ready_owed() == 0 && replies_.at_transaction_boundary() &&
+         replies_.internal_ready_owed() == 0 && replies_.at_transaction_boundary() && rewrite_.pending.empty() &&
          handles_.channel_open && handles_.timer_open && !handles_.resolving &&
          !handles_.connecting &&
          !uv_is_closing(reinterpret_cast<const uv_handle_t*>(&handles_.timer)) &&

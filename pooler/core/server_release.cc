@@ -20,7 +20,7 @@ void Server::release_to_pool() {
     client->on_server_released();
   }
   internal_failed_ = false;
-  replies_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
+  rewrite_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
   reset_retry_state();
   const Settings& settings = worker_->settings();
   // After a call of a function the checks cannot see into (opaque_call:reset), whatever
@@ -91,7 +91,7 @@ bool Server::may_drain_for_gone_client() const {
     return false;
   }
   // Replies the pooler makes up are sent when they reach the front, to a client: none then.
-  const PendingReplies& pending = replies_.pending();
+  const PendingReplies& pending = rewrite_.pending;
   for (size_t i = 0; i < pending.size(); ++i) {
     if (is_made_up(pending[i].kind)) return false;
   }
@@ -101,7 +101,7 @@ bool Server::may_drain_for_gone_client() const {
 bool Server::finish_drain_if_done() {
   if (draining_since_ms_ == 0 || replies_.client_ready_owed() > 0) return false;
   draining_since_ms_ = 0;
-  replies_.forget_client_requests();
+  rewrite_.forget_client_requests();
   spdlog::debug("{} drained after its client left: cleaned and released", log_id());
   clean_and_release(/*session_ended=*/true);
   return true;
@@ -206,7 +206,7 @@ void Server::clean_and_release(bool session_ended) {
     queries.push_back(
         verify_query(pool_->credentials().user, session_.verifier.strict() ? &extras_ : nullptr));
   }
-  replies_.forget_client_requests();
+  rewrite_.forget_client_requests();
   reset_retry_state();
   if (queries.empty()) {
     set_state(State::idle);

@@ -38,7 +38,7 @@ void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt
                      .shape_told = shape_told};
   reply.wire.assign(wire);
   reply.replayable = true;
-  replies_.pending().push_back(std::move(reply));
+  rewrite_.pending.push_back(std::move(reply));
 }
 
 // --- the shape a client was told (ClientStatement::told_shape) ---
@@ -51,14 +51,14 @@ void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt
 // not known, the pooler describes it first.
 
 bool Server::may_check_shape() const {
-  return owes_client_nothing() && !replies_.skipping_to_sync() && !rewrite_.retry.holding_error &&
+  return owes_client_nothing() && !rewrite_.skipping_to_sync && !rewrite_.retry.holding_error &&
          replies_.internal_ready_owed() == 0 &&
          replies_.transaction_status() != TransactionStatus::failed;
 }
 
 void Server::check_statement_shape(const PreparedStatementRef& stmt, std::string& out) {
   pp::write_describe(out, DescribeTarget::statement, stmt->server_name);
-  replies_.pending().push_back(PendingReply{
+  rewrite_.pending.push_back(PendingReply{
       .kind = PendingKind::describe_hidden, .statement_id = stmt->id, .statement = stmt});
   // The server answers a Flush with what it has: the client's Sync is not sent yet.
   pp::write_flush(out);
@@ -77,7 +77,7 @@ void Server::note_statement_shape(const PendingReply& describe, const pp::Messag
 
 void Server::finish_shape_check_if_answered() {
   if (rewrite_.shape_check == nullptr) return;
-  const PendingReplies& pending = replies_.pending();
+  const PendingReplies& pending = rewrite_.pending;
   for (size_t i = 0; i < pending.size(); ++i) {
     if (pending[i].kind == PendingKind::describe_hidden) return;
   }
@@ -88,14 +88,14 @@ void Server::finish_shape_check_if_answered() {
 }
 
 void Server::expect_sent(PendingReply reply, const std::string& out, size_t mark) {
-  replies_.pending().push_back(std::move(reply));
+  rewrite_.pending.push_back(std::move(reply));
   keep_request(out, mark);
 }
 
 void Server::keep_request(const std::string& out, size_t mark) {
-  if (!rewrite_.retry.keep_wire || replies_.pending().empty()) return;
-  replies_.pending().back().wire.assign(out, mark, std::string::npos);
-  replies_.pending().back().replayable = true;
+  if (!rewrite_.retry.keep_wire || rewrite_.pending.empty()) return;
+  rewrite_.pending.back().wire.assign(out, mark, std::string::npos);
+  rewrite_.pending.back().replayable = true;
 }
 
 void Server::reset_retry_state() {
@@ -108,7 +108,7 @@ void Server::reset_retry_state() {
 }
 
 bool Server::hold_for_retry(const pp::Message& message) {
-  PendingReply& front = replies_.pending().front();
+  PendingReply& front = rewrite_.pending.front();
   auto error = pp::parse_error_fields(message.body);
   if (!error || error.value.code != sqlstate::kFeatureNotSupported) return false;
   // The routine names the stale-plan check whatever lc_messages says; a server that does not
@@ -142,7 +142,7 @@ bool Server::hold_for_retry(const pp::Message& message) {
   if (front.retried || (front.kind != PendingKind::bind && front.kind != PendingKind::describe) ||
       replies_.transaction_status() != TransactionStatus::idle ||
       rewrite_.retry.batch_reached_client || client_ == nullptr ||
-      replies_.pending().back().kind != PendingKind::sync) {
+      rewrite_.pending.back().kind != PendingKind::sync) {
     return false;
   }
   // The retry's rows have the new shape: only a client that asked for the row description in
@@ -151,17 +151,17 @@ bool Server::hold_for_retry(const pp::Message& message) {
   // and prepares again itself.
   bool described = front.kind == PendingKind::describe;
   for (size_t i = 1;
-       i < replies_.pending().size() && replies_.pending()[i].kind != PendingKind::execute; ++i) {
-    if (replies_.pending()[i].kind == PendingKind::describe &&
-        replies_.pending()[i].statement == nullptr) {
+       i < rewrite_.pending.size() && rewrite_.pending[i].kind != PendingKind::execute; ++i) {
+    if (rewrite_.pending[i].kind == PendingKind::describe &&
+        rewrite_.pending[i].statement == nullptr) {
       described = true;
     }
   }
   if (!described) return false;
-  for (size_t i = 0; i < replies_.pending().size(); ++i) {
-    const PendingReply& r = replies_.pending()[i];
+  for (size_t i = 0; i < rewrite_.pending.size(); ++i) {
+    const PendingReply& r = rewrite_.pending[i];
     if ((r.kind == PendingKind::sync || r.kind == PendingKind::query) &&
-        i + 1 != replies_.pending().size()) {
+        i + 1 != rewrite_.pending.size()) {
       return false;  // a later batch is already queued
     }
     if (!is_made_up(r.kind) && !r.replayable) return false;
@@ -170,8 +170,8 @@ bool Server::hold_for_retry(const pp::Message& message) {
   }
   rewrite_.retry.held_error.assign(message.wire);
   rewrite_.retry.holding_error = true;
-  rewrite_.retry.held_batch = std::move(replies_.pending());
-  replies_.pending().clear();
+  rewrite_.retry.held_batch = std::move(rewrite_.pending);
+  rewrite_.pending.clear();
   return true;
 }
 
@@ -180,17 +180,17 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
   rewrite_.retry.holding_error = false;
   auto ready = pp::parse_ready_for_query(message.body);
   TransactionStatus status = ready ? ready.value.transaction_status() : TransactionStatus::failed;
-  if (status == TransactionStatus::idle && replies_.pending().empty() && client_ != nullptr) {
+  if (status == TransactionStatus::idle && rewrite_.pending.empty() && client_ != nullptr) {
     rewrite_.retry.held_error.clear();
     PreparedStatementRef stmt = rewrite_.retry.held_batch.front().statement;
     std::string& out = channel_.output();
     // The cache already describes the server as it will be after the batch; only the stale
     // statement itself changes, prepared again under the same name.
     pp::write_close(out, DescribeTarget::statement, stmt->server_name);
-    replies_.pending().push_back(
+    rewrite_.pending.push_back(
         PendingReply{.kind = PendingKind::close_hidden, .server_name = stmt->server_name});
     pp::write_parse(out, stmt->server_name, stmt->query, stmt->parameter_types);
-    replies_.pending().push_back(
+    rewrite_.pending.push_back(
         PendingReply{.kind = PendingKind::parse_hidden, .statement_id = stmt->id});
     rewrite_.cache->set_generation(stmt->id, stmt->generation);
     ++pool_->counters().server_parse_count;
@@ -201,7 +201,7 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
     for (PendingReply& r : rewrite_.retry.held_batch) {
       if (r.replayable) out.append(r.wire);
       r.retried = true;  // once per batch
-      replies_.pending().push_back(std::move(r));
+      rewrite_.pending.push_back(std::move(r));
     }
     rewrite_.retry.held_batch.clear();
     rewrite_.retry.batch_reached_client = false;
@@ -211,19 +211,19 @@ Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
   // No longer safe (the client sent more meanwhile): the error goes through as it came, and
   // the batch is skipped to its Sync as PostgreSQL did.
   for (size_t i = rewrite_.retry.held_batch.size(); i-- > 0;) {
-    replies_.pending().push_front(std::move(rewrite_.retry.held_batch[i]));
+    rewrite_.pending.push_front(std::move(rewrite_.retry.held_batch[i]));
   }
   rewrite_.retry.held_batch.clear();
-  replies_.skip_to_sync();
+  rewrite_.skipping_to_sync = true;
   Match match = match_pending(message);
   return match == Match::forward ? Match::held_error_first : match;
 }
 
 bool Server::may_refuse_stale_bind() const {
   if (replies_.transaction_status() == TransactionStatus::failed || rewrite_.retry.holding_error ||
-      replies_.skipping_to_sync())
+      rewrite_.skipping_to_sync)
     return false;
-  for (const PendingReply& r : replies_.pending()) {
+  for (const PendingReply& r : rewrite_.pending) {
     if (r.kind == PendingKind::sync || r.kind == PendingKind::query) return false;
   }
   return true;
@@ -264,7 +264,7 @@ void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& ou
   }
   // No formats, no parameters, no result formats.
   pp::write_bind_renamed(out, "", kNoSuchStatement, std::string_view("\0\0\0\0\0\0", 6));
-  replies_.pending().push_back(std::move(reply));
+  rewrite_.pending.push_back(std::move(reply));
 }
 
 void Server::send_held_error() {

@@ -32,7 +32,7 @@ std::string error_wire(std::string_view body) {
 // --- protocol-level prepared statements ---
 
 void Server::expect(PendingReply reply) {
-  if (replies_.skipping_to_sync() && is_made_up(reply.kind)) {
+  if (rewrite_.skipping_to_sync && is_made_up(reply.kind)) {
     // PostgreSQL skips everything up to the Sync after an error, so it would not have
     // answered this request either; a statement "parsed" here does not exist for the client.
     if (reply.kind == PendingKind::made_parse_complete && client_ != nullptr) {
@@ -40,8 +40,8 @@ void Server::expect(PendingReply reply) {
     }
     return;
   }
-  replies_.pending().push_back(std::move(reply));
-  if (replies_.pending().size() == 1 && is_made_up(replies_.pending().front().kind) &&
+  rewrite_.pending.push_back(std::move(reply));
+  if (rewrite_.pending.size() == 1 && is_made_up(rewrite_.pending.front().kind) &&
       !rewrite_.retry.holding_error) {
     send_made_up_replies();
   }
@@ -57,13 +57,13 @@ void Server::prepare_statement(const PreparedStatement& stmt, bool hidden, std::
     // travels with carry the Sync that makes the server answer.
     size_t mark = out.size();
     pp::write_close(out, DescribeTarget::statement, name);
-    replies_.pending().push_back(
+    rewrite_.pending.push_back(
         PendingReply{.kind = PendingKind::close_hidden, .server_name = std::move(name)});
     keep_request(out, mark);
   }
   size_t mark = out.size();
   pp::write_parse(out, stmt.server_name, stmt.query, stmt.parameter_types);
-  replies_.pending().push_back(
+  rewrite_.pending.push_back(
       PendingReply{.kind = hidden ? PendingKind::parse_hidden : PendingKind::parse,
                    .statement_id = stmt.id,
                    .client_name = std::move(client_name)});
@@ -106,7 +106,7 @@ void Server::forget_statements() {
 // value is raised (else a name it passed through could meet another client's Parse of the same
 // name: 42P05). Only between requests: the reply queue is kept only while rewriting.
 void Server::apply_statement_settings() {
-  if (!replies_.pending().empty()) return;
+  if (!rewrite_.pending.empty()) return;
   const int max = worker_->settings().max_prepared_statements;
   if (!shares_servers(pool_->mode()) || max <= 0) {
     if (rewrite_.cache != nullptr) rewrite_.cache_off = std::move(rewrite_.cache);
@@ -146,9 +146,9 @@ std::vector<std::string> Server::dead_sql_statement_queries() {
 void Server::send_made_up_replies() {
   if (client_ == nullptr || rewrite_.retry.holding_error) return;
   std::string& out = client_->channel().output();
-  while (!replies_.pending().empty() && is_made_up(replies_.pending().front().kind)) {
-    PendingReply reply = std::move(replies_.pending().front());
-    replies_.pending().pop_front();
+  while (!rewrite_.pending.empty() && is_made_up(rewrite_.pending.front().kind)) {
+    PendingReply reply = std::move(rewrite_.pending.front());
+    rewrite_.pending.pop_front();
     switch (reply.kind) {
       case PendingKind::made_parse_complete:
         pp::write_parse_complete(out);
@@ -183,10 +183,10 @@ void Server::send_made_up_replies() {
 }
 
 void Server::skip_pending_to_sync() {
-  while (!replies_.pending().empty() && replies_.pending().front().kind != PendingKind::sync &&
-         replies_.pending().front().kind != PendingKind::query) {
-    PendingReply reply = std::move(replies_.pending().front());
-    replies_.pending().pop_front();
+  while (!rewrite_.pending.empty() && rewrite_.pending.front().kind != PendingKind::sync &&
+         rewrite_.pending.front().kind != PendingKind::query) {
+    PendingReply reply = std::move(rewrite_.pending.front());
+    rewrite_.pending.pop_front();
     if (reply.kind == PendingKind::close_hidden) {
       // The server skipped the Close: the statement is still there, out of the cache.
       rewrite_.cache->mark_to_close(std::move(reply.server_name));
@@ -232,7 +232,7 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
     }
     // Until the Sync, the server ignores what the client sends (and sends nothing back).
     skip_pending_to_sync();
-    replies_.skip_to_sync();
+    rewrite_.skipping_to_sync = true;
     if (!rewrite_.retry.held_error.empty()) return Match::held_error_instead;
   } else if (front.sql != nullptr) {
     front.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr, rewrite_.sql);
@@ -242,8 +242,8 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
 }
 
 bool Server::rename_sql_error(const pp::Message& error) {
-  if (rewrite_.cache == nullptr || replies_.pending().empty()) return false;
-  const PendingReply& front = replies_.pending().front();
+  if (rewrite_.cache == nullptr || rewrite_.pending.empty()) return false;
+  const PendingReply& front = rewrite_.pending.front();
   if (front.kind != PendingKind::query || front.sql == nullptr) return false;
   std::optional<std::string> body = front.sql->client_error(error.body);
   if (!body) return false;
@@ -253,7 +253,7 @@ bool Server::rename_sql_error(const pp::Message& error) {
 
 Server::Match Server::match_sql_command_complete(PendingReply& front) {
   if (front.kind == PendingKind::execute_hidden) {
-    replies_.pending().pop_front();
+    rewrite_.pending.pop_front();
     return Match::swallow;  // the pooler's PREPARE before a client's Parse
   }
   // A Query's: the PREPAREs the pooler inserted are swallowed, the rest are the client's.
@@ -261,16 +261,16 @@ Server::Match Server::match_sql_command_complete(PendingReply& front) {
 }
 
 void Server::pass_statement_to_portal_describe(PendingReply& bind) {
-  if (replies_.pending().size() < 2) return;
-  PendingReply& next = replies_.pending()[1];
+  if (rewrite_.pending.size() < 2) return;
+  PendingReply& next = rewrite_.pending[1];
   if (next.kind != PendingKind::describe || next.statement != nullptr) return;
   next.statement = bind.statement;
   next.client_name = std::move(bind.client_name);
 }
 
 bool Server::statement_parameters(const pp::Message& message) const {
-  if (message.type != be::kParameterDescription || replies_.pending().empty()) return false;
-  const PendingReply& front = replies_.pending().front();
+  if (message.type != be::kParameterDescription || rewrite_.pending.empty()) return false;
+  const PendingReply& front = rewrite_.pending.front();
   return front.kind == PendingKind::describe && front.statement != nullptr;
 }
 
@@ -288,7 +288,7 @@ Server::Match Server::match_description(const pp::Message& message, PendingReply
   }
   // A Describe of a rewritten statement, or of the portal of its Bind: its shape is noted.
   if (front.statement != nullptr) note_statement_shape(front, message);
-  replies_.pending().pop_front();
+  rewrite_.pending.pop_front();
   return hidden ? Match::swallow : Match::forward;
 }
 
@@ -309,13 +309,13 @@ Server::Match Server::match_pending(const pp::Message& message) {
       !statement_parameters(message)) {
     rewrite_.retry.batch_reached_client = true;
   }
-  if (replies_.pending().empty()) {
+  if (rewrite_.pending.empty()) {
     // A FATAL the server sends on its own (terminated, shutting down) belongs to no request;
     // the client should see PostgreSQL's reason before the connection goes.
     return message.type == be::kErrorResponse ? Match::forward : Match::out_of_step;
   }
-  PendingReply& front = replies_.pending().front();
-  auto pop = [this] { replies_.pending().pop_front(); };
+  PendingReply& front = rewrite_.pending.front();
+  auto pop = [this] { rewrite_.pending.pop_front(); };
   switch (message.type) {
     case be::kParseComplete:
       if (front.kind == PendingKind::parse) {
@@ -366,19 +366,19 @@ Server::Match Server::match_pending(const pp::Message& message) {
     case be::kErrorResponse:
       return match_error(message, front);
     case be::kReadyForQuery:
-      if (replies_.skipping_to_sync()) {
+      if (rewrite_.skipping_to_sync) {
         // Requests that arrived after the error were skipped by the server too.
         skip_pending_to_sync();
-        replies_.stop_skipping();
-        if (replies_.pending().empty()) return Match::out_of_step;
+        rewrite_.skipping_to_sync = false;
+        if (rewrite_.pending.empty()) return Match::out_of_step;
       }
-      if (replies_.pending().front().kind != PendingKind::sync &&
-          replies_.pending().front().kind != PendingKind::query) {
+      if (rewrite_.pending.front().kind != PendingKind::sync &&
+          rewrite_.pending.front().kind != PendingKind::query) {
         return Match::out_of_step;
       }
       pop();
       rewrite_.retry.batch_reached_client = false;
-      if (replies_.pending().empty()) rewrite_.retry.keep_wire = false;
+      if (rewrite_.pending.empty()) rewrite_.retry.keep_wire = false;
       return Match::forward;
     default:
       // DataRow, COPY messages, FunctionCallResponse: inside the current request.

@@ -1,8 +1,8 @@
 // What the statement rewriter keeps per server connection: the protocol-level prepared
-// statements the server has under the pooler's names, the SQL prepared statements kept for
-// clients (SQL PREPARE kept), the shape check under way, and the retry of a batch whose
-// rewritten Bind met a stale plan. Plain data, owned by the Server and worked by
-// server_statements.cc, server_retry.cc and the clients' statement code.
+// statements the server has under the pooler's names, the replies its requests expect, the SQL
+// prepared statements kept for clients (SQL PREPARE kept), the shape check under way, and the
+// retry of a batch whose rewritten Bind met a stale plan. Plain data, owned by the Server and
+// worked by server_statements.cc, server_retry.cc and the clients' statement code.
 #pragma once
 
 #include <memory>
@@ -27,6 +27,10 @@ struct StalePlanRetry {
 struct ServerStatements {
   // What every forwarded message tests first.
   std::unique_ptr<ServerStatementCache> cache;  // null: no rewriting
+  // What each request expects, in order (pending_replies.h), while statements are rewritten:
+  // the link does not end while any is left.
+  PendingReplies pending;
+  bool skipping_to_sync = false;  // after an error in a batch, PostgreSQL skips to the Sync
   // Server::check_statement_shape's statement until its answer (or the error that skipped it).
   PreparedStatementRef shape_check;
   StalePlanRetry retry;
@@ -34,6 +38,12 @@ struct ServerStatements {
   // the server, and are closed before the next Parse once rewriting is back on.
   std::unique_ptr<ServerStatementCache> cache_off;
   ServerSqlStatements sql;  // SQL prepared statements under the pooler's names
+
+  // The link ended (released, or cleaned for the next): nothing of the client's is expected.
+  void forget_client_requests() {
+    pending.clear();
+    skipping_to_sync = false;
+  }
 };
 
 }  // namespace pgsluice

@@ -1,7 +1,7 @@
 // ReplyQueue (reply_queue.h), byte by byte: real client messages and server replies, built
 // with protocol/'s writers and cut by the frame reader as a server connection cuts them, and
 // what is owed after each, and where the transaction boundary is.
-#include "pooler/core/reply_queue.h"
+#include "pooler/link/reply_queue.h"
 
 #include <gtest/gtest.h>
 
@@ -183,12 +183,8 @@ TEST_F(ReplyQueueTest, ErrorSkipsToTheSync) {
   server(error());
   EXPECT_EQ(queue.client_ready_owed(), 1u);
   EXPECT_FALSE(queue.at_transaction_boundary());
-  queue.skip_to_sync();  // what the server does when it matches the error to its request
-  EXPECT_TRUE(queue.skipping_to_sync());
   server(ready(TransactionStatus::idle));
   EXPECT_TRUE(queue.at_transaction_boundary());
-  queue.forget_client_requests();
-  EXPECT_FALSE(queue.skipping_to_sync());
 }
 
 TEST_F(ReplyQueueTest, FlushAnswersWithoutEndingTheBatch) {
@@ -290,14 +286,6 @@ TEST_F(ReplyQueueTest, InternalQueriesAreOwedApart) {
   EXPECT_TRUE(queue.on_internal_ready(TransactionStatus::idle));
   EXPECT_TRUE(queue.at_transaction_boundary());
   EXPECT_FALSE(queue.on_internal_ready(TransactionStatus::idle));  // none was owed
-}
-
-TEST_F(ReplyQueueTest, PendingRepliesKeepTheLink) {
-  queue.pending().push_back(PendingReply{.kind = PendingKind::made_close_complete});
-  EXPECT_FALSE(queue.request_open());
-  EXPECT_FALSE(queue.at_transaction_boundary());
-  queue.forget_client_requests();
-  EXPECT_TRUE(queue.at_transaction_boundary());
 }
 
 TEST_F(ReplyQueueTest, MalformedReadyForQueryCountsAsFailed) {

@@ -1,5 +1,5 @@
 // ReplyQueue's replies from the server; see reply_queue.h.
-#include "pooler/core/reply_queue.h"
+#include "pooler/link/reply_queue.h"
 
 namespace pgsluice {
 

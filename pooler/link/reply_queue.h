@@ -16,7 +16,6 @@
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/message_types.h"
-#include "pooler/core/pending_replies.h"
 
 namespace pgsluice {
 
@@ -78,21 +77,6 @@ class ReplyQueue {
   // Logged in: idle, nothing owed.
   void on_login_ready() { tx_status_ = protocol::TransactionStatus::idle; }
 
-  // --- extended-protocol errors under statement rewriting ---
-  // After an error in a batch, PostgreSQL skips the requests up to the Sync.
-  void skip_to_sync() { skipping_to_sync_ = true; }
-  void stop_skipping() { skipping_to_sync_ = false; }
-  [[nodiscard]] bool skipping_to_sync() const { return skipping_to_sync_; }
-
-  // What each request expects, in order (pending_replies.h), while statements are rewritten.
-  PendingReplies& pending() { return pending_; }
-  [[nodiscard]] const PendingReplies& pending() const { return pending_; }
-  // The link ended (released, or cleaned for the next): nothing of the client's is expected.
-  void forget_client_requests() {
-    pending_.clear();
-    skipping_to_sync_ = false;
-  }
-
   // --- questions ---
   [[nodiscard]] protocol::TransactionStatus transaction_status() const { return tx_status_; }
   [[nodiscard]] uint32_t client_ready_owed() const { return client_ready_owed_; }
@@ -109,7 +93,7 @@ class ReplyQueue {
   }
   // Nothing owed to anyone and no transaction open: the link may end here.
   [[nodiscard]] bool at_transaction_boundary() const {
-    return tx_status_ == protocol::TransactionStatus::idle && !request_open() && pending_.empty();
+    return tx_status_ == protocol::TransactionStatus::idle && !request_open();
   }
 
  private:
@@ -125,9 +109,7 @@ class ReplyQueue {
   uint32_t client_ready_owed_ = 0;    // one per Query, FunctionCall and Sync
   uint32_t internal_ready_owed_ = 0;  // one per query of the pooler's own
   bool extended_open_ = false;        // a Parse … Flush without its Sync yet
-  bool skipping_to_sync_ = false;     // an extended-protocol error: the server skips to the Sync
   Copy copy_ = Copy::none;
-  PendingReplies pending_;
 };
 
 }  // namespace pgsluice
