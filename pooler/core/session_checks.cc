@@ -289,16 +289,27 @@ bool pin_for(const Client& client, Server& server, const pp::SessionStateFinding
   return true;
 }
 
-// The checks of one statement text: `record` at its Query or Parse (the findings are counted
-// and logged once per message), not at the Binds that execute a prepared statement again.
-// `flagged`: what the prefilter said of `sql`. A flagged statement, whatever it is, may change
-// what a kept SET before it gave (a function, RESET, another SET): their literals are forgotten.
+// One statement text to check, and where it came from.
+struct CheckedStatement {
+  std::string_view sql;
+  // What the prefilter said of `sql`. A flagged statement, whatever it is, may change what a
+  // kept SET before it gave (a function, RESET, another SET): their literals are forgotten.
+  bool flagged = false;
+  // At its Query or Parse: the findings are counted and logged once per message, not at the
+  // Binds that execute a prepared statement again.
+  bool record = false;
+  bool is_query = false;   // a Query (a SET in it may commit alone: set_literal.h)
+  bool renamable = false;  // a Query or an unnamed Parse: SQL PREPARE in it can be kept
+};
+
+// The checks of one statement text (CheckedStatement).
 SessionCheckResult check_sql(Worker& worker, const Client& client, Server& server,
-                             const SessionPolicy& policy, std::string_view sql, bool flagged,
-                             bool record, bool is_query, bool renamable, std::string& message_out,
-                             std::string& hint_out) {
+                             const SessionPolicy& policy, const CheckedStatement& statement,
+                             std::string& message_out, std::string& hint_out) {
+  const std::string_view sql = statement.sql;
+  const bool record = statement.record;
   // The common case ends here, without allocating.
-  if (!flagged) return SessionCheckResult::forward;
+  if (!statement.flagged) return SessionCheckResult::forward;
   server.forget_kept_literals();
   const pp::Classification& verdict = worker.classifier().classify(sql);
   if (verdict.empty()) return SessionCheckResult::forward;
@@ -328,7 +339,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
     // A setting is kept by reading it back, which needs its name: set_config(name, …) with a
     // computed name is cleaned after the transaction instead.
     if (action == SessionAction::keep && f.detail.empty()) action = SessionAction::reset;
-    action = keep_or_pin(action, f, verdict, renamable && server.rewrites_statements());
+    action = keep_or_pin(action, f, verdict, statement.renamable && server.rewrites_statements());
     // Pin without starving: a pin that would take one of the pool's reserved servers refuses
     // the statement instead, so that other clients are still served.
     if (action == SessionAction::pin && !server.pinned() && !pin_for(client, server, f)) {
@@ -347,7 +358,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
         server.mark_dirty(f);
         break;
       case SessionAction::keep:  // a prepare finding: none (renamed: client_sql_prepare.cc)
-        server.keep_setting(f, committed_set_literal(server, verdict, f, sql, is_query));
+        server.keep_setting(f, committed_set_literal(server, verdict, f, sql, statement.is_query));
         break;
       case SessionAction::relay:
         server.relay_listen(f);
@@ -374,7 +385,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
   // the server's own word after the release is what can confirm it.
   const uint64_t judged = note_opaque_calls(worker, server, policy, verdict);
-  if (record) record_opaque_calls(worker, client, server, policy, verdict, sql, is_query, judged);
+  if (record) {
+    record_opaque_calls(worker, client, server, policy, verdict, sql, statement.is_query, judged);
+  }
 
   // At a Query or Parse; a Bind of a prepared statement (not recorded) is refused as before.
   if (pin_refused != nullptr && record && may_wait_for_pin(worker, client, server)) {
@@ -414,17 +427,24 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   // DDL that may change what a function name resolves to, or its body, through this pooler:
   // every verdict goes (function_verdicts.h). The first byte decides for all other SQL.
   if (function_ddl(sql)) FunctionVerdictCache::process().clear();
-  return check_sql(worker, client, server, policy, sql, prefilter.may_change_session_state(sql),
-                   /*record=*/true, /*is_query=*/message.type == fe::kQuery, renamable, message_out,
-                   hint_out);
+  const CheckedStatement statement{.sql = sql,
+                                   .flagged = prefilter.may_change_session_state(sql),
+                                   .record = true,
+                                   .is_query = message.type == fe::kQuery,
+                                   .renamable = renamable};
+  return check_sql(worker, client, server, policy, statement, message_out, hint_out);
 }
 
 SessionCheckResult check_bound_statement(Worker& worker, const Client& client, Server& server,
                                          const SessionPolicy& policy, std::string_view sql,
                                          std::string& message_out, std::string& hint_out) {
-  return check_sql(worker, client, server, policy, sql, pp::may_change_session_state(sql),
-                   /*record=*/false, /*is_query=*/false, /*renamable=*/false, message_out,
-                   hint_out);
+  // A Bind of a prepared statement: its Parse recorded the findings already.
+  const CheckedStatement statement{.sql = sql,
+                                   .flagged = pp::may_change_session_state(sql),
+                                   .record = false,
+                                   .is_query = false,
+                                   .renamable = false};
+  return check_sql(worker, client, server, policy, statement, message_out, hint_out);
 }
 
 void settle_deferred_calls(Worker& worker, std::vector<OwnedFindingEvent>& calls,
