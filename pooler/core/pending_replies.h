@@ -62,7 +62,8 @@ struct PendingReply {
   // the plan is stale (0A000). bind_refused: the statement whose stale plan is reported.
   PreparedStatementRef statement{};
   // The request as sent to the server, kept from a rewritten Bind on until the queue empties,
-  // so that the batch can be sent again after the statement is prepared again (server_retry.cc).
+  // so that the batch can be sent again after the statement is prepared again
+  // (server_statements.cc).
   std::string wire{};
   // query, parse, execute: a Query or a Parse whose SQL prepared statements were renamed (SQL
   // PREPARE kept): an inserted PREPARE's CommandComplete is swallowed, an error undoes what did

@@ -1,5 +1,5 @@
 // Replication clients in the pool (members of Pool; the connections themselves are
-// client_replication.cc and server_replication.cc). As PgBouncer 1.23+ counts them: a
+// client_replication.cc and server_login.cc). As PgBouncer 1.23+ counts them: a
 // replication client's server takes a slot of pool_size, max_db_connections and
 // max_user_connections like any server, for as long as the client stays; when the pool is full
 // an idle server is closed to make room (PgBouncer's eviction), and otherwise the client waits,

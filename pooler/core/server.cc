@@ -1,6 +1,6 @@
 // A server connection's life once logged in: serve linked clients, be cleaned, close (connecting
 // and login: server_login.cc; prepared statements: server_statements.cc; stale plans:
-// server_retry.cc).
+// server_statements.cc).
 #include "pooler/core/server.h"
 
 #include <spdlog/spdlog.h>
@@ -354,7 +354,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
             rewrite_.pending.empty() ? -1 : static_cast<int>(rewrite_.pending.front().kind));
       }
       if (shares_servers(pool_->mode()) && at_transaction_boundary()) {
-        // The client's ReadyForQuery waits for its channels (relay): server_relay.cc.
+        // The client's ReadyForQuery waits for its channels (relay): server_session_state.cc.
         if (session_.listen.any() && client_ != nullptr) {
           read_back_listen(message.wire);
           return Reply::swallow;

@@ -28,7 +28,6 @@
 #include "pooler/config/server_address.h"
 #include "pooler/core/pending_replies.h"
 #include "pooler/core/prepared_statements.h"
-#include "pooler/link/reply_queue.h"
 #include "pooler/core/role_check.h"
 #include "pooler/core/server_handles.h"
 #include "pooler/core/server_lifecycle.h"
@@ -36,6 +35,7 @@
 #include "pooler/core/server_query.h"
 #include "pooler/core/server_statements_state.h"
 #include "pooler/core/stats.h"
+#include "pooler/link/reply_queue.h"
 #include "pooler/net/channel.h"
 #include "pooler/session_state/dirty_state.h"
 #include "pooler/session_state/findings.h"
@@ -68,9 +68,9 @@ struct ServerCredentials {
 
 class Server final : public ChannelOwner {
  public:
-  // `moving`: between two workers (server_move.cc), on no pool's list. `listening`: the pool's
+  // `moving`: between two workers (server_release.cc), on no pool's list. `listening`: the pool's
   // LISTEN relay connection (listen_relay.h), which serves no client. `replicating`: a
-  // replication client's own walsender connection, logged in (server_replication.cc).
+  // replication client's own walsender connection, logged in (server_login.cc).
   enum class State {
     connecting,
     login,
@@ -96,7 +96,7 @@ class Server final : public ChannelOwner {
   void link(Client& client);
   // What the linked client sends waits: a read-back of the settings its transaction changed
   // is under way, or the parameter sync that must succeed before any statement of the client
-  // runs here (fail closed: server_kept.cc).
+  // runs here (fail closed: server_session_state.cc).
   [[nodiscard]] bool holds_client_input() const {
     return session_.kept.awaiting() || parameter_sync_owed_ || rewrite_.shape_check != nullptr;
   }
@@ -141,7 +141,7 @@ class Server final : public ChannelOwner {
   void keep_settings_discarded() { session_.kept.note_reset_all(/*discard_all=*/true); }
   // `relay` (listen_channels.h): a LISTEN, UNLISTEN or DISCARD ALL of the linked client's
   // statement about to be forwarded; its channels are read back at the end of the transaction,
-  // and the server unlistens everything before it serves anyone else (server_relay.cc).
+  // and the server unlistens everything before it serves anyone else (server_session_state.cc).
   void relay_listen(const protocol::SessionStateFinding& finding) { session_.listen.note(finding); }
   void relay_listen_discarded() { session_.listen.note_discard_all(); }
   // Before that statement goes: the client's channels are LISTENed here first, in an implicit
@@ -194,7 +194,7 @@ class Server final : public ChannelOwner {
   // --- protocol-level prepared statements (transaction mode, max_prepared_statements > 0) ---
   [[nodiscard]] bool rewrites_statements() const { return rewrite_.cache != nullptr; }
   void expect(PendingReply reply);
-  // A Bind or Describe 'S' of `stmt`, rewritten as `wire` (server_retry.cc): from here to the
+  // A Bind or Describe 'S' of `stmt`, rewritten as `wire` (server_statements.cc): from here to the
   // end of the batch the requests are kept, for a retry after a stale plan (0A000).
   // `client_name`: a Describe 'S', whose answer tells that client statement its shape;
   // `shape_told`: a Bind of a statement whose client was told its shape.
@@ -241,7 +241,7 @@ class Server final : public ChannelOwner {
   // before a client's Parse that uses the statement (client_sql_prepare.cc).
   void prepare_sql_statement(const SqlStatementRef& stmt, std::string& out);
   // A client's Bind of a statement whose result type changed since the client last saw it
-  // (server_retry.cc): refused with PostgreSQL's 0A000, as a Bind the server itself refuses so
+  // (server_statements.cc): refused with PostgreSQL's 0A000, as a Bind the server itself refuses so
   // that the transaction fails as it would have; not when the server's transaction state is
   // unknown (an earlier batch still owed) or failed (PostgreSQL would answer 25P02).
   [[nodiscard]] bool may_refuse_stale_bind() const;
@@ -259,14 +259,14 @@ class Server final : public ChannelOwner {
   // Released, and held until its cancel requests are done (SHOW POOLS' sv_being_canceled).
   [[nodiscard]] bool held_for_cancels() const { return idle_after_cancels_; }
 
-  // --- replication connections (server_replication.cc) ---
+  // --- replication connections (server_login.cc) ---
   // Before connect(): this server is `client`'s walsender. It logs in with the client's
   // replication parameter and startup parameters, skips connect_query and the role check, is
   // linked to that client alone from its creation on, and closes with it.
   void serve_replication(Client& client);
   [[nodiscard]] protocol::ReplicationMode replication() const { return replication_; }
 
-  // --- changing workers (server_move.cc): one pool per process ---
+  // --- changing workers (server_release.cc): one pool per process ---
   // Idle, clean and between messages: the server may go to another worker's share of its pool.
   [[nodiscard]] bool movable() const;
   // Its client left while the replies to its last requests were under way, this long ago (ms;
@@ -319,7 +319,7 @@ class Server final : public ChannelOwner {
   ListNode pool_node;    // on the pool's list of its state
   ServerTiming timing;   // stats and admin state (stats.h): query/xact timing, close_needed
   ServerLifecycle life;  // age and health checks (server_lifecycle.h)
-  // server_check_query on an idle server (server_lifecycle.cc): it is `resetting` until the
+  // server_check_query on an idle server (server_release.cc): it is `resetting` until the
   // answer; then idle again, or closed when the query failed.
   void run_check(const std::string& query);
   // The pooler's own query (server_query.h) on an idle server no client is linked to: writes
@@ -403,7 +403,7 @@ class Server final : public ChannelOwner {
   void skip_pending_to_sync();
   // Sends the made-up replies at the front of the queue to the client.
   void send_made_up_replies();
-  // A stale plan (0A000) at a rewritten Bind (server_retry.cc): the error is held back and the
+  // A stale plan (0A000) at a rewritten Bind (server_statements.cc): the error is held back and the
   // batch sent again after the statement is prepared again when nothing of the batch reached
   // the client and no transaction block is open; otherwise the error goes through and the
   // statement is prepared again at its next use. True when the error is held.
@@ -424,7 +424,7 @@ class Server final : public ChannelOwner {
   // is sent, and the server stays linked until its answer (false: nothing to read).
   bool read_back_kept_settings();
   // Still linked after a read-back the client's input waited for: the parameter sync the
-  // answer calls for, then the client's input (server_kept.cc).
+  // answer calls for, then the client's input (server_session_state.cc).
   void resume_client_after_read_back();
   // The client's parameters, applied when they differ from the server's (link, read-backs);
   // true when the sync was sent: the client's input then waits for its answer.
@@ -440,18 +440,18 @@ class Server final : public ChannelOwner {
   // The client reset reported parameters it gave at startup: where the reset left the server's
   // default, the startup value goes back on, as a sync (true when one was sent).
   bool restore_startup_reported();
-  // At the ReadyForQuery 'I' that ends a transaction that touched LISTEN (server_relay.cc): the
-  // read-back is sent and the ReadyForQuery held; with the answer both go to the client, which
+  // At the ReadyForQuery 'I' that ends a transaction that touched LISTEN (server_session_state.cc):
+  // the read-back is sent and the ReadyForQuery held; with the answer both go to the client, which
   // lets its ReadyForQuery through once the relay listens on what it added.
   void read_back_listen(std::string_view ready_wire);
   void finish_listen_read_back();
   // Flushes the linked client's output, after what the relay held for it when it is pinned (it
-  // stays linked between transactions) and the server is quiet (server_relay.cc).
+  // stays linked between transactions) and the server is quiet (server_session_state.cc).
   void flush_client_output();
   // The listener connection's input: every message goes to the relay.
   void process_listener_input();
   // A replication server's StartupMessage additions, its login's end, its failure, and its
-  // bytes relayed to the client as they come (server_replication.cc).
+  // bytes relayed to the client as they come (server_login.cc).
   void add_replication_parameters(std::vector<std::pair<std::string_view, std::string_view>>& ps);
   void finish_replication_login();
   void replication_login_failed(std::string_view code, std::string_view message);
@@ -461,7 +461,7 @@ class Server final : public ChannelOwner {
   bool run_boundary_checks();
   // Pinned: whether the session still holds what pinned it (advisory locks, LISTEN, SQL
   // prepared statements, holdable cursors, temp relations), checked after what may have
-  // released it and at most once a second otherwise (server_pin.cc).
+  // released it and at most once a second otherwise (server_session_state.cc).
   bool check_pin();
   void on_pin_check_row(std::string_view data_row_body);
   void finish_pin_check();
@@ -520,7 +520,7 @@ class Server final : public ChannelOwner {
   // Forwarding a message that is larger than what has arrived: bytes still to pass through.
   size_t passthrough_remaining_ = 0;
   ListenRelay* relay_ = nullptr;  // set on the relay's listener connection only
-  // run_query's sink until the ReadyForQuery (server_query.cc).
+  // run_query's sink until the ReadyForQuery (server_release.cc).
   ServerQuerySink* query_sink_ = nullptr;
   // The client left with whole requests sent and their replies under way: when it left, the
   // server is read to their last ReadyForQuery, then cleaned (server_release.cc); 0: not so.

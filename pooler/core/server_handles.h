@@ -21,7 +21,7 @@ struct ServerHandles {
   const char* connect_failure = nullptr;  // Server::connect_failed()'s words
 };
 
-// A server leaving for another worker (server_move.cc): where to, its duplicated socket, and
+// A server leaving for another worker (server_release.cc): where to, its duplicated socket, and
 // whether the target asked for it (Pool::ask_other_workers).
 struct ServerMoveOut {
   Worker* target = nullptr;

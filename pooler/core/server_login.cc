@@ -1,7 +1,7 @@
-// A server connection's start (members of Server, kept apart from server.cc): connecting
-// (Unix socket, address or host name), the StartupMessage, and the login (cleartext, MD5 or
-// SCRAM, with a password or with SCRAM keys passed through from a client) up to the first
-// ReadyForQuery and the database's connect_query.
+// A server connection's start (members of Server, kept apart from server.cc): connecting (Unix
+// socket, address or host name), TLS (the SSLRequest or direct TLS, server_tls_sslmode's answer,
+// SCRAM channel binding), the StartupMessage and the login up to the first ReadyForQuery and the
+// database's connect_query; and a replication client's walsender, which logs in for one client.
 #include <spdlog/spdlog.h>
 
 #include "pgsluice/protocol/backend.h"
@@ -9,14 +9,23 @@
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/startup.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/log_level.h"
 #include "pooler/base/sqlstate.h"
+#include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
 #include "pooler/net/socket_names.h"
 #include "pooler/net/socket_options.h"
+#include "pooler/net/tls_session.h"
 
 namespace pgsluice {
+
+// ------------------------------------------------------------------------------------------------
+// A server connection's start (members of Server, kept apart from server.cc): connecting
+// (Unix socket, address or host name), the StartupMessage, and the login (cleartext, MD5 or
+// SCRAM, with a password or with SCRAM keys passed through from a client) up to the first
+// ReadyForQuery and the database's connect_query.
 
 namespace {
 // What a server may send before its login's ReadyForQuery (process_login_input).
@@ -461,6 +470,191 @@ bool Server::handle_authentication(const pp::Message& message) {
   }
   channel_.flush();
   return true;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The TLS parts of a server connection's login (members of Server, kept apart from server.cc):
+// the SSLRequest (or direct TLS), its one-byte answer under server_tls_sslmode, and SCRAM channel
+// binding.
+
+namespace pp = pgsluice::protocol;
+
+namespace {
+
+// A context built at its first session (tls_context.h) can fail only then: say why.
+std::string tls_session_failure(const TlsContext& ctx) {
+  return ctx.build_error().empty() ? "cannot create a TLS session"
+                                   : "cannot create a TLS session: " + ctx.build_error();
+}
+
+}  // namespace
+
+bool Server::request_tls() {
+  const TlsContext* ctx = worker_->tls().server.get();
+  // PostgreSQL does not speak TLS over its Unix socket.
+  if (ctx == nullptr || !channel_.is_tcp()) return false;
+  if (worker_->settings().server_tls_direct) {
+    // sslnegotiation=direct: the ClientHello (with ALPN "postgresql") is the first thing sent.
+    // Config loading made sure the sslmode requires TLS, so a server that cannot take it fails
+    // the login; there is no plaintext to fall back to.
+    std::unique_ptr<TlsSession> session = ctx->new_session(address_.host);
+    if (session == nullptr) {
+      login_failed(sqlstate::kConnectionFailure, tls_session_failure(*ctx));
+      return true;
+    }
+    channel_.start_tls(std::move(session));
+    if (!channel_.closing()) channel_.start_reading();
+    return true;
+  }
+  pp::write_ssl_request(channel_.output());
+  login_.awaiting_ssl_answer = true;
+  channel_.flush();
+  channel_.start_reading();
+  return true;
+}
+
+void Server::handle_ssl_answer() {
+  std::string_view in = channel_.input().unread();
+  if (in.empty()) return;
+  const TlsContext* ctx = worker_->tls().server.get();
+  const char answer = in[0];
+  if (answer == 'E') {
+    // A server that cannot take the connection at all (too many clients, shutting down) answers
+    // with an ErrorResponse: the login path reports it.
+    login_.awaiting_ssl_answer = false;
+    process_login_input();
+    return;
+  }
+  if (answer != 'S' && answer != 'N') {
+    login_failed(sqlstate::kProtocolViolation,
+                 fmt::format("invalid answer to SSLRequest from server: byte {}",
+                             static_cast<int>(static_cast<unsigned char>(answer))));
+    return;
+  }
+  // The server says nothing more before our next message: bytes behind the answer were not
+  // encrypted and may come from someone in the middle (CVE-2021-23222). Refuse them.
+  if (in.size() > 1) {
+    login_failed(sqlstate::kProtocolViolation,
+                 "server sent unencrypted data after its answer to SSLRequest");
+    return;
+  }
+  channel_.input().skip(1);
+  if (answer == 'N') {
+    if (ctx != nullptr && ctx->required()) {
+      // Never a silent downgrade: the pool's clients get this as their login error (and the
+      // server gets nothing more, not even a Terminate: login_.awaiting_ssl_answer stays set).
+      login_failed(sqlstate::kConnectionFailure,
+                   fmt::format("server does not support SSL, but server_tls_sslmode = {}",
+                               to_string(ctx->mode())));
+      return;
+    }
+    login_.awaiting_ssl_answer = false;
+    send_startup_message();
+    return;
+  }
+  login_.awaiting_ssl_answer = false;
+  std::unique_ptr<TlsSession> session = ctx != nullptr ? ctx->new_session(address_.host) : nullptr;
+  if (session == nullptr) {
+    login_failed(sqlstate::kConnectionFailure,
+                 ctx != nullptr ? tls_session_failure(*ctx) : "cannot create a TLS session");
+    return;
+  }
+  channel_.start_tls(std::move(session));
+}
+
+void Server::on_channel_tls_ready(Channel&) {
+  if (state_ != State::login) return;
+  if (log_enabled(spdlog::level::debug)) {
+    spdlog::debug("{} TLS: {}", log_id(), channel_.tls()->describe());
+  }
+  send_startup_message();
+}
+
+std::string_view Server::choose_scram_mechanism(bool offers_plus) {
+  TlsSession* tls = channel_.tls();
+  if (tls == nullptr) return "SCRAM-SHA-256";
+  std::string binding = offers_plus ? tls->server_end_point() : std::string();
+  if (binding.empty()) {
+    // "y": we could bind, the server did not offer it (a server that did would see a downgrade).
+    login_.scram->set_channel_binding_unused();
+    return "SCRAM-SHA-256";
+  }
+  login_.scram->set_channel_binding(std::move(binding));
+  spdlog::debug("{} SCRAM-SHA-256-PLUS with channel binding tls-server-end-point", log_id());
+  return "SCRAM-SHA-256-PLUS";
+}
+
+// ------------------------------------------------------------------------------------------------
+// A replication client's walsender connection (members of Server, kept apart from server.cc;
+// the client side is client_replication.cc). PgBouncer 1.23+'s rules: the server is opened for
+// one client, with `replication` and the client's startup parameters in its StartupMessage
+// (a physical walsender refuses SET, so nothing can be applied after the login), linked to that
+// client from the start, never put on the idle list, never given to another client, and closed
+// when the client leaves. Its slot counts against pool_size, max_db_connections and
+// max_user_connections as any server's does (pool_replication.cc).
+
+namespace pp = pgsluice::protocol;
+
+void Server::serve_replication(Client& client) {
+  client_ = &client;
+  replication_ = client.replication();
+}
+
+void Server::add_replication_parameters(
+    std::vector<std::pair<std::string_view, std::string_view>>& params) {
+  // The client may have gone while this server connected: its close closed this server, and
+  // nothing is sent then; the check is for a client unlinked in between all the same.
+  if (client_ == nullptr) return;
+  params.emplace_back("replication",
+                      replication_ == pp::ReplicationMode::logical ? "database" : "true");
+  for (const auto& [name, value] : client_->replication_parameters()) {
+    params.emplace_back(name, value);
+  }
+}
+
+void Server::finish_replication_login() {
+  uv_timer_stop(&handles_.timer);
+  channel_.input().set_max_length(pp::kDefaultMaxMessageLength);
+  replies_.on_login_ready();
+  if (worker_->settings().log_connections) {
+    spdlog::info("{} login ok (replication={}), protocol 3.{}", log_id(),
+                 pp::to_string(replication_), login_.protocol_version & 0xffff);
+  }
+  linked_at_ms_ = ready_ms_ = worker_->now_ms();
+  set_state(State::replicating);
+  pool_->on_replication_login_ok(*this);
+  // Anything that came behind the login's ReadyForQuery follows the greeting.
+  if (state_ == State::replicating) process_replication_input();
+}
+
+void Server::replication_login_failed(std::string_view code, std::string_view message) {
+  // Not the pool's login failure: a replication login fails for reasons of its own (no
+  // REPLICATION attribute, no pg_hba.conf line for replication, max_wal_senders reached)
+  // while normal logins work, so it neither fails the waiting clients nor starts
+  // server_login_retry (PgBouncer's rule too). The message is in the "server login failed"
+  // line; the close lines of both sides say "login failed", PgBouncer's words, which its suite
+  // and operators' tools match.
+  Client* client = client_;
+  client_ = nullptr;
+  close("login failed");
+  if (client != nullptr) client->on_replication_refused(code, message);
+}
+
+void Server::process_replication_input() {
+  pp::FrameReader& in = channel_.input();
+  if (client_ == nullptr) {
+    in.skip(in.unread_size());
+    return;
+  }
+  if (in.unread_size() == 0) return;
+  Channel& out = client_->channel();
+  out.output().append(in.unread());
+  in.skip(in.unread_size());
+  out.flush();
+  // The client is slower than the stream (a busy pg_receivewal, a large base backup): this
+  // side waits until it drains (Client::on_channel_drained), so at most about the high-water
+  // mark of each direction is held here.
+  if (client_ != nullptr && out.over_high_water()) channel_.stop_reading();
 }
 
 }  // namespace pgsluice

@@ -1,13 +1,30 @@
-// The end of a link: a server goes back to the pool at a transaction boundary (transaction mode)
-// or when its client leaves, cleaned first of what the client left on it (server.h).
+// A server between two clients (members of Server, kept apart from server.cc): the end of a link
+// (release, cleaning), cancel requests and the hold on a release until they are done, the move
+// to another worker's share of the pool, the checks of an idle server and the pooler's own
+// queries on it.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <memory>
+#include <utility>
+
+#include "pgsluice/protocol/message_types.h"
+#include "pooler/base/log_level.h"
+#include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
+#include "pooler/core/host_roles.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
+#include "pooler/core/server_lifecycle.h"
+#include "pooler/core/server_query.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
+
+// ------------------------------------------------------------------------------------------------
+// The end of a link: a server goes back to the pool at a transaction boundary (transaction mode)
+// or when its client leaves, cleaned first of what the client left on it (server.h).
 
 namespace pp = pgsluice::protocol;
 using protocol::TransactionStatus;
@@ -216,6 +233,270 @@ void Server::clean_and_release(bool session_ended) {
   internal_failed_ = false;
   set_state(State::resetting);
   for (const std::string& q : queries) send_internal_query(q);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Cancel requests for a server's running query, and the hold on its release until they are
+// done (server.h, cancel_running_query).
+
+void Server::cancel_running_query() {
+  if ((state_ != State::active && state_ != State::replicating) || login_.backend_key.empty())
+    return;
+  if (!cancels_) {
+    cancels_ = std::make_shared<CancelsInFlight>();
+    cancels_->server = this;
+  }
+  ++cancels_->in_flight;
+  CancelHooks hooks;
+  // PostgreSQL closes a cancel request's connection once it has signalled the backend: after
+  // that the request can no longer reach whatever the server runs next.
+  hooks.await_close = true;
+  hooks.done = [cancels = cancels_] {
+    if (--cancels->in_flight == 0 && cancels->server != nullptr) {
+      cancels->server->on_cancels_finished();
+    }
+  };
+  worker_->send_cancel(cancel_address_, login_.backend_pid, login_.backend_key, std::move(hooks));
+}
+
+void Server::go_idle() {
+  if (cancels_in_flight() > 0) {
+    // Held, linked to nobody: no client's query may run here before the cancels have landed.
+    if (log_enabled(spdlog::level::debug)) {
+      spdlog::debug("{} released while {} cancel request(s) are in flight: held", log_id(),
+                    cancels_in_flight());
+    }
+    idle_after_cancels_ = true;
+    if (state_ != State::active) set_state(State::active);  // out of resetting: held as active
+    return;
+  }
+  set_state(State::idle);
+  pool_->on_server_idle(*this);
+}
+
+void Server::on_cancels_finished() {
+  if (!std::exchange(idle_after_cancels_, false)) return;
+  if (state_ != State::active || client_ != nullptr) return;  // closed, or taken otherwise
+  go_idle();
+}
+
+// ------------------------------------------------------------------------------------------------
+// A server changing workers (one pool per process, docs/design.md): an idle server leaves one
+// worker's share of its pool for another's without a new backend login. A libuv handle belongs
+// to one loop, so the socket goes as a duplicate descriptor (Channel::detach/attach) and the
+// Server object itself is posted to the other worker once its old loop has let go of it.
+
+namespace {
+// A server between two workers is owned by the task that carries it: a task that never runs
+// (its worker stopped first) still closes the socket and frees the server.
+struct ServerInTransit {
+  Server* server;
+  int fd;
+  ServerInTransit(Server* s, int f) : server(s), fd(f) {}
+  ServerInTransit(const ServerInTransit&) = delete;
+  ServerInTransit& operator=(const ServerInTransit&) = delete;
+  ~ServerInTransit() {
+    if (server == nullptr) return;
+    ::close(fd);
+    delete server;
+  }
+};
+}  // namespace
+
+// --- Server ---
+
+bool Server::movable() const {
+  return state_ == State::idle && client_ == nullptr && query_sink_ == nullptr && !life.checking &&
+         !session_.pin.pinned && !session_.dirty.any() && !rewrite_.retry.holding_error &&
+         !session_.verifier.awaiting() && passthrough_remaining_ == 0 &&
+         replies_.internal_ready_owed() == 0 && replies_.at_transaction_boundary() &&
+         rewrite_.pending.empty() && handles_.channel_open && handles_.timer_open &&
+         !handles_.resolving && !handles_.connecting &&
+         !uv_is_closing(reinterpret_cast<const uv_handle_t*>(&handles_.timer)) &&
+         channel_.can_detach();
+}
+
+bool Server::move_to(Worker& target, bool answers_ask) {
+  if (!movable()) return false;
+  const int fd = channel_.detach();
+  if (fd < 0) return false;
+  move_.target = &target;
+  move_.fd = fd;
+  move_.answers_ask = answers_ask;
+  set_state(State::moving);  // off the pool's lists
+  worker_->count_server_moved_out();
+  if (log_enabled(spdlog::level::debug)) {
+    spdlog::debug("{} moves to worker {}", log_id(), target.index());
+  }
+  uv_timer_stop(&handles_.timer);
+  uv_close(reinterpret_cast<uv_handle_t*>(&handles_.timer), on_timer_closed);
+  return true;
+}
+
+void Server::finish_move_out() {
+  Worker& target = *move_.target;
+  move_.target = nullptr;
+  // After this call the server belongs to the target's thread.
+  worker_->send_server(target, *this, std::exchange(move_.fd, -1), move_.answers_ask);
+}
+
+void Server::arrive(Pool& pool, int fd) {
+  pool_ = &pool;
+  worker_ = &pool.worker();
+  uv_timer_init(worker_->loop(), &handles_.timer);
+  handles_.timer.data = this;
+  handles_.timer_open = true;
+  handles_.channel_open = true;
+  // Out of `moving` first: close() ignores a moving server, and a socket that cannot be opened
+  // here must close like any other (its slot given back when the handles are done).
+  set_state(State::idle);
+  if (int rc = channel_.attach(worker_->loop(), fd); rc != 0) {
+    close(
+        fmt::format("could not take over the connection from another worker: {}", uv_strerror(rc)));
+    return;
+  }
+  channel_.start_reading();
+}
+
+// --- Worker ---
+
+void Worker::send_server(Worker& target, Server& server, int fd, bool answers_ask) {
+  auto transit = std::make_shared<ServerInTransit>(&server, fd);
+  const LimitSlots slots = server.pool().limit_slots();
+  target.post([&target, transit, slots, db = server.pool().database(),
+               user = server.pool().credentials().user, answers_ask] {
+    Server* moved = std::exchange(transit->server, nullptr);
+    target.receive_server(*moved, transit->fd, slots, db, user, answers_ask);
+  });
+  // A post refused (the target stopped) drops the task, and with it the server.
+}
+
+void Worker::receive_server(Server& server, int fd, const LimitSlots& slots,
+                            const DatabaseEntry& db, const std::string& user, bool answers_ask) {
+  ++servers_moved_in_;
+  Pool* pool = find_pool(slots);
+  // A worker is given servers only for pools it has (it starved or asked), and pools stay.
+  if (pool == nullptr) pool = &pool_for(db, user);
+  pool->adopt_moved_server(server, fd, answers_ask);
+}
+
+Pool* Worker::find_pool(const LimitSlots& slots) {
+  for (auto& [key, pool] : pools_) {
+    if (pool->limit_slots().pool == slots.pool) return pool.get();
+  }
+  return nullptr;
+}
+
+void Worker::offer_server(const LimitSlots& slots, int requester, int hops_left) {
+  if (Pool* pool = find_pool(slots); pool != nullptr && pool->offer_idle_server(requester)) return;
+  const int size = group_.size();
+  if (hops_left > 1) {
+    int next = (index_ + 1) % size;
+    if (next == requester) next = (next + 1) % size;
+    Worker& w = group_.worker(next);
+    if (w.post([&w, slots, requester, hops_left] {
+          w.offer_server(slots, requester, hops_left - 1);
+        })) {
+      return;
+    }
+  }
+  Worker& back = group_.worker(requester);
+  back.post([&back, slots] {
+    if (Pool* pool = back.find_pool(slots)) pool->on_no_server_offered();
+  });
+}
+
+// ------------------------------------------------------------------------------------------------
+// server_check_query and the role check on an idle server; see server_lifecycle.h and
+// Pool::take_idle_server().
+
+void Server::run_check(const std::string& query) {
+  if (state_ != State::idle) return;
+  if (log_enabled(spdlog::level::debug)) {
+    spdlog::debug("{} server_check_query after {} ms idle", log_id(),
+                  worker_->now_ms() - life.idle_since_ms);
+  }
+  life.checking = true;
+  internal_failed_ = false;
+  // Resetting: not handed out until the answer; a failure closes it there
+  // (handle_internal_reply), and the pool starts another if clients wait.
+  set_state(State::resetting);
+  send_internal_query(query);
+}
+
+bool Server::check_role() {
+  role_check_.start();
+  if (!run_query(RoleCheck::messages(), role_check_)) return false;
+  if (log_enabled(spdlog::level::debug)) spdlog::debug("{} role check", log_id());
+  life.checking = true;
+  life.role_checking = true;
+  return true;
+}
+
+std::optional<ServerRole> Server::role() const {
+  // A server that reports in_hot_standby sends it again with the first reply after a change:
+  // as current as its last reply. Otherwise only the role check knows.
+  if (reports_role(tracked_)) return role_of(tracked_);
+  return role_check_.answer();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Server::run_query and its replies; see server_query.h.
+
+namespace be = pgsluice::protocol::backend;
+
+bool Server::run_query(std::string_view messages, ServerQuerySink& sink) {
+  if (state_ != State::idle || client_ != nullptr || query_sink_ != nullptr) return false;
+  query_sink_ = &sink;
+  internal_failed_ = false;
+  set_state(State::resetting);
+  channel_.output().append(messages);
+  replies_.on_internal_query();  // the replies take the internal path (handle_internal_reply)
+  channel_.flush();
+  return true;
+}
+
+bool Server::deliver_query_reply(const protocol::Message& message) {
+  switch (message.type) {
+    case be::kDataRow: {
+      auto row = protocol::parse_data_row(message.body);
+      if (row) {
+        query_sink_->on_query_row(row.value);
+      } else {
+        query_sink_->on_query_error(sqlstate::kProtocolViolation, "malformed DataRow");
+      }
+      return true;
+    }
+    case be::kErrorResponse: {
+      // The query's own error (no permission on pg_authid, a bad auth_query): the sink's to
+      // report; the server is fine and stays.
+      auto error = protocol::parse_error_fields(message.body);
+      query_sink_->on_query_error(
+          error ? error.value.code : std::string_view(sqlstate::kInternalError),
+          error ? error.value.message : std::string_view("malformed ErrorResponse"));
+      return true;
+    }
+    case be::kParseComplete:
+    case be::kBindComplete:
+    case be::kNoData:
+    case be::kRowDescription:
+    case be::kCommandComplete:
+    case be::kEmptyQueryResponse:
+    case be::kPortalSuspended:
+      return true;
+    default:
+      return false;  // ReadyForQuery, ParameterStatus, notices: as for any internal query
+  }
+}
+
+void Server::finish_query() {
+  ServerQuerySink* sink = std::exchange(query_sink_, nullptr);
+  if (sink != nullptr) sink->on_query_done();
+}
+
+void Server::abandon_query(std::string_view reason) {
+  ServerQuerySink* sink = std::exchange(query_sink_, nullptr);
+  if (sink != nullptr) sink->on_query_lost(reason);
 }
 
 }  // namespace pgsluice

@@ -1,17 +1,25 @@
-// The server's side of protocol-level prepared statements (members of Server, kept apart from
-// server.cc): the replies each rewritten request expects (pending_replies.h), the ones the
-// pooler makes up or swallows, and the skip to Sync after an error, as PostgreSQL skips.
+// The server's side of the statement rewriter (members of Server, kept apart from server.cc):
+// the replies each rewritten request expects, those the pooler makes up or swallows, the skip to
+// Sync after an error, the shape checks, and the retry of a batch after a stale plan.
 #include <spdlog/spdlog.h>
+
+#include <optional>
 
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/writer.h"
+#include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
 #include "pooler/core/worker.h"
 
 namespace pgsluice {
+
+// ------------------------------------------------------------------------------------------------
+// The server's side of protocol-level prepared statements (members of Server, kept apart from
+// server.cc): the replies each rewritten request expects (pending_replies.h), the ones the
+// pooler makes up or swallows, and the skip to Sync after an error, as PostgreSQL skips.
 
 namespace pp = pgsluice::protocol;
 namespace be = pgsluice::protocol::backend;
@@ -384,6 +392,291 @@ Server::Match Server::match_pending(const pp::Message& message) {
       // DataRow, COPY messages, FunctionCallResponse: inside the current request.
       return Match::forward;
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Stale plans of rewritten prepared statements, and a client's duplicate statement name.
+//
+// After a schema change (ALTER TABLE t ADD COLUMN), PostgreSQL refuses to run a prepared
+// `SELECT * FROM t` whose result type changed: "cached plan must not change result type"
+// (0A000, raised by RevalidateCachedQuery at Bind). A driver connected to PostgreSQL fixes that
+// by preparing again; through a pooler the statement lives on every server under the pooler's
+// name, so PgBouncer's users keep failing until RECONNECT. Here the statement's generation is
+// bumped (every server prepares it again at its next use) and, when nothing of the batch has
+// reached the client and no transaction block was open, the batch is sent again on the same
+// server after a hidden Close + Parse, so the client sees the result it asked for. The requests
+// of a batch are kept (PendingReply::wire) from a rewritten Bind on until the queue empties.
+
+namespace pp = pgsluice::protocol;
+namespace be = pgsluice::protocol::backend;
+using protocol::DescribeTarget;
+using protocol::TransactionStatus;
+
+void Server::expect_rewritten(PendingKind kind, const PreparedStatementRef& stmt,
+                              std::string_view wire, std::string client_name, bool shape_told) {
+  rewrite_.retry.keep_wire = true;
+  PendingReply reply{.kind = kind,
+                     .statement_id = stmt->id,
+                     .client_name = std::move(client_name),
+                     .statement = stmt,
+                     .shape_told = shape_told};
+  reply.wire.assign(wire);
+  reply.replayable = true;
+  rewrite_.pending.push_back(std::move(reply));
+}
+
+// --- the shape a client was told (ClientStatement::told_shape) ---
+//
+// A statement prepared on a server after a schema change describes a new shape there, and no
+// server reports a stale plan for it: without a look, a client that was told the old shape
+// would get rows of the new one (pgx: "bind message has 2 result formats but query has 3
+// columns"; PHP PDO reads past its columns). So a server's copy of a statement has its shape
+// noted whenever it is described, and before a told client's Bind runs on a copy whose shape is
+// not known, the pooler describes it first.
+
+bool Server::may_check_shape() const {
+  return owes_client_nothing() && !rewrite_.skipping_to_sync && !rewrite_.retry.holding_error &&
+         replies_.internal_ready_owed() == 0 &&
+         replies_.transaction_status() != TransactionStatus::failed;
+}
+
+void Server::check_statement_shape(const PreparedStatementRef& stmt, std::string& out) {
+  pp::write_describe(out, DescribeTarget::statement, stmt->server_name);
+  rewrite_.pending.push_back(PendingReply{
+      .kind = PendingKind::describe_hidden, .statement_id = stmt->id, .statement = stmt});
+  // The server answers a Flush with what it has: the client's Sync is not sent yet.
+  pp::write_flush(out);
+  rewrite_.shape_check = stmt;
+}
+
+void Server::note_statement_shape(const PendingReply& describe, const pp::Message& message) {
+  std::shared_ptr<const std::string> shape =
+      describe.statement->intern_shape(pgsluice::statement_shape(message.type, message.body));
+  rewrite_.cache->set_shape(describe.statement->id, shape);
+  if (describe.kind == PendingKind::describe && client_ != nullptr &&
+      !describe.client_name.empty()) {
+    client_->note_told_shape(describe.client_name, *describe.statement, std::move(shape));
+  }
+}
+
+void Server::finish_shape_check_if_answered() {
+  if (rewrite_.shape_check == nullptr) return;
+  const PendingReplies& pending = rewrite_.pending;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (pending[i].kind == PendingKind::describe_hidden) return;
+  }
+  rewrite_.shape_check = nullptr;
+  if (client_ != nullptr && client_->input_held_for_read_back()) {
+    client_->resume_input_after_read_back();
+  }
+}
+
+void Server::expect_sent(PendingReply reply, const std::string& out, size_t mark) {
+  rewrite_.pending.push_back(std::move(reply));
+  keep_request(out, mark);
+}
+
+void Server::keep_request(const std::string& out, size_t mark) {
+  if (!rewrite_.retry.keep_wire || rewrite_.pending.empty()) return;
+  rewrite_.pending.back().wire.assign(out, mark, std::string::npos);
+  rewrite_.pending.back().replayable = true;
+}
+
+void Server::reset_retry_state() {
+  rewrite_.shape_check = nullptr;
+  rewrite_.retry.keep_wire = false;
+  rewrite_.retry.batch_reached_client = false;
+  rewrite_.retry.holding_error = false;
+  rewrite_.retry.held_error.clear();
+  rewrite_.retry.held_batch.clear();
+}
+
+bool Server::hold_for_retry(const pp::Message& message) {
+  PendingReply& front = rewrite_.pending.front();
+  auto error = pp::parse_error_fields(message.body);
+  if (!error || error.value.code != sqlstate::kFeatureNotSupported) return false;
+  // The routine names the stale-plan check whatever lc_messages says; a server that does not
+  // send it is trusted on the SQLSTATE alone (a second 0A000 after the retry goes through).
+  std::string_view routine = error.value.field('R');
+  if (!routine.empty() && routine != "RevalidateCachedQuery") return false;
+  const PreparedStatement& stmt = *front.statement;
+  // Stale for the generation this server prepared: every server prepares it again at its next
+  // use. (A server that already has a newer generation does not bump it again, nor does a
+  // second server reporting the same change.) The error is kept for the clients that still hold
+  // the old row description (they get it at their next Bind); the client that gets this error
+  // (or the retry's new description) knows it now.
+  const uint64_t current = stmt.generation.load();
+  stmt.note_stale(
+      rewrite_.cache->has(stmt.id, current) ? std::optional<uint64_t>(current) : std::nullopt,
+      message.wire);
+  if (client_ != nullptr) client_->note_stale_plan_seen(stmt);
+  spdlog::info("{} statement {} has a stale plan (schema change): prepared again at its next use",
+               log_id(), stmt.server_name);
+  // A client that was told the old shape gets PostgreSQL's answer: the retry's rows would have
+  // the new one.
+  if (front.shape_told) return false;
+
+  // Sending the batch again is what the client would have seen had the statement been
+  // prepared now, only when: nothing of the batch reached the client, no transaction block
+  // was open before it (the error rolled back an implicit transaction only), and the whole
+  // batch up to its Sync is at the server and kept, with nothing after it.
+  // A Describe 'S' of a statement the client has just prepared (the server had an older copy,
+  // whose plan went stale): on a direct connection its Parse came after the change and the
+  // description is the new one; a Describe has no effect, so it is sent again like a Bind.
+  if (front.retried || (front.kind != PendingKind::bind && front.kind != PendingKind::describe) ||
+      replies_.transaction_status() != TransactionStatus::idle ||
+      rewrite_.retry.batch_reached_client || client_ == nullptr ||
+      rewrite_.pending.back().kind != PendingKind::sync) {
+    return false;
+  }
+  // The retry's rows have the new shape: only a client that asked for the row description in
+  // this batch (libpq, psycopg, pgbench: Bind, Describe portal, Execute) learns it. One that
+  // relies on a description it cached (asyncpg, pgjdbc) gets the error, as from PostgreSQL,
+  // and prepares again itself.
+  bool described = front.kind == PendingKind::describe;
+  for (size_t i = 1;
+       i < rewrite_.pending.size() && rewrite_.pending[i].kind != PendingKind::execute; ++i) {
+    if (rewrite_.pending[i].kind == PendingKind::describe &&
+        rewrite_.pending[i].statement == nullptr) {
+      described = true;
+    }
+  }
+  if (!described) return false;
+  for (size_t i = 0; i < rewrite_.pending.size(); ++i) {
+    const PendingReply& r = rewrite_.pending[i];
+    if ((r.kind == PendingKind::sync || r.kind == PendingKind::query) &&
+        i + 1 != rewrite_.pending.size()) {
+      return false;  // a later batch is already queued
+    }
+    if (!is_made_up(r.kind) && !r.replayable) return false;
+    // The batch itself closes the statement (evicted by a later Parse): not worth the care.
+    if (r.kind == PendingKind::close_hidden && r.server_name == stmt.server_name) return false;
+  }
+  rewrite_.retry.held_error.assign(message.wire);
+  rewrite_.retry.holding_error = true;
+  rewrite_.retry.held_batch = std::move(rewrite_.pending);
+  rewrite_.pending.clear();
+  return true;
+}
+
+Server::Match Server::on_ready_after_held_error(const pp::Message& message) {
+  if (message.type != be::kReadyForQuery) return Match::out_of_step;
+  rewrite_.retry.holding_error = false;
+  auto ready = pp::parse_ready_for_query(message.body);
+  TransactionStatus status = ready ? ready.value.transaction_status() : TransactionStatus::failed;
+  if (status == TransactionStatus::idle && rewrite_.pending.empty() && client_ != nullptr) {
+    rewrite_.retry.held_error.clear();
+    PreparedStatementRef stmt = rewrite_.retry.held_batch.front().statement;
+    std::string& out = channel_.output();
+    // The cache already describes the server as it will be after the batch; only the stale
+    // statement itself changes, prepared again under the same name.
+    pp::write_close(out, DescribeTarget::statement, stmt->server_name);
+    rewrite_.pending.push_back(
+        PendingReply{.kind = PendingKind::close_hidden, .server_name = stmt->server_name});
+    pp::write_parse(out, stmt->server_name, stmt->query, stmt->parameter_types);
+    rewrite_.pending.push_back(
+        PendingReply{.kind = PendingKind::parse_hidden, .statement_id = stmt->id});
+    rewrite_.cache->set_generation(stmt->id, stmt->generation);
+    ++pool_->counters().server_parse_count;
+    ++pool_->counters().prepared_retries;
+    ++stmt->stats->server_parses;
+    ++stmt->stats->retries;
+    rewrite_.retry.keep_wire = true;
+    for (PendingReply& r : rewrite_.retry.held_batch) {
+      if (r.replayable) out.append(r.wire);
+      r.retried = true;  // once per batch
+      rewrite_.pending.push_back(std::move(r));
+    }
+    rewrite_.retry.held_batch.clear();
+    rewrite_.retry.batch_reached_client = false;
+    channel_.flush();
+    return Match::swallow;
+  }
+  // No longer safe (the client sent more meanwhile): the error goes through as it came, and
+  // the batch is skipped to its Sync as PostgreSQL did.
+  for (size_t i = rewrite_.retry.held_batch.size(); i-- > 0;) {
+    rewrite_.pending.push_front(std::move(rewrite_.retry.held_batch[i]));
+  }
+  rewrite_.retry.held_batch.clear();
+  rewrite_.skipping_to_sync = true;
+  Match match = match_pending(message);
+  return match == Match::forward ? Match::held_error_first : match;
+}
+
+bool Server::may_refuse_stale_bind() const {
+  if (replies_.transaction_status() == TransactionStatus::failed || rewrite_.retry.holding_error ||
+      rewrite_.skipping_to_sync)
+    return false;
+  for (const PendingReply& r : rewrite_.pending) {
+    if (r.kind == PendingKind::sync || r.kind == PendingKind::query) return false;
+  }
+  return true;
+}
+
+// The pooler's statement names are PGSLUICE_<id>: this one never exists on a server.
+static constexpr std::string_view kNoSuchStatement = "PGSLUICE_STALE_PLAN";
+
+void Server::refuse_stale_bind(const PreparedStatementRef& stmt, std::string& out) {
+  // PostgreSQL's error at that Bind would fail the transaction block, or roll back the implicit
+  // transaction with what ran earlier in the batch: a Bind of a statement that does not exist
+  // does the same on the server (26000, before any portal is touched), and its error is
+  // replaced by the stale-plan error a server gave for this statement.
+  PendingReply reply{.kind = PendingKind::bind_refused,
+                     .statement_id = stmt->id,
+                     .answer = stmt->stale_error(),
+                     .statement = stmt};
+  if (reply.answer.empty()) {
+    // PostgreSQL's fields (asyncpg recognizes the error by its routine).
+    std::string body;
+    for (auto [type, value] : {std::pair<char, std::string_view>{'S', "ERROR"},
+                               {'V', "ERROR"},
+                               {'C', sqlstate::kFeatureNotSupported},
+                               {'M', "cached plan must not change result type"},
+                               {'F', "plancache.c"},
+                               {'R', "RevalidateCachedQuery"}}) {
+      body.push_back(type);
+      body.append(value);
+      body.push_back('\0');
+    }
+    body.push_back('\0');
+    reply.answer.push_back(be::kErrorResponse);
+    uint32_t length = static_cast<uint32_t>(body.size() + 4);
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      reply.answer.push_back(static_cast<char>((length >> shift) & 0xff));
+    }
+    reply.answer.append(body);
+  }
+  // No formats, no parameters, no result formats.
+  pp::write_bind_renamed(out, "", kNoSuchStatement, std::string_view("\0\0\0\0\0\0", 6));
+  rewrite_.pending.push_back(std::move(reply));
+}
+
+void Server::send_held_error() {
+  if (client_ != nullptr) client_->channel().output().append(rewrite_.retry.held_error);
+  rewrite_.retry.held_error.clear();
+}
+
+void Server::hold_duplicate_error(const pp::Message& message, const std::string& client_name) {
+  auto error = pp::parse_error_fields(message.body);
+  // Another error came first (a syntax error, an aborted transaction): it is PostgreSQL's
+  // answer for the client's Parse too, and goes through unchanged.
+  if (!error || error.value.code != sqlstate::kDuplicatePreparedStatement) return;
+  std::string text = fmt::format("prepared statement \"{}\" already exists", client_name);
+  // PostgreSQL's fields, with the client's name in the message.
+  std::string body;
+  for (const auto& [type, value] : error.value.fields) {
+    body.push_back(type);
+    body.append(type == 'M' ? std::string_view(text) : value);
+    body.push_back('\0');
+  }
+  body.push_back('\0');
+  rewrite_.retry.held_error.clear();
+  rewrite_.retry.held_error.push_back(be::kErrorResponse);
+  uint32_t length = static_cast<uint32_t>(body.size() + 4);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    rewrite_.retry.held_error.push_back(static_cast<char>((length >> shift) & 0xff));
+  }
+  rewrite_.retry.held_error.append(body);
 }
 
 }  // namespace pgsluice

@@ -2,7 +2,7 @@
 // statements the server has under the pooler's names, the replies its requests expect, the SQL
 // prepared statements kept for clients (SQL PREPARE kept), the shape check under way, and the
 // retry of a batch whose rewritten Bind met a stale plan. Plain data, owned by the Server and
-// worked by server_statements.cc, server_retry.cc and the clients' statement code.
+// worked by server_statements.cc and the clients' statement code.
 #pragma once
 
 #include <memory>
@@ -14,7 +14,7 @@
 
 namespace pgsluice {
 
-// A stale plan (0A000) at a rewritten Bind (server_retry.cc): the error is held back and the
+// A stale plan (0A000) at a rewritten Bind (server_statements.cc): the error is held back and the
 // batch sent again after the statement is prepared again, when nothing of it reached the client.
 struct StalePlanRetry {
   bool keep_wire = false;             // requests keep their bytes (a rewritten Bind was sent)

@@ -87,7 +87,7 @@ class Worker {
   // Another worker starves for a slot: idle servers of these keys that no client here waits
   // for close, one per call.
   void yield_idle_server(const LimitSlots& slots);
-  // --- servers changing workers (server_move.cc): one pool per process ---
+  // --- servers changing workers (server_release.cc): one pool per process ---
   // Posts `server` (moving, its handles closed on this loop) with its duplicated socket to
   // `target`, which adds it to its share of the pool; when `target` has stopped, the socket is
   // closed and the server freed.

@@ -4,7 +4,7 @@
 // primary, listens, takes the signals, runs the janitor's process-wide part and the metrics
 // endpoint; it accepts every connection and places it (next_for_client: the worker with the
 // fewest clients, or itself while the process has at most spread_clients_above), and that
-// worker owns the client from then on. Servers move between workers (server_move.cc).
+// worker owns the client from then on. Servers move between workers (server_release.cc).
 #pragma once
 
 #include <atomic>

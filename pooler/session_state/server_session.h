@@ -1,8 +1,8 @@
 // What the session-state guard knows of one server connection's session: what its linked
 // client left there (dirty), the settings and LISTEN channels to read back at the transaction's
 // end, the verifier's and the function lookups' state, whose sequence values it holds, and its
-// pin. Plain data, owned by the Server and worked by the guard's code in core (server_pin.cc,
-// server_kept.cc, server_relay.cc, server_release.cc, session_checks.cc).
+// pin. Plain data, owned by the Server and worked by the guard's code in core
+// (server_session_state.cc, server_release.cc, session_checks.cc).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@
 namespace pgsluice {
 
 // A server pinned to its client (session_state = pin, or what cannot move): why, and the check
-// at transaction boundaries whether the session still holds anything (server_pin.cc).
+// at transaction boundaries whether the session still holds anything (server_session_state.cc).
 struct PinState {
   bool pinned = false;
   // The client ran what may end its pin (an unlock, UNLISTEN, CLOSE, DEALLOCATE, DISCARD).

@@ -205,7 +205,7 @@ TEST(LinkKeptSetting, ASetIsReadBackAndTheNextClientsServerIsResetFirst) {
   const std::string set_done = wire::command_complete("SET") + wire::ready('I');
   l.pg->send(set_done);
   // The client has its answer at once; the server stays linked while the pooler reads back
-  // what PostgreSQL now has (server_kept.cc): search_path is not reported by ParameterStatus.
+  // what PostgreSQL now has (server_session_state.cc): search_path is not reported by ParameterStatus.
   const std::string read_back =
       wire::query("SELECT pg_catalog.current_setting('search_path', true)");
   ASSERT_TRUE(h.pump_until_received(*l.pg, read_back.size(), "the read-back at PostgreSQL"));
