@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/unit/core/link_harness.h"
 #include "tests/unit/core/link_wire.h"
@@ -205,7 +206,8 @@ TEST(LinkKeptSetting, ASetIsReadBackAndTheNextClientsServerIsResetFirst) {
   const std::string set_done = wire::command_complete("SET") + wire::ready('I');
   l.pg->send(set_done);
   // The client has its answer at once; the server stays linked while the pooler reads back
-  // what PostgreSQL now has (server_session_state.cc): search_path is not reported by ParameterStatus.
+  // what PostgreSQL now has (server_session_state.cc): search_path is not reported by
+  // ParameterStatus.
   const std::string read_back =
       wire::query("SELECT pg_catalog.current_setting('search_path', true)");
   ASSERT_TRUE(h.pump_until_received(*l.pg, read_back.size(), "the read-back at PostgreSQL"));
@@ -295,6 +297,64 @@ TEST(LinkTerminate, AClientLeavingBetweenTransactionsLeavesItsServerInThePool) {
   EXPECT_EQ(h.only_server(), l.server);
   EXPECT_EQ(l.server->state(), Server::State::idle);
   EXPECT_EQ(h.worker().client_count(), 0u);
+}
+
+TEST(LinkFailClosed, AFailedSyncClosesTheServerAndTheStatementNeverRunsThere) {
+  // Issue 42's first rule: a client's statement never runs on a server that is not in the
+  // client's state. The first client leaves search_path = a on the pool's only server; the
+  // second client's link must reset it first, and here PostgreSQL refuses the reset.
+  LinkHarness h;
+  ClientAndServer l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  const std::string set = wire::query("SET search_path = a");
+  expect_forwarded(h, l, set, set);
+  l.pg->send(wire::command_complete("SET") + wire::ready('I'));
+  const std::string read_back =
+      wire::query("SELECT pg_catalog.current_setting('search_path', true)");
+  ASSERT_TRUE(h.pump_until_received(*l.pg, read_back.size(), "the read-back at PostgreSQL"));
+  l.pg->take();
+  l.pg->send(wire::row_description("current_setting", protocol::kOidText) + wire::data_row("a") +
+             wire::command_complete("SELECT 1") + wire::ready('I'));
+  ASSERT_TRUE(h.pump_until([&] { return l.server->state() == Server::State::idle; },
+                           "the server back in the pool"));
+
+  TestEnd* second = h.log_in_client(/*answer_server_login=*/false);
+  ASSERT_NE(second, nullptr);
+  second->take();
+  second->send(wire::query("SELECT 1"));
+  const std::string reset = wire::query("RESET search_path;");
+  ASSERT_TRUE(h.pump_until_received(*l.pg, reset.size(), "the reset at PostgreSQL"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(reset));
+  l.pg->send(wire::error("42501", "permission denied to reset search_path") + wire::ready('I'));
+
+  // The client's statement is answered with the failure instead of running, and the client
+  // stays connected; PostgreSQL gets a Terminate, never the SELECT.
+  ASSERT_TRUE(h.pump_until([&] { return second->received().ends_with(wire::ready('I')); },
+                           "the refusal's end"));
+  const std::vector<wire::Message> answer = wire::split(second->take());
+  ASSERT_EQ(answer.size(), 2u);
+  EXPECT_EQ(answer[0].type, 'E');
+  EXPECT_NE(answer[0].body.find("42501"), std::string::npos);
+  EXPECT_NE(answer[0].body.find("pgsluice could not apply this session's settings"),
+            std::string::npos);
+  ASSERT_TRUE(h.pump_until([&] { return !l.pg->received().empty() || l.pg->peer_closed(); },
+                           "the server's close"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(wire::terminate()));
+  EXPECT_FALSE(second->peer_closed());
+
+  // Its next statement gets a server of its own state: a new connection, which has the
+  // defaults the client expects, so nothing needs resetting and the statement runs there.
+  l.pg->close();
+  second->send(wire::query("SELECT 1"));
+  TestEnd* fresh = h.accept_and_log_in_server();
+  ASSERT_NE(fresh, nullptr);
+  const std::string select_one = wire::query("SELECT 1");
+  ASSERT_TRUE(h.pump_until_received(*fresh, select_one.size(), "the statement on a new server"));
+  EXPECT_EQ(show_wire(fresh->take()), show_wire(select_one));
+  const std::string result = select_one_result();
+  fresh->send(result);
+  ASSERT_TRUE(h.pump_until_received(*second, result.size(), "SELECT 1's result"));
+  EXPECT_EQ(show_wire(second->take()), show_wire(result));
 }
 
 }  // namespace
