@@ -1,5 +1,6 @@
 """PgBouncer 1.26 items of issue 44, as PgBouncer defines them: login_notify_message (#1488), the
-client_login_count statistic (#1457) and query_wait_timeout per database and per user (#1449)."""
+client_login_count statistic (#1457), query_wait_timeout per database and per user (#1449) and
+pool_idle_timeout (#1491)."""
 
 from __future__ import annotations
 
@@ -166,3 +167,86 @@ def test_query_wait_timeout_of_main_section_where_neither_sets_one(make_pooler):
     waiter.join(10)
     assert result.get("row") == (2,), result
     holder.close()
+
+
+# --- pool_idle_timeout -----------------------------------------------------------------------
+
+
+def console_rows(pooler, command: str) -> list[dict]:
+    """The rows of a console command as dicts by column (over a console login of its own)."""
+    with psycopg.connect(pooler.dsn(db="pgsluice"), autocommit=True) as conn:
+        cur = conn.execute(command)
+        names = [d.name for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def pool_keys(pooler) -> list[tuple[str, str]]:
+    return [(r["database"], r["user"]) for r in console_rows(pooler, "SHOW POOLS")]
+
+
+def test_pool_idle_timeout(make_pooler, pg):
+    # PgBouncer's test_pool_idle_timeout (test/test_timeouts.py, #1491), with SET as there.
+    p = make_pooler(admin_users="app")
+    admin(p, "SET pool_idle_timeout = 1")
+    admin(p, "SET server_idle_timeout = 1")
+    with p.connect(autocommit=True) as c:
+        c.execute("SELECT 1")
+    assert ("app", "app") in pool_keys(p)
+    assert harness.wait_until(lambda: len(pg.server_backends()) == 1, 5), pg.server_backends()
+    assert p.wait_for_log(r"cleaning up idle pool for user app on db app because: "
+                          r"pool idle timeout", timeout=6), p.log()
+    # Gone from SHOW POOLS entirely, not only its servers; so is its backend.
+    assert harness.wait_until(lambda: ("app", "app") not in pool_keys(p), 3), pool_keys(p)
+    assert harness.wait_until(lambda: pg.server_backends() == [], 5), pg.server_backends()
+    # The next client makes it again, its statistics starting over (as PgBouncer's).
+    with p.connect(autocommit=True) as c:
+        assert c.execute("SELECT 2").fetchone() == (2,)
+    assert ("app", "app") in pool_keys(p)
+    assert harness.wait_until(
+        lambda: stats_column(p, "SHOW STATS", "total_xact_count").get("app") == 1, 5)
+
+
+def test_pool_idle_timeout_off_by_default(make_pooler):
+    p = make_pooler(admin_users="app", server_idle_timeout=1)
+    assert "pool_idle_timeout|0|0|yes" in admin(p, "SHOW CONFIG").splitlines()
+    with p.connect(autocommit=True) as c:
+        c.execute("SELECT 1")
+    time.sleep(3)
+    assert ("app", "app") in pool_keys(p)
+    assert "cleaning up idle pool" not in p.log()
+
+
+def test_pool_idle_timeout_keeps_a_pool_another_worker_uses(make_pooler):
+    # pgsluice's own case: a pool is one pool for every worker, each holding a share of it. A
+    # client idle on one worker (its server closed by server_idle_timeout) keeps the share of
+    # another worker too, with that share's statistics.
+    p = make_pooler(admin_users="app", workers=2, pool_idle_timeout=1, server_idle_timeout=1)
+    stays = p.connect(autocommit=True)
+    stays.execute("SELECT 1")
+    with p.connect(autocommit=True) as leaves:  # the other worker: it has the fewest clients
+        for _ in range(4):
+            leaves.execute("SELECT 1")
+    time.sleep(3)
+    assert "cleaning up idle pool" not in p.log()
+    assert harness.wait_until(
+        lambda: stats_column(p, "SHOW STATS", "total_xact_count").get("app") == 5, 5)
+    stays.close()
+    # Then both workers' shares go (placement is by the fewest clients: one on each).
+    for worker in (0, 1):
+        assert p.wait_for_log(rf"cleaning up idle pool for user app on db app because: pool idle "
+                              rf"timeout \(age=\d+s, worker {worker}\)", timeout=6), p.log()
+    assert harness.wait_until(lambda: ("app", "app") not in pool_keys(p), 3), pool_keys(p)
+
+
+def test_pool_idle_timeout_spares_forced_user_with_min_pool_size(make_pooler):
+    # PgBouncer's test_pool_idle_timeout_ignores_min_pool_size: the janitor makes such a pool
+    # itself (min_pool_size opens servers before any client), here with a backend that is not
+    # there, so that it never has a server; freeing it would only make it again every round.
+    p = make_pooler(databases={
+        "app": "host=127.0.0.1 port={pg_port} dbname=app",
+        "dead": f"host=127.0.0.1 port={harness.free_port()} dbname=app user=app password=app "
+                "min_pool_size=3",
+    }, admin_users="app", pool_idle_timeout=1, server_login_retry=1)
+    time.sleep(3)
+    assert ("dead", "app") in pool_keys(p)
+    assert "cleaning up idle pool" not in p.log()

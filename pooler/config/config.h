@@ -206,6 +206,9 @@ struct Settings {
   int max_user_connections = 0;                             // 0: unlimited
   Duration server_lifetime = std::chrono::seconds(3600);  // staggered per server, see pool_limits.h
   Duration server_idle_timeout = std::chrono::seconds(600);  // 0 disables
+  // PgBouncer 1.26's (#1491): a pool with no client and no server on any worker for this long
+  // is freed, with its statistics (so it is off by default). 0 disables.
+  Duration pool_idle_timeout{0};
   // PgBouncer 1.25's default, `<empty>`: the check is an empty query (the cheapest round trip;
   // PostgreSQL answers EmptyQueryResponse). An empty value turns checks off.
   std::string server_check_query = "<empty>";

@@ -217,6 +217,15 @@ void add_session_state_rows(std::vector<SettingDef>& rows) {
            int_value(&S::session_state_verify_sample, 1, 1'000'000'000), kOnline, kOwn)});
 }
 
+// How long pools and their servers live (docs/operations.md, "Server lifecycle").
+void add_lifetime_rows(std::vector<SettingDef>& rows) {
+  using S = Settings;
+  rows.insert(rows.end(),
+              {row("pool_idle_timeout", duration_value(&S::pool_idle_timeout)),  // PgBouncer 1.26
+               row("server_idle_timeout", duration_value(&S::server_idle_timeout)),
+               row("server_lifetime", duration_value(&S::server_lifetime))});
+}
+
 std::vector<SettingDef> make_table() {
   using S = Settings;
   std::vector<SettingDef> rows = {
@@ -273,8 +282,6 @@ std::vector<SettingDef> make_table() {
       row("server_check_query", string_value(&S::server_check_query)),
       row("server_connect_timeout", duration_value(&S::server_connect_timeout)),
       row("server_fast_close", bool_value(&S::server_fast_close)),
-      row("server_idle_timeout", duration_value(&S::server_idle_timeout)),
-      row("server_lifetime", duration_value(&S::server_lifetime)),
       row("server_login_retry", duration_value(&S::server_login_retry)),
       // Read when a server connects.
       row("server_max_protocol_version",
@@ -312,6 +319,7 @@ std::vector<SettingDef> make_table() {
   add_logging_rows(rows);
   add_both_sides_tls_rows(rows);
   add_session_state_rows(rows);
+  add_lifetime_rows(rows);
   // find_setting searches the keys in order.
   std::sort(rows.begin(), rows.end(),
             [](const SettingDef& a, const SettingDef& b) { return a.key < b.key; });

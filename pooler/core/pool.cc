@@ -25,7 +25,11 @@ Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, Pool
       hosts_(db_),
       credentials_(std::move(credentials)),
       mode_(mode),
-      pool_size_(pool_size) {}
+      pool_size_(pool_size),
+      last_active_ms_(worker.now_ms()) {
+  // A share made now is in use: no other worker's share of the pool is freed meanwhile.
+  SharedLimits::note_active(limit_slots_, last_active_ms_);
+}
 
 Pool::~Pool() = default;
 
@@ -86,6 +90,7 @@ Server* Pool::launch_listener(ListenRelay& relay) {
   const size_t host = pick_host(worker_.now_ms());
   // Deletes itself when its socket is closed, as every server does.
   auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
+  relay_launched_ = true;
   server->serve_as_listener(relay);
   server->timing.connect_ms = worker_.now_ms();
   move_server(*server, Server::State::closing, Server::State::connecting);
@@ -364,6 +369,9 @@ bool logged_in(Server::State s) {
 }  // namespace
 
 void Pool::move_server(Server& server, Server::State from, Server::State to) {
+  // pool_idle_timeout counts from here too: a server that came and went between two janitor
+  // rounds, or is still moving to another worker, was never seen on a list.
+  last_active_ms_ = worker_.now_ms();
   if (logging_in(from) != logging_in(to)) {
     if (logging_in(to)) {
       // try_launch counted it already when it claimed the pool's only login.

@@ -163,6 +163,10 @@ class Pool {
   // server_idle_timeout, server_fast_close, the reserve pool, min_pool_size. `clients`: how many
   // clients are attached to this pool.
   void maintain(uint64_t now_ms, int clients);
+  // pool_idle_timeout (pool_maintenance.cc), after maintain(): whether this share may be freed,
+  // no share of the pool on any worker having had a client or a server for `timeout_ms` (0: it
+  // is only noted whether this one is in use). `clients`: as for maintain().
+  bool idle_past(uint64_t now_ms, int clients, uint64_t timeout_ms);
   // Starts a server for the queue when clients wait, no login is in flight and the limits
   // allow; with `evict`, an idle server of another pool of the same database or user may
   // be closed to make room under max_db_connections / max_user_connections.
@@ -317,6 +321,11 @@ class Pool {
   // server of the right role since, and whether every host was skipped meanwhile.
   uint64_t trouble_since_ms_ = 0;
   bool no_usable_host_ = false;
+  // pool_idle_timeout: when this share last changed a server's state or was seen in use, and
+  // whether it ever started a LISTEN relay listener (whose closing connection still points here
+  // while it lingers, without counting among closing_open_: such a share is never freed).
+  uint64_t last_active_ms_ = 0;
+  bool relay_launched_ = false;
 
   ParameterSet welcome_params_;
   bool has_welcome_ = false;

@@ -1,12 +1,14 @@
 // Pool limits and server lifecycle (pool.h, pool_limits.h): when a pool may start a server
 // under pool_size, reserve_pool_size, max_db_connections and max_user_connections, and what the
-// janitor does each round. Kept apart from pool.cc, which hands servers to clients.
+// janitor does each round, freeing pools idle past pool_idle_timeout last. Kept apart from
+// pool.cc, which hands servers to clients.
 #include "pooler/core/pool_maintenance.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <unordered_map>
+#include <vector>
 
 #include "pooler/core/pool.h"
 #include "pooler/core/worker.h"
@@ -15,6 +17,8 @@ namespace pgsluice {
 
 namespace {
 constexpr uint64_t kHandoverMinWaitUs = 100'000;  // see Pool::yield_to_other_pool()
+// Several janitor rounds (200 ms each) of every worker: see maintain_pools.
+constexpr uint64_t kPoolIdleArmingMs = 1000;
 }  // namespace
 
 int Pool::reserve_pool() const {
@@ -340,8 +344,31 @@ bool Pool::launch_for_min_pool_size(int min_size) {
   return true;
 }
 
+bool Pool::idle_past(uint64_t now_ms, int clients, uint64_t timeout_ms) {
+  // PgBouncer's "no client connections and no server connections"; what else points here:
+  // sockets still closing, the pooler's own lookups, a server asked of another worker.
+  const bool in_use = clients > 0 || server_count() > 0 || closing_open_ > 0 ||
+                      !listeners_.empty() || !pooler_waiting_.empty() || asking_ || login_claimed_;
+  if (in_use) last_active_ms_ = now_ms;
+  // One pool per process: a share is freed only when no worker's share was in use for that long.
+  SharedLimits::note_active(limit_slots_, last_active_ms_);
+  if (in_use || timeout_ms == 0 || relay_launched_) return false;
+  // As PgBouncer: a forced user's pool with min_pool_size is made again by the next round
+  // (maintain_pools), which would only free and make it in turn.
+  if (!db_.user.empty() && worker_.config().min_pool_size_for(db_) > 0) return false;
+  // A server of another worker's share (or moving between two) still counts here.
+  if (SharedLimits::servers(limit_slots_) > 0) return false;
+  const uint64_t active = std::max(last_active_ms_, SharedLimits::active_ms(limit_slots_));
+  if (now_ms < active || now_ms - active <= timeout_ms) return false;
+  // PgBouncer's words, with the worker whose share this was.
+  spdlog::info(
+      "cleaning up idle pool for user {} on db {} because: pool idle timeout (age={}s, worker {})",
+      credentials_.user, db_.name, (now_ms - active) / 1000, worker_.index());
+  return true;
+}
+
 void maintain_pools(Worker& worker, uint64_t now_ms) {
-  // Client counts only matter to min_pool_size: not walked when no pool has one.
+  // Client counts only matter to min_pool_size and pool_idle_timeout: not walked otherwise.
   const Config& config = worker.config();
   bool any_min =
       config.settings.min_pool_size > 0 ||
@@ -353,16 +380,28 @@ void maintain_pools(Worker& worker, uint64_t now_ms) {
     // first client would meet the morning's load with none).
     if (!db.user.empty() && config.min_pool_size_for(db) > 0) worker.pool_for(db, db.user);
   }
+  const auto idle_timeout = static_cast<uint64_t>(config.settings.pool_idle_timeout.count());
+  // Only once every worker has told, for a round or more, which of its shares are in use
+  // (Pool::idle_past): the timeout may have been turned on just now.
+  const uint64_t armed_ms = worker.arm_pool_idle_timeout(idle_timeout > 0, now_ms);
+  const bool freeing = armed_ms != 0 && now_ms - armed_ms >= kPoolIdleArmingMs;
   std::unordered_map<const Pool*, int> clients;
-  if (any_min) {
+  if (any_min || idle_timeout > 0) {
     worker.for_each_own_client([&clients](Client& c) {
       if (c.pool() != nullptr) ++clients[c.pool()];
     });
   }
+  std::vector<Pool*> idle;
   worker.for_each_own_pool([&](Pool& pool) {
     auto it = clients.find(&pool);
-    pool.maintain(now_ms, it == clients.end() ? 0 : it->second);
+    const int n = it == clients.end() ? 0 : it->second;
+    pool.maintain(now_ms, n);
+    if (idle_timeout > 0 && pool.idle_past(now_ms, n, freeing ? idle_timeout : 0)) {
+      idle.push_back(&pool);
+    }
   });
+  // After the walk: freeing changes the worker's map of pools.
+  for (Pool* pool : idle) worker.free_pool(*pool);
 }
 
 }  // namespace pgsluice

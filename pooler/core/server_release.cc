@@ -375,7 +375,8 @@ void Worker::receive_server(Server& server, int fd, const LimitSlots& slots,
                             const DatabaseEntry& db, const std::string& user, bool answers_ask) {
   ++servers_moved_in_;
   Pool* pool = find_pool(slots);
-  // A worker is given servers only for pools it has (it starved or asked), and pools stay.
+  // A worker is given servers for pools it has (it starved or asked); one whose share was
+  // freed since (pool_idle_timeout) makes it again.
   if (pool == nullptr) pool = &pool_for(db, user);
   pool->adopt_moved_server(server, fd, answers_ask);
 }

@@ -208,6 +208,13 @@ bool SharedLimits::other_starving(const LimitSlots& slots, int worker) {
           others) != 0;
 }
 
+void SharedLimits::note_active(const LimitSlots& slots, uint64_t now_ms) {
+  uint64_t seen = slots.pool->active_ms.load(std::memory_order_relaxed);
+  while (seen < now_ms &&
+         !slots.pool->active_ms.compare_exchange_weak(seen, now_ms, std::memory_order_acq_rel)) {
+  }
+}
+
 bool SharedLimits::try_pin(const LimitSlots& slots, int limit) {
   int current = slots.pool->pinned.load(std::memory_order_acquire);
   while (current < limit) {

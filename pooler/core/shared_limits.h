@@ -62,6 +62,10 @@ struct LimitCounter {
   // share starts it (PoolHosts::pick): one turn for the pool, as in PgBouncer's one process.
   // Only the pool's own counter keeps it.
   std::atomic<uint64_t> host_turn{0};
+  // pool_idle_timeout: the last janitor round (now_ms) at which some worker's share of the pool
+  // had a client or a server, so that no share is freed while another one is in use. Only the
+  // pool's own counter keeps it.
+  std::atomic<uint64_t> active_ms{0};
 };
 
 // The three counters a pool's servers take a slot of: the pool's own (pool_size), its
@@ -177,6 +181,15 @@ class SharedLimits {
   [[nodiscard]] static int open_servers(const LimitSlots& slots) {
     return slots.pool->servers.load(std::memory_order_acquire) -
            slots.pool->closing.load(std::memory_order_acquire);
+  }
+
+  // A share of the pool was in use at `now_ms` (pool_idle_timeout): kept if it is the latest.
+  static void note_active(const LimitSlots& slots, uint64_t now_ms);
+  [[nodiscard]] static uint64_t active_ms(const LimitSlots& slots) {
+    return slots.pool->active_ms.load(std::memory_order_acquire);
+  }
+  [[nodiscard]] static int servers(const LimitSlots& slots) {
+    return slots.pool->servers.load(std::memory_order_acquire);
   }
 
   // `worker` could not start a server (the verdict names the full limit) while other workers

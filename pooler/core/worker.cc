@@ -122,7 +122,8 @@ void Worker::take_handed_slot(const LimitSlots& slots) {
       return;
     }
   }
-  SharedLimits::release(slots, index_);  // no share of that pool here (cannot happen)
+  // No share of that pool here (pool_idle_timeout freed it, nobody waiting): given back.
+  SharedLimits::release(slots, index_);
 }
 
 void Worker::yield_idle_server(const LimitSlots& slots) {
@@ -185,6 +186,10 @@ Pool& Worker::pool_for(const DatabaseEntry& db, const std::string& user) {
   pools_.emplace(key, std::move(pool));
   extensions().on_new_pool(ref);  // a paused database's new pool starts paused
   return ref;
+}
+
+void Worker::free_pool(Pool& pool) {
+  pools_.erase(std::make_pair(pool.database().name, pool.credentials().user));
 }
 
 // --- listening (the sockets themselves: worker_listen.cc) ---

@@ -136,6 +136,15 @@ class Worker {
 
   // The pool for a client of `user` on `db` (created on first use).
   Pool& pool_for(const DatabaseEntry& db, const std::string& user);
+  // pool_idle_timeout (maintain_pools): frees this worker's share `pool`, which nothing points
+  // to any more; another worker's share of it, or a client here later, makes its own.
+  void free_pool(Pool& pool);
+  // Since when pool_idle_timeout has been on (`on`), as this worker's janitor saw it; 0: off.
+  uint64_t arm_pool_idle_timeout(bool on, uint64_t now_ms) {
+    if (!on) return pool_idle_armed_ms_ = 0;
+    if (pool_idle_armed_ms_ == 0) pool_idle_armed_ms_ = now_ms == 0 ? 1 : now_ms;
+    return pool_idle_armed_ms_;
+  }
 
   // Session-state checks: the verdict cache of this thread and the findings table.
   protocol::SessionStateClassifier& classifier() { return classifier_; }
@@ -282,6 +291,7 @@ class Worker {
   // still hold references into it.
   std::shared_ptr<const Config> previous_config_;
   uint64_t started_ms_ = 0;
+  uint64_t pool_idle_armed_ms_ = 0;  // arm_pool_idle_timeout
   bool disable_pqexec_ = false;
   uint64_t servers_moved_in_ = 0;
   uint64_t servers_moved_out_ = 0;

@@ -124,8 +124,8 @@ TEST(SettingsTable, ShowConfigListsTheShownRows) {
   // (listen_backlog, tcp_*, unix_socket_group/mode); PgBouncer's scram_iterations,
   // disable_pqexec, query_wait_notify, server_round_robin, log_stats, track_extra_parameters,
   // verbose, syslog, syslog_facility, syslog_ident, user; auth_ident_file; spread_clients_above;
-  // io_uring; PgBouncer 1.26's login_notify_message.
-  EXPECT_EQ(rows.size(), 89u);
+  // io_uring; PgBouncer 1.26's login_notify_message and pool_idle_timeout.
+  EXPECT_EQ(rows.size(), 90u);
 }
 
 // The main section's keys in conf/pgsluice.ini: `key = value` lines, and `;key = value` for the
