@@ -1,6 +1,6 @@
 """PgBouncer 1.26 items of issue 44, as PgBouncer defines them: login_notify_message (#1488), the
-client_login_count statistic (#1457), query_wait_timeout per database and per user (#1449) and
-pool_idle_timeout (#1491)."""
+client_login_count statistic (#1457), query_wait_timeout per database and per user (#1449),
+pool_idle_timeout (#1491) and late COPY messages (#1471)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import time
 
 import psycopg
 import pytest
+from psycopg import pq
 
 import harness
 from test_pgbouncer_keys import admin, reload_with
@@ -250,3 +251,104 @@ def test_pool_idle_timeout_spares_forced_user_with_min_pool_size(make_pooler):
     time.sleep(3)
     assert ("dead", "app") in pool_keys(p)
     assert "cleaning up idle pool" not in p.log()
+
+
+# --- COPY outside a transaction does not hold a server ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def copy_table(pg):
+    pg.psql("CREATE TABLE IF NOT EXISTS test_copy (i int); GRANT ALL ON test_copy TO PUBLIC",
+            db="app")
+    return "test_copy"
+
+
+def another_client_is_served(pooler) -> float:
+    """How long a second client waits for the pool's one server (query_wait_timeout is 5 s)."""
+    started = time.monotonic()
+    with pooler.connect(autocommit=True) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+    return time.monotonic() - started
+
+
+def copy_in_bad_row_before_copy_done(pgconn) -> None:
+    """PgBouncer's race (test/test_copy.py, #1471): the server fails the COPY and says
+    ReadyForQuery before the client's CopyDone, which arrives late."""
+    assert pgconn.get_result().status == pq.ExecStatus.COPY_IN
+    pgconn.put_copy_data(b"\n")  # an empty line: no integer
+    pgconn.flush()
+    time.sleep(1)
+    assert pgconn.get_result().status == pq.ExecStatus.COPY_IN
+    pgconn.put_copy_end()
+    assert pgconn.get_result().status == pq.ExecStatus.FATAL_ERROR
+    assert pgconn.get_result() is None
+
+
+def test_late_copy_done_does_not_hold_a_server(make_pooler, copy_table):
+    p = make_pooler(default_pool_size=1, query_wait_timeout=5)
+    with p.connect(autocommit=True) as conn:
+        conn.pgconn.send_query(b"COPY test_copy(i) FROM STDIN")
+        copy_in_bad_row_before_copy_done(conn.pgconn)
+        time.sleep(0.5)  # the late CopyDone is at the pooler
+        # The client now sends nothing: the one server serves another client meanwhile (a late
+        # CopyDone given a server would keep it until this client's next query).
+        assert another_client_is_served(p) < 2
+        conn.pgconn.send_query(b"SELECT 1")
+        assert conn.pgconn.get_result().status == pq.ExecStatus.TUPLES_OK
+        assert conn.pgconn.get_result() is None
+    assert another_client_is_served(p) < 2
+
+
+def test_late_copy_done_in_a_transaction(make_pooler, copy_table):
+    # PgBouncer's test_copy_stdin_error_before_copy_done_in_transaction: the failed transaction
+    # keeps its server, which gets the late CopyDone (PostgreSQL drops it), until ROLLBACK.
+    p = make_pooler(default_pool_size=1, query_wait_timeout=5)
+    with p.connect(autocommit=True) as conn:
+        conn.execute("BEGIN")
+        conn.pgconn.send_query(b"COPY test_copy(i) FROM STDIN")
+        copy_in_bad_row_before_copy_done(conn.pgconn)
+        conn.pgconn.send_query(b"ROLLBACK")
+        assert conn.pgconn.get_result().status == pq.ExecStatus.COMMAND_OK
+        assert conn.pgconn.get_result() is None
+        assert another_client_is_served(p) < 2
+
+
+@pytest.mark.parametrize("bad_row", [False, True], ids=["ok", "bad_row"])
+def test_pipelined_copy_releases_its_server(make_pooler, copy_table, bad_row):
+    # PgBouncer's test_copy_stdin_*_extended: PostgreSQL ignores the Sync that follows the
+    # Execute of a COPY FROM STDIN (it reads it in COPY mode), so only the Syncs after the
+    # CopyDone get a ReadyForQuery; counting the first would keep the server for ever.
+    if psycopg.pq.version() < 140000:
+        pytest.skip("libpq without pipeline mode")
+    p = make_pooler(default_pool_size=1, query_wait_timeout=5)
+    with p.connect(autocommit=True) as conn:
+        pgc = conn.pgconn
+        pgc.enter_pipeline_mode()
+        pgc.send_query_params(b"COPY test_copy(i) FROM STDIN", [])
+        pgc.pipeline_sync()
+        assert pgc.get_result().status == pq.ExecStatus.COPY_IN
+        pgc.put_copy_data(b"\n" if bad_row else b"1\n")
+        pgc.put_copy_end()
+        pgc.pipeline_sync()
+        expected = pq.ExecStatus.FATAL_ERROR if bad_row else pq.ExecStatus.COMMAND_OK
+        assert pgc.get_result().status == expected
+        assert pgc.get_result() is None
+        assert pgc.get_result().status == pq.ExecStatus.PIPELINE_SYNC
+        assert pgc.get_result().status == pq.ExecStatus.PIPELINE_SYNC
+        pgc.exit_pipeline_mode()
+        assert another_client_is_served(p) < 2
+
+
+def test_extended_copy_releases_its_server(make_pooler, copy_table):
+    # PQexecParams' COPY without pipeline mode: Parse … Execute, Sync, then CopyData, CopyDone and
+    # libpq's second Sync, of which PostgreSQL answers the second only.
+    p = make_pooler(default_pool_size=1, query_wait_timeout=5)
+    with p.connect(autocommit=True) as conn:
+        pgc = conn.pgconn
+        pgc.send_query_params(b"COPY test_copy(i) FROM STDIN", [])
+        assert pgc.get_result().status == pq.ExecStatus.COPY_IN
+        pgc.put_copy_data(b"2\n")
+        pgc.put_copy_end()
+        assert pgc.get_result().status == pq.ExecStatus.COMMAND_OK
+        assert pgc.get_result() is None
+        assert another_client_is_served(p) < 2

@@ -506,7 +506,7 @@ void Client::process_regular_input() {
     forward_to_server();
     return;
   }
-  if (state_ != State::idle) return;
+  if (state_ != State::idle || !drop_late_copy_messages()) return;
   if (held_.answering && !answer_held_request()) return;
   // Its statement waits for a pin (wait_for_pin): the pool asks again when one may be free.
   if (wait.pin_since_ms != 0 && !wait.on_pin_list && channel_.input().unread_size() > 0) {

@@ -249,6 +249,10 @@ class Client final : public ChannelOwner {
   // The message at the front of the input, larger than what has arrived, may go to the server
   // in pieces (forwarder.h) instead of waiting whole in memory.
   bool may_stream(char type);
+  // CopyData, CopyDone and CopyFail of a COPY whose server already ended it (an error there, whose
+  // ReadyForQuery released the server) are dropped as PostgreSQL drops them outside COPY, not
+  // given a server (PgBouncer 1.26, #1471). False while the last one is still arriving.
+  bool drop_late_copy_messages();
   void process_auth_input();
   void auth_succeeded();
   // A queued client's input beyond this stops its reading until a server is linked (what it
@@ -363,6 +367,7 @@ class Client final : public ChannelOwner {
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;
   size_t passthrough_remaining_ = 0;
+  size_t late_copy_remaining_ = 0;  // drop_late_copy_messages: bytes still to drop
   uint64_t wait_started_ms_ = 0;
   uint64_t last_request_ms_ = 0;
   ClientParameters params_;   // client_identity.h

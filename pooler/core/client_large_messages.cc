@@ -1,6 +1,7 @@
 // What a client's messages may cost in memory: one too large for its phase is refused at its
-// header (PostgreSQL's caps before login, max_packet_size after), and a large statement after
-// login streams to the server as it arrives when its start shows nothing the pooler must follow.
+// header (PostgreSQL's caps before login, max_packet_size after), a large statement after login
+// streams to the server as it arrives when its start shows nothing the pooler must follow, and a
+// late COPY message is dropped as it arrives.
 #include <spdlog/spdlog.h>
 
 #include "pgsluice/protocol/deallocate.h"
@@ -41,6 +42,28 @@ void Client::refuse_oversized_message(const pp::MessageHeader& header) {
   worker_.refusals().oversized_messages.fetch_add(1, std::memory_order_relaxed);
   protocol_violation(fmt::format("message too long: {} bytes (max_packet_size = {})", header.length,
                                  channel_.input().max_length()));
+}
+
+bool Client::drop_late_copy_messages() {
+  pp::FrameReader& in = channel_.input();
+  while (true) {
+    if (late_copy_remaining_ > 0) {
+      const size_t n = std::min(late_copy_remaining_, in.unread_size());
+      in.skip(n);
+      late_copy_remaining_ -= n;
+      if (late_copy_remaining_ > 0) return false;
+    }
+    const pp::HeaderResult header = in.peek();
+    if (header.status != pp::FrameStatus::complete) return true;
+    const char type = header.header.type;
+    if (type != fe::kCopyData && type != fe::kCopyDone && type != fe::kCopyFail) return true;
+    if (type != fe::kCopyData) {  // PgBouncer's words
+      spdlog::debug("{} discarding late {}, server not linked", who_.log_id,
+                    type == fe::kCopyDone ? "CopyDone" : "CopyFail");
+    }
+    // Skipped as it arrives: a late CopyData may be as large as max_packet_size.
+    late_copy_remaining_ = header.header.wire_size();
+  }
 }
 
 bool Client::may_stream(char type) {

@@ -92,11 +92,6 @@ void Server::set_state(State state) {
   if (old == State::active && !session_.deferred_calls.empty()) settle_calls(nullptr);
 }
 
-void Server::settle_calls(const pp::Message* first_reply) {
-  settle_deferred_calls(*worker_, session_.deferred_calls,
-                        client_ != nullptr ? client_->log_id() : log_id(), first_reply);
-}
-
 bool Server::at_transaction_boundary() const {
   return replies_.at_transaction_boundary() && rewrite_.pending.empty() &&
          passthrough_remaining_ == 0;
@@ -364,7 +359,9 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       }
       return Reply::forward;
     }
-    case be::kCopyInResponse:
+    case be::kCopyInResponse:  // the Syncs owed now are ignored by PostgreSQL (reply_queue.h)
+      rewrite_.forget_pending_syncs();
+      [[fallthrough]];
     case be::kCopyOutResponse:
     case be::kCopyBothResponse:
     case be::kCopyDone:

@@ -14,6 +14,7 @@
 #include "pooler/core/listen_relay.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
+#include "pooler/core/session_checks.h"
 #include "pooler/core/shared_limits.h"
 #include "pooler/core/worker.h"
 
@@ -331,6 +332,12 @@ void Server::process_listener_input() {
     if (header.header.wire_size() > in.unread_size()) return;
     relay_->on_listener_message(*this, in.take(header.header));
   }
+}
+
+// The opaque calls deferred until the Query's first reply (Server::defer_call).
+void Server::settle_calls(const pp::Message* first_reply) {
+  settle_deferred_calls(*worker_, session_.deferred_calls,
+                        client_ != nullptr ? client_->log_id() : log_id(), first_reply);
 }
 
 }  // namespace pgsluice

@@ -5,8 +5,10 @@
 // worked by server_statements.cc and the clients' statement code.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "pooler/core/pending_replies.h"
 #include "pooler/core/prepared_statements.h"
@@ -39,6 +41,15 @@ struct ServerStatements {
   std::unique_ptr<ServerStatementCache> cache_off;
   ServerSqlStatements sql;  // SQL prepared statements under the pooler's names
 
+  // A CopyInResponse: PostgreSQL ignores the Syncs owed now (ReplyQueue::copy_in_started), so
+  // their entries go, the queue kept in order without them.
+  void forget_pending_syncs() {
+    for (size_t n = pending.size(); n > 0; --n) {
+      PendingReply reply = std::move(pending.front());
+      pending.pop_front();
+      if (reply.kind != PendingKind::sync) pending.push_back(std::move(reply));
+    }
+  }
   // The link ended (released, or cleaned for the next): nothing of the client's is expected.
   void forget_client_requests() {
     pending.clear();

@@ -1,6 +1,8 @@
 // ReplyQueue's replies from the server; see reply_queue.h.
 #include "pooler/link/reply_queue.h"
 
+#include <bit>
+
 namespace pgsluice {
 
 namespace be = pgsluice::protocol::backend;
@@ -12,7 +14,10 @@ protocol::TransactionStatus ReplyQueue::status_of(const protocol::Message& ready
 
 void ReplyQueue::on_client_ready(protocol::TransactionStatus status) {
   tx_status_ = status;
-  if (client_ready_owed_ > 0) --client_ready_owed_;
+  if (client_ready_owed_ > 0) {
+    --client_ready_owed_;
+    owed_syncs_ >>= 1;
+  }
   // A ReadyForQuery ends any COPY (an error inside one, or a CopyFail the server answered).
   copy_ = Copy::none;
 }
@@ -24,6 +29,12 @@ bool ReplyQueue::on_internal_ready(protocol::TransactionStatus status) {
   return true;
 }
 
+void ReplyQueue::copy_in_started() {
+  // Owed beyond the tracked ones count as no Sync: at worst the server is kept, as before.
+  client_ready_owed_ -= static_cast<uint32_t>(std::popcount(owed_syncs_));
+  owed_syncs_ = 0;
+}
+
 void ReplyQueue::on_copy_reply(char type) {
   // The two directions are kept apart, as the two sides end them apart (CopyDone from the
   // client ends COPY IN, from the server COPY OUT).
@@ -32,6 +43,7 @@ void ReplyQueue::on_copy_reply(char type) {
   switch (type) {
     case be::kCopyInResponse:
       copy_ = out ? Copy::both : Copy::in;
+      copy_in_started();
       return;
     case be::kCopyOutResponse:
       copy_ = in ? Copy::both : Copy::out;

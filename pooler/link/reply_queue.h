@@ -34,6 +34,8 @@ class ReplyQueue {
         ++client_ready_owed_;
         break;
       case fe::kSync:
+        // Which of the owed are Syncs (copy_in_started), bit i for the i-th oldest.
+        if (client_ready_owed_ < kTrackedOwed) owed_syncs_ |= uint64_t{1} << client_ready_owed_;
         ++client_ready_owed_;
         extended_open_ = false;
         break;
@@ -97,6 +99,11 @@ class ReplyQueue {
   }
 
  private:
+  // CopyInResponse: PostgreSQL reads what follows the COPY's start in COPY mode, where it
+  // ignores Sync (for libpq, which sends one after the Execute of a COPY before it knows it is
+  // one, and another after its CopyDone). The Syncs owed now all came after the COPY's start
+  // (what came before is answered): none will get a ReadyForQuery.
+  void copy_in_started();
   void end_copy_in() {
     if (copy_ == Copy::both) {
       copy_ = Copy::out;
@@ -106,7 +113,9 @@ class ReplyQueue {
   }
 
   protocol::TransactionStatus tx_status_ = protocol::TransactionStatus::idle;
+  static constexpr uint32_t kTrackedOwed = 64;
   uint32_t client_ready_owed_ = 0;    // one per Query, FunctionCall and Sync
+  uint64_t owed_syncs_ = 0;           // of the first kTrackedOwed owed, which are Syncs
   uint32_t internal_ready_owed_ = 0;  // one per query of the pooler's own
   bool extended_open_ = false;        // a Parse … Flush without its Sync yet
   Copy copy_ = Copy::none;

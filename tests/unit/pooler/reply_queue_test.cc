@@ -230,6 +230,45 @@ TEST_F(ReplyQueueTest, CopyInEndsWithTheClientsCopyDone) {
   EXPECT_TRUE(queue.at_transaction_boundary());
 }
 
+// libpq's COPY in the extended protocol (PQexecParams, or pipeline mode): the Sync after the
+// Execute reaches PostgreSQL in COPY mode, which ignores it; only the Sync after the CopyDone gets
+// a ReadyForQuery (PgBouncer's clear_outstanding_requests_until, #1471).
+TEST_F(ReplyQueueTest, ExtendedCopyInOwesOnlyTheSyncAfterItsCopyDone) {
+  std::string batch;
+  pp::write_parse(batch, "", "COPY t FROM STDIN", {});
+  pp::write_bind_renamed(batch, "", "", std::string_view("\0\0\0\0\0\0", 6));
+  pp::write_execute(batch, "", 0);
+  pp::write_sync(batch);
+  client(batch);
+  EXPECT_EQ(queue.client_ready_owed(), 1u);
+  std::string replies;
+  pp::write_parse_complete(replies);
+  pp::write_bind_complete(replies);
+  server(replies + message(be::kCopyInResponse, std::string_view("\0\0\0", 3)));
+  EXPECT_EQ(queue.client_ready_owed(), 0u);  // that Sync is read in COPY mode
+  std::string sync;
+  pp::write_sync(sync);
+  client(message(fe::kCopyData, "1\n") + message(fe::kCopyDone) + sync);
+  EXPECT_EQ(queue.client_ready_owed(), 1u);
+  EXPECT_FALSE(queue.at_transaction_boundary());
+  server(command_complete("COPY 1") + ready(TransactionStatus::idle));
+  EXPECT_TRUE(queue.at_transaction_boundary());
+}
+
+TEST_F(ReplyQueueTest, SimpleCopyInKeepsItsQuerysReadyForQuery) {
+  std::string sync;
+  pp::write_sync(sync);
+  std::string copy;
+  pp::write_query(copy, "COPY t FROM STDIN");
+  client(sync + copy);  // a Sync answered before the COPY starts is not one it ignores
+  server(ready(TransactionStatus::idle) +
+         message(be::kCopyInResponse, std::string_view("\0\0\0", 3)));
+  EXPECT_EQ(queue.client_ready_owed(), 1u);
+  client(message(fe::kCopyDone));
+  server(command_complete("COPY 0") + ready(TransactionStatus::idle));
+  EXPECT_TRUE(queue.at_transaction_boundary());
+}
+
 TEST_F(ReplyQueueTest, CopyFailEndsCopyIn) {
   std::string copy;
   pp::write_query(copy, "COPY t FROM STDIN");
