@@ -1,9 +1,12 @@
 """PgBouncer 1.26 items of issue 44, as PgBouncer defines them: login_notify_message (#1488), the
 client_login_count statistic (#1457), query_wait_timeout per database and per user (#1449),
-pool_idle_timeout (#1491) and late COPY messages (#1471)."""
+pool_idle_timeout (#1491), passwords up to 65,530 bytes (#1310, #1520), late COPY messages
+(#1471), query_timeout on a connection running no query (#1395) and search_path and
+default_transaction_read_only kept per client (#1573, #1580)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -253,6 +256,88 @@ def test_pool_idle_timeout_spares_forced_user_with_min_pool_size(make_pooler):
     assert "cleaning up idle pool" not in p.log()
 
 
+# --- passwords up to 65,530 bytes ------------------------------------------------------------
+
+# PgBouncer's LONG_PASSWORD (test/utils.py): MAX_PASSWORD - 1 with MAX_PASSWORD = 65531 since
+# #1310, the longest a PasswordMessage carries under PostgreSQL's 65535-byte cap on an
+# authentication message (length word and NUL included).
+LONG_PASSWORD = "a" * 65530
+
+
+@pytest.fixture(scope="module")
+def longpass(pg):
+    pg.psql("DROP ROLE IF EXISTS longpass")
+    pg.psql(f"CREATE ROLE longpass LOGIN PASSWORD '{LONG_PASSWORD}'")
+    return "longpass"
+
+
+def long_password_pooler(make_pooler, auth_type: str, **settings):
+    users = {"app": "app", "longpass": LONG_PASSWORD}
+    return make_pooler(users=users, auth_type=auth_type, admin_users="app", **settings)
+
+
+@pytest.mark.parametrize("auth_type", ["plain", "scram-sha-256"])
+def test_long_password_in_auth_file(make_pooler, longpass, auth_type):
+    # plain: the client's PasswordMessage is 65,535 bytes (#1520); scram-sha-256: the client
+    # proves it knows the password. Either way pgsluice logs in to PostgreSQL with it.
+    p = long_password_pooler(make_pooler, auth_type)
+    with p.connect(user=longpass, password=LONG_PASSWORD, autocommit=True) as c:
+        assert c.execute("SELECT current_user").fetchone() == ("longpass",)
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(user=longpass, password=LONG_PASSWORD[:-1])
+    # One byte more than a PasswordMessage may carry: refused (PgBouncer says "password
+    # authentication failed"; pgsluice refuses the message as PostgreSQL would, 08P01).
+    with pytest.raises(psycopg.OperationalError, match="authentication"):
+        p.connect(user=longpass, password="X" + LONG_PASSWORD)
+
+
+@pytest.fixture(scope="module")
+def longtrust(pg):
+    """A role with the long password that PostgreSQL lets in without one from 127.0.0.1, as
+    PgBouncer's tests let every role in (trust): under auth_type plain an auth_query user's
+    secret is a SCRAM verifier, from which no pooler can log in to a server that asks for SCRAM."""
+    pg.psql("DROP ROLE IF EXISTS longtrust")
+    pg.psql(f"CREATE ROLE longtrust LOGIN PASSWORD '{LONG_PASSWORD}'")
+    hba = os.path.join(pg.data, "pg_hba.conf")
+    with open(hba) as f:
+        rules = f.read()
+    with open(hba, "w") as f:
+        f.write(f"host all longtrust {harness.HOST}/32 trust\n" + rules)
+    pg.psql("SELECT pg_reload_conf()")
+    return "longtrust"
+
+
+def test_long_password_through_auth_query(make_pooler, longpass, longtrust):
+    # PgBouncer's test_auth_query_login_large_packets: the secret is PostgreSQL's SCRAM verifier
+    # of the long password, found by auth_query (the default, PgBouncer's pg_authid query), and
+    # the client's PasswordMessage is 65,535 bytes long.
+    p = make_pooler(users={"app": "app", "postgres": "postgres"}, auth_type="plain",
+                    auth_user="postgres")
+    with p.connect(user=longtrust, password=LONG_PASSWORD, autocommit=True) as c:
+        assert c.execute("SELECT current_user").fetchone() == ("longtrust",)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        p.connect(user=longtrust, password="b" + LONG_PASSWORD[1:])
+    # Under scram-sha-256 the client proves the long password against that verifier, and its
+    # proof logs the pool in to PostgreSQL (SCRAM pass-through), which asks for SCRAM.
+    p = make_pooler(users={"app": "app", "postgres": "postgres"}, auth_type="scram-sha-256",
+                    auth_user="postgres")
+    with p.connect(user=longpass, password=LONG_PASSWORD, autocommit=True) as c:
+        assert c.execute("SELECT current_user").fetchone() == ("longpass",)
+    with pytest.raises(psycopg.OperationalError):
+        p.connect(user=longpass, password="b" + LONG_PASSWORD[1:])
+
+
+def test_long_password_and_max_packet_size(make_pooler, longpass):
+    # Before login a message may be max_packet_size long, at most PostgreSQL's 65535: a
+    # max_packet_size under a PasswordMessage's length refuses that password (as PgBouncer, which
+    # applies max_packet_size to every packet).
+    p = long_password_pooler(make_pooler, "plain", max_packet_size=16384)
+    with pytest.raises(psycopg.OperationalError, match="at most 16384"):
+        p.connect(user=longpass, password=LONG_PASSWORD)
+    with p.connect(user="app", password="app", autocommit=True) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
 # --- COPY outside a transaction does not hold a server ---------------------------------------
 
 
@@ -352,3 +437,52 @@ def test_extended_copy_releases_its_server(make_pooler, copy_table):
         assert pgc.get_result().status == pq.ExecStatus.COMMAND_OK
         assert pgc.get_result() is None
         assert another_client_is_served(p) < 2
+
+
+# --- query_timeout leaves a connection running no query --------------------------------------
+
+
+@pytest.mark.parametrize("pool_mode", ["transaction", "session"])
+def test_query_timeout_spares_a_client_running_no_query(make_pooler, pool_mode):
+    # PgBouncer's test_query_timeout_when_no_active_query (#1395): idle in a transaction longer
+    # than query_timeout, with no query running, the client is not closed (PgBouncer counted from
+    # the client's last request, query running or not).
+    p = make_pooler(query_timeout=2, pool_mode=pool_mode)
+    with p.connect() as c:  # not autocommit: the SELECT opens a transaction
+        c.execute("SELECT 1")
+        time.sleep(3)
+        assert c.execute("SELECT 2").fetchone() == (2,)
+    # A query that runs longer is still stopped.
+    with p.connect(autocommit=True) as c:
+        with pytest.raises(psycopg.OperationalError, match="query timeout"):
+            c.execute("SELECT pg_sleep(5)")
+
+
+# --- search_path and default_transaction_read_only are kept for every client -----------------
+
+
+@pytest.fixture(scope="module")
+def rw_table(pg):
+    pg.psql("CREATE TABLE IF NOT EXISTS test_rw (i int); GRANT ALL ON test_rw TO PUBLIC",
+            db="app")
+    return "test_rw"
+
+
+def test_search_path_and_default_transaction_read_only_per_client(make_pooler, rw_table):
+    # PgBouncer's test_track_extra_parameters (test/test_misc.py) with the two parameters that
+    # PgBouncer 1.26 tracks by default (#1573, #1580): two clients in transaction mode take turns
+    # on one server, each SETs its own value and reads its own back.
+    p = make_pooler(default_pool_size=1)
+    values = {"search_path": ["s1", "s2"], "default_transaction_read_only": ["on", "off"]}
+    with p.connect(autocommit=True) as c1, p.connect(autocommit=True) as c2:
+        for key, (v1, v2) in values.items():
+            c1.execute(f"SET {key} TO {v1}")
+            c2.execute(f"SET {key} TO {v2}")
+            assert c1.execute(f"SHOW {key}").fetchone() == (v1,)
+            assert c2.execute(f"SHOW {key}").fetchone() == (v2,)
+        # What #1573 fixes: the server the first client made read-only is not read-only for the
+        # second one's writes.
+        c2.execute(f"INSERT INTO public.{rw_table} VALUES (1)")
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            c1.execute(f"INSERT INTO public.{rw_table} VALUES (1)")
+        c2.execute(f"INSERT INTO public.{rw_table} VALUES (2)")
