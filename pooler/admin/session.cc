@@ -42,17 +42,26 @@ std::unique_ptr<AdminSession> AdminSession::start(Console& console, Worker& work
   auto session = std::make_unique<AdminSession>(console, worker, client, role);
   std::string& out = client.channel().output();
   pp::write_authentication_ok(out);
-  // What drivers look at after login; server_version names the pooler, as PgBouncer's does.
-  pp::write_parameter_status(out, "server_version", PGSLUICE_VERSION "/pgsluice");
-  pp::write_parameter_status(out, "server_encoding", "UTF8");
+  // PgBouncer's console greeting (its admin_setup()), in its order and with its values, then the
+  // client's own startup values of the parameters PgBouncer tracks, as its welcome_client() adds
+  // them: what tools that read the console were written against. server_version keeps
+  // PgBouncer's form: libpq reads the leading numbers as PQserverVersion (12502, as for
+  // PgBouncer 1.25.2, the console this one follows) and DBD::Pg, which refuses a server below 8.0,
+  // lets one through whose version string contains "bouncer" (Munin's plugins and any Perl DBI
+  // tool); pgsluice's own name and version follow in parentheses. is_superuser is "on" for
+  // every console user, as in PgBouncer (a stats user still runs only SHOW).
+  pp::write_parameter_status(out, "server_version", kConsoleServerVersion);
   pp::write_parameter_status(out, "client_encoding", "UTF8");
-  pp::write_parameter_status(out, "DateStyle", "ISO, MDY");
-  pp::write_parameter_status(out, "TimeZone", "UTC");
-  pp::write_parameter_status(out, "integer_datetimes", "on");
+  pp::write_parameter_status(out, "server_encoding", "UTF8");
+  pp::write_parameter_status(out, "DateStyle", "ISO");
+  pp::write_parameter_status(out, "TimeZone", "GMT");
   pp::write_parameter_status(out, "standard_conforming_strings", "on");
-  pp::write_parameter_status(out, "is_superuser", role == AdminRole::admin ? "on" : "off");
-  if (const std::string* app = client.tracked_parameters().get("application_name")) {
-    pp::write_parameter_status(out, "application_name", *app);
+  pp::write_parameter_status(out, "is_superuser", "on");
+  for (const char* name : {"client_encoding", "DateStyle", "TimeZone",
+                           "standard_conforming_strings", "application_name"}) {
+    if (const std::string* value = client.tracked_parameters().get(name)) {
+      pp::write_parameter_status(out, name, *value);
+    }
   }
   // A key that matches no client: a CancelRequest for the console is ignored.
   uint32_t pid = 0;

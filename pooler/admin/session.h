@@ -22,6 +22,11 @@ class Worker;
 
 enum class AdminRole { admin, stats };
 
+// The console's server_version: PgBouncer's form, "<version>/bouncer", with the PgBouncer release
+// whose console this one follows, then pgsluice's own name and version (session.cc says why).
+inline constexpr const char* kConsoleServerVersion =
+    "1.25.2/bouncer (pgsluice " PGSLUICE_VERSION ")";
+
 class AdminSession final : public ConsoleSession {
  public:
   // Checks the user's role and greets the client; on "not allowed" the client is failed and
