@@ -279,6 +279,97 @@ def test_pgbouncer_from_the_pooler_own_os_user_over_the_unix_socket(make_pooler)
         assert rc != 0 and "password" in err, err
 
 
+# PgBouncer 1.25.2's console greeting, in order (its src/admin.c, admin_setup(); then
+# welcome_client() adds the client's own startup values of the parameters it tracks, here
+# application_name). pgsluice's server_version keeps PgBouncer's form and adds its own name.
+PGBOUNCER_GREETING = [("server_version", "1.25.2/bouncer"), ("client_encoding", "UTF8"),
+                      ("server_encoding", "UTF8"), ("DateStyle", "ISO"), ("TimeZone", "GMT"),
+                      ("standard_conforming_strings", "on"), ("is_superuser", "on"),
+                      ("application_name", "greeted")]
+# Its admin database's rows for this test's pooler (listen_port PORT, one console session):
+# SHOW DATABASES and SHOW POOLS (PgBouncer's columns).
+PGBOUNCER_CONSOLE_ROWS = {
+    "DATABASES": ["pgbouncer", None, "PORT", "pgbouncer", "pgbouncer", "2", "0", "0", "3600",
+                  "statement", None, "0", "0", "0", "1", "0", "0"],
+    "POOLS": ["pgbouncer", "pgbouncer", "1", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0",
+              "0", "0", "statement", None],
+}
+
+
+class GreetedClient(harness.RawClient):
+    """A RawClient that keeps the ParameterStatus messages of its login, in order."""
+
+    def __init__(self, *args, **kwargs):
+        self.greeting: list[tuple[str, str]] = []
+        super().__init__(*args, **kwargs)
+
+    def read_message(self):
+        kind, body = super().read_message()
+        if kind == b"S":
+            name, value = body.split(b"\0")[:2]
+            self.greeting.append((name.decode(), value.decode()))
+        return kind, body
+
+
+def console_as_pgbouncer(pooler) -> tuple[list, dict]:
+    """The greeting of a console login (user app, then the stats user md5user: the same) and
+    the admin database's rows, with the port as PORT."""
+    greetings = []
+    for user, password in (("app", "app"), ("md5user", "md5pass")):
+        c = GreetedClient(harness.HOST, pooler.port, user, "pgbouncer", password,
+                          params={"application_name": "greeted"})
+        c.close()
+        greetings.append(c.greeting)
+    assert greetings[0] == greetings[1], greetings
+    admin = Admin(pooler, db="pgbouncer")
+    try:
+        # The two sessions above have left once only this one is counted.
+        assert wait_until(lambda: pool_row(admin, "pgbouncer", "pgbouncer").get("cl_active")
+                          == "1", 5), admin.dicts("SHOW POOLS")
+        rows = {}
+        for command in ("DATABASES", "POOLS"):
+            cols, all_rows, _ = admin.run(f"SHOW {command}")
+            row = [r for r in all_rows if r[0] == "pgbouncer"]
+            assert len(row) == 1, all_rows
+            width = len(reference_columns()[command])
+            rows[command] = ["PORT" if v == str(pooler.port) else v for v in row[0][:width]]
+    finally:
+        admin.close()
+    return greetings[0], rows
+
+
+def test_console_greeting_and_own_rows_are_pgbouncers(make_pooler):
+    """Issue 44: the console greets as PgBouncer's (a server_version DBD::Pg accepts, with
+    pgsluice's name in it) and lists its own database as PgBouncer lists `pgbouncer`, the asking
+    session counted; compared with PgBouncer 1.25.2 itself when its build is there."""
+    pooler = make_pooler(**ADMIN)
+    greeting, rows = console_as_pgbouncer(pooler)
+    version = dict(greeting)["server_version"]
+    assert re.fullmatch(r"1\.25\.2/bouncer \(pgsluice \S+\)", version), version
+    assert [(k, "1.25.2/bouncer" if k == "server_version" else v) for k, v in greeting] \
+        == PGBOUNCER_GREETING
+    assert rows == PGBOUNCER_CONSOLE_ROWS, rows
+    # pgsluice's own name is listed (and counts its session) while a session is connected.
+    own = Admin(pooler)
+    try:
+        pools = {(r["database"], r["user"]): r for r in own.dicts("SHOW POOLS")}
+        assert pools[("pgsluice", "pgsluice")]["cl_active"] == "1", pools
+        assert pools[("pgbouncer", "pgbouncer")]["cl_active"] == "0", pools
+        lists = dict(own.run("SHOW LISTS")[1])
+        # app, pgbouncer and pgsluice; their pools; the auth file's 4 users and the two forced.
+        assert (lists["databases"], lists["pools"], lists["users"]) == ("3", "2", "6"), lists
+    finally:
+        own.close()
+    anchor = harness.pgbouncer_anchor()
+    if anchor is None:
+        print(f"compared with PgBouncer 1.25.2's recorded greeting and rows (no build at "
+              f"{harness.PGBOUNCER_ANCHOR})")
+        return
+    bouncer = make_pooler(binary=anchor, **ADMIN)
+    assert console_as_pgbouncer(bouncer) == (PGBOUNCER_GREETING, PGBOUNCER_CONSOLE_ROWS)
+    print(f"compared with {anchor}")
+
+
 def test_console_sessions_count_against_the_client_limits(make_pooler):
     """As PgBouncer 1.25: console sessions count against max_db_client_connections (and
     max_user_client_connections), one over a limit is refused unless its user is in admin_users,
@@ -295,7 +386,8 @@ def test_console_sessions_count_against_the_client_limits(make_pooler):
         dbs = {r["name"]: r for r in admin.dicts("SHOW DATABASES")}
         assert dbs["pgbouncer"]["max_client_connections"] == "2"
         assert dbs["pgbouncer"]["current_client_connections"] == "3"
-        assert dbs["pgsluice"]["current_client_connections"] == "0"
+        # pgsluice's own name is listed only while a session is connected to it.
+        assert "pgsluice" not in dbs, dbs
         assert dbs["pgbouncer"]["current_connections"] == "0"  # the console has no servers
     finally:
         for s in stats:

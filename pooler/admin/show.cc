@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "pgsluice/protocol/startup.h"
@@ -43,7 +44,15 @@ AdminResult show_pools(Worker& worker) {
   // entry's hosts that are not skipped now (a failed login, a wrong role).
   r.text("target_session_attrs").int4("sv_primary").int4("sv_standby").int4("hosts");
   r.int4("usable_hosts");
-  for (const PoolRow& p : collect_pool_rows(worker)) {
+  std::vector<PoolRow> rows = collect_pool_rows(worker);
+  for (PoolRow& console : console_pool_rows(collect_console_databases(worker))) {
+    rows.push_back(std::move(console));
+  }
+  // In PgBouncer's order: its pool list is kept sorted by database, then user.
+  std::sort(rows.begin(), rows.end(), [](const PoolRow& a, const PoolRow& b) {
+    return std::tie(a.database, a.user) < std::tie(b.database, b.user);
+  });
+  for (const PoolRow& p : rows) {
     r.row()
         .add(p.database)
         .add(p.user)
@@ -144,6 +153,63 @@ AdminResult show_totals(Worker& worker, const AdminControl& control) {
   return r;
 }
 
+// A console database's row, with PgBouncer's values for its admin database (admin_setup():
+// user pgbouncer forced, pool_size 2, statement mode, no host, the listening port; the other
+// limits the global ones): no servers, the client limit in force and the sessions counted
+// against it.
+void add_console_database_row(AdminResult& r, const Config& config, const std::string& name,
+                              uint64_t clients) {
+  const DatabaseEntry defaults;
+  r.row().add(name).add_null().add(config.settings.listen_port).add(name).add(name);
+  r.add(kConsolePoolSize)
+      .add(config.min_pool_size_for(defaults))
+      .add(config.reserve_pool_for(defaults))
+      .add(static_cast<int>(config.server_lifetime_for(defaults).count() / 1000))
+      .add(std::string(to_string(kConsolePoolMode)))
+      .add_null()
+      .add(config.max_db_connections_for(defaults))
+      .add(0);
+  r.add(config.max_db_client_connections_for(name)).add(clients).add(0).add(0);
+  r.add(std::string()).add_null();
+}
+
+// A [databases] entry's row (or one the "*" entry made on first use).
+void add_database_row(AdminResult& r, const Config& config, const AdminControl& control,
+                      const std::string& name, const DatabaseEntry& db, uint64_t servers,
+                      uint64_t clients) {
+  r.row().add(name).add(db.host).add(db.port).add(db.dbname.empty() ? name : db.dbname);
+  if (db.user.empty()) {
+    r.add_null();
+  } else {
+    r.add(db.user);
+  }
+  r.add(config.pool_size_for(db)).add(config.min_pool_size_for(db));
+  r.add(config.reserve_pool_for(db));
+  r.add(static_cast<int>(config.server_lifetime_for(db).count() / 1000));
+  if (db.pool_mode) {
+    r.add(std::string(to_string(*db.pool_mode)));
+  } else {
+    r.add_null();
+  }
+  // PgBouncer shows the mode for an entry of several hosts only.
+  if (db.host.find(',') != std::string::npos) {
+    r.add(std::string(to_string(db.load_balance_hosts)));
+  } else {
+    r.add_null();
+  }
+  r.add(config.max_db_connections_for(db))
+      .add(servers)
+      .add(config.max_db_client_connections_for(name))
+      .add(clients);
+  r.add(control.db_paused(name)).add(control.db_disabled(name));
+  std::string hosts;
+  for (const ServerAddress& a : ServerAddress::all_from(db)) {
+    if (!hosts.empty()) hosts += ',';
+    hosts += a.to_string();
+  }
+  r.add(hosts).add(std::string(to_string(db.target_session_attrs)));
+}
+
 AdminResult show_databases(Worker& worker, const AdminControl& control) {
   AdminResult r;
   r.text("name").text("host").int4("port").text("database").text("force_user").int4("pool_size");
@@ -163,47 +229,19 @@ AdminResult show_databases(Worker& worker, const AdminControl& control) {
   worker.for_each_client([&](Client& c) {
     if (c.state() != Client::State::closing) ++clients[c.database()];
   });
-  for (const auto& [name, db] : dbs) {
-    r.row().add(name).add(db.host).add(db.port).add(db.dbname.empty() ? name : db.dbname);
-    if (db.user.empty()) {
-      r.add_null();
-    } else {
-      r.add(db.user);
-    }
-    r.add(config.pool_size_for(db)).add(config.min_pool_size_for(db));
-    r.add(config.reserve_pool_for(db));
-    r.add(static_cast<int>(config.server_lifetime_for(db).count() / 1000));
-    if (db.pool_mode) {
-      r.add(std::string(to_string(*db.pool_mode)));
-    } else {
-      r.add_null();
-    }
-    // PgBouncer shows the mode for an entry of several hosts only.
-    if (db.host.find(',') != std::string::npos) {
-      r.add(std::string(to_string(db.load_balance_hosts)));
-    } else {
-      r.add_null();
-    }
-    r.add(config.max_db_connections_for(db))
-        .add(servers[name])
-        .add(config.max_db_client_connections_for(name))
-        .add(clients[name]);
-    r.add(control.db_paused(name)).add(control.db_disabled(name));
-    std::string hosts;
-    for (const ServerAddress& a : ServerAddress::all_from(db)) {
-      if (!hosts.empty()) hosts += ',';
-      hosts += a.to_string();
-    }
-    r.add(hosts).add(std::string(to_string(db.target_session_attrs)));
+  // By name, as PgBouncer keeps its database list, the console's among the others.
+  std::set<std::string> consoles;
+  for (const ConsoleDatabase& console : collect_console_databases(worker)) {
+    if (!dbs.contains(console.name)) consoles.insert(console.name);
   }
-  // The console's databases, as PgBouncer lists its own: no servers, the client limit in force
-  // and the sessions counted against it.
-  for (const char* name : kAdminDatabaseNames) {
-    if (dbs.contains(name)) continue;
-    r.row().add(name).add_null().add(config.settings.listen_port).add(name).add_null();
-    r.add(0).add(0).add(0).add(0).add_null().add_null().add(0).add(0);
-    r.add(config.max_db_client_connections_for(name)).add(clients[name]).add(0).add(0);
-    r.add(std::string()).add_null();
+  std::set<std::string> names(consoles);
+  for (const auto& [name, db] : dbs) names.insert(name);
+  for (const std::string& name : names) {
+    if (consoles.contains(name)) {
+      add_console_database_row(r, config, name, clients[name]);
+    } else {
+      add_database_row(r, config, control, name, dbs.at(name), servers[name], clients[name]);
+    }
   }
   r.set_tag("SHOW");
   return r;
@@ -217,6 +255,10 @@ AdminResult show_users(Worker& worker) {
   std::set<std::string> names;
   for (const auto& [name, secret] : worker.secrets().by_user) names.insert(name);
   for (const auto& [name, u] : worker.config().users) names.insert(name);
+  // The console databases' forced users, as PgBouncer lists its pgbouncer user.
+  for (const ConsoleDatabase& console : collect_console_databases(worker)) {
+    names.insert(console.name);
+  }
   std::map<std::string, uint64_t> servers, clients;
   worker.for_each_pool([&](Pool& p) {
     names.insert(p.credentials().user);
@@ -270,7 +312,6 @@ AdminResult show_lists(Worker& worker) {
     used_servers += p.server_count();
     users.insert(p.credentials().user);
   });
-  pools = pool_keys.size();
   worker.for_each_client([&](Client& c) {
     ++used_clients;
     if (c.state() == Client::State::startup || c.state() == Client::State::auth) ++login_clients;
@@ -278,6 +319,14 @@ AdminResult show_lists(Worker& worker) {
   std::set<std::string> dbs;
   for (const auto& [name, db] : worker.config().databases) dbs.insert(name);
   worker.for_each_pool([&](Pool& p) { dbs.insert(p.database().name); });
+  // The console's databases count as PgBouncer's admin database does: a database, its pool, and
+  // its forced user (PgBouncer adds a user pgbouncer when the auth file has none).
+  for (const ConsoleDatabase& console : collect_console_databases(worker)) {
+    dbs.insert(console.name);
+    pool_keys.emplace(console.name, console.name);
+    users.insert(console.name);
+  }
+  pools = pool_keys.size();
   AdminResult r;
   r.text("list").int4("items");
   const std::pair<const char*, uint64_t> rows[] = {

@@ -96,6 +96,42 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
   return rows;
 }
 
+std::vector<ConsoleDatabase> collect_console_databases(Worker& worker) {
+  std::map<std::string, uint64_t> sessions;
+  worker.for_each_client([&](Client& c) {
+    if (!c.is_admin_console()) return;
+    // Logged in (an AdminSession was opened): idle between commands. PgBouncer's admin clients
+    // still authenticating are login_clients, not the pool's.
+    if (c.state() == Client::State::idle || c.state() == Client::State::active) {
+      ++sessions[c.database()];
+    }
+  });
+  std::vector<ConsoleDatabase> out;
+  for (const char* name : kAdminDatabaseNames) {
+    auto it = sessions.find(name);
+    const uint64_t n = it != sessions.end() ? it->second : 0;
+    if (n == 0 && std::string_view(name) != "pgbouncer") continue;
+    out.push_back(ConsoleDatabase{name, n});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ConsoleDatabase& a, const ConsoleDatabase& b) { return a.name < b.name; });
+  return out;
+}
+
+std::vector<PoolRow> console_pool_rows(const std::vector<ConsoleDatabase>& consoles) {
+  std::vector<PoolRow> rows;
+  for (const ConsoleDatabase& c : consoles) {
+    PoolRow r;
+    r.database = c.name;
+    r.user = c.name;
+    r.cl_active = c.sessions;
+    r.mode = kConsolePoolMode;
+    r.pool_size = kConsolePoolSize;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 const char* server_role_name(const Server& server) {
   const std::optional<ServerRole> role = server.role();
   if (!role) return "unknown";

@@ -48,6 +48,27 @@ struct PoolRow {
 
 std::vector<PoolRow> collect_pool_rows(Worker& worker);
 
+// The console's databases as PgBouncer lists its admin database `pgbouncer` in SHOW DATABASES,
+// POOLS and LISTS (monitoring tools count on that row: check_postgres' pgb_pool_* items, Munin
+// subtracting its own session, the exporter's database="pgbouncer" series). `pgbouncer` is
+// always there, as in PgBouncer; pgsluice's own name only while a session is connected to it,
+// so that a tool that asks through `pgbouncer` reads exactly what PgBouncer would show.
+struct ConsoleDatabase {
+  std::string name;       // also its pool's user, as PgBouncer forces user pgbouncer on its own
+  uint64_t sessions = 0;  // logged-in console sessions: the admin pool's active clients
+};
+
+std::vector<ConsoleDatabase> collect_console_databases(Worker& worker);
+
+// PgBouncer's values for its admin database: pool_size 2 and statement mode (its admin_setup());
+// the console never opens a server whatever they say.
+inline constexpr int kConsolePoolSize = 2;
+inline constexpr PoolMode kConsolePoolMode = PoolMode::statement;
+
+// The console databases' SHOW POOLS rows (cl_active: their sessions), for SHOW POOLS to sort in
+// among the pools by (database, user), as PgBouncer keeps its pool list.
+std::vector<PoolRow> console_pool_rows(const std::vector<ConsoleDatabase>& consoles);
+
 // A server's role as SHOW SERVERS and /metrics name it: primary, standby or unknown (a server
 // older than 14 not yet asked).
 const char* server_role_name(const Server& server);
