@@ -17,7 +17,7 @@ namespace pgsluice {
 // The totals of one pool since it was created. Times are microseconds.
 struct PoolCounters {
   uint64_t server_assignments = 0;  // a client got a server
-  uint64_t transactions = 0;        // ReadyForQuery 'I' ended a transaction
+  uint64_t transactions = 0;        // first requests after none was open (ServerTiming)
   uint64_t queries = 0;             // requests to ReadyForQuery (ServerTiming::on_request)
   uint64_t bytes_received = 0;      // from clients, forwarded to servers
   uint64_t bytes_sent = 0;          // from servers, forwarded to clients

@@ -190,7 +190,7 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
       type == fe::kExecute) {
     // stats: the query (and transaction) clock starts
-    if (timing.on_request(worker_->turn_now_us())) ++pool_->counters().queries;
+    timing.on_request(worker_->turn_now_us(), pool_->counters());
   }
   session_.link_untouched = false;
   replies_.on_client_message(type);

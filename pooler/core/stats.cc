@@ -49,7 +49,6 @@ void ServerTiming::on_ready(PoolStats& stats, char status, uint64_t socket_sent,
   if (status == 'I' && xact_start_us != 0) {
     const uint64_t d = now - xact_start_us;
     stats.totals.xact_time_us += d;
-    ++stats.totals.transactions;
     stats.xact_time.observe(d);
     xact_start_us = 0;
   }

@@ -79,14 +79,19 @@ struct ServerTiming {
 
   // A client message that starts work (Query, Parse, Bind, Execute, FunctionCall). `now` is the
   // worker's loop-turn time (Worker::turn_now_us), as PgBouncer's cached time: one clock read
-  // per loop turn instead of two per transaction. True when it starts a query: as PgBouncer
-  // counts them, a query is what the client sends until the next ReadyForQuery, so a pipeline
-  // up to its Sync is one, and so is a Parse + Sync on its own (psycopg prepares that way).
-  bool on_request(uint64_t now) {
-    if (query_start_us != 0) return false;
+  // per loop turn instead of two per transaction. Counts a query when it starts one: as
+  // PgBouncer counts them, a query is what the client sends until the next ReadyForQuery, so a
+  // pipeline up to its Sync is one, and so is a Parse + Sync on its own (psycopg prepares that
+  // way). Counts a transaction at its first query, as PgBouncer counts xact_count (client.c):
+  // one still open is counted already, and tools that compare the two see the same numbers.
+  void on_request(uint64_t now, PoolCounters& counters) {
+    if (query_start_us != 0) return;
     query_start_us = now;
-    if (xact_start_us == 0) xact_start_us = query_start_us;
-    return true;
+    ++counters.queries;
+    if (xact_start_us == 0) {
+      xact_start_us = query_start_us;
+      ++counters.transactions;
+    }
   }
   // A ReadyForQuery for the client, with the server's transaction status and the server
   // socket's byte counters.

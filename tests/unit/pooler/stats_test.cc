@@ -101,18 +101,24 @@ TEST(Stats, HistogramPutsEachValueInTheFirstBucketAtOrAboveIt) {
   }
 }
 
-TEST(Stats, ServerTimingCountsTransactionsAtIdleReadyForQuery) {
+TEST(Stats, ServerTimingCountsATransactionAtItsFirstQuery) {
   PoolStats stats;
   ServerTiming t;
   t.on_link(100, 200);
-  t.on_request(1'000);
+  t.on_request(1'000, stats.totals);
   EXPECT_EQ(t.query_start_us, 1'000u);
-  t.on_request(1'200);  // a second message of the same query: the clock started already
-  t.on_ready(stats, 'T', 150, 260, 1'500);  // BEGIN done: a query, no transaction yet
-  EXPECT_EQ(stats.totals.transactions, 0u);
+  // As PgBouncer's xact_count: counted when it starts, while still open.
+  EXPECT_EQ(stats.totals.transactions, 1u);
+  EXPECT_EQ(stats.totals.queries, 1u);
+  t.on_request(1'200, stats.totals);  // a second message of the same query: started already
+  EXPECT_EQ(stats.totals.queries, 1u);
+  t.on_ready(stats, 'T', 150, 260, 1'500);  // BEGIN done: a query, the transaction still open
+  EXPECT_EQ(stats.xact_time.count(), 0u);
   EXPECT_EQ(stats.query_time.count(), 1u);
   EXPECT_EQ(stats.totals.query_time_us, 500u);
-  t.on_request(2'000);
+  t.on_request(2'000, stats.totals);
+  EXPECT_EQ(stats.totals.transactions, 1u);  // the same transaction
+  EXPECT_EQ(stats.totals.queries, 2u);
   t.on_ready(stats, 'I', 180, 300, 2'250);  // COMMIT done
   EXPECT_EQ(stats.totals.transactions, 1u);
   EXPECT_EQ(stats.xact_time.count(), 1u);
@@ -124,6 +130,9 @@ TEST(Stats, ServerTimingCountsTransactionsAtIdleReadyForQuery) {
   // A ReadyForQuery without a request (an idle server's) counts nothing.
   t.on_ready(stats, 'I', 180, 300, 3'000);
   EXPECT_EQ(stats.totals.transactions, 1u);
+  // The next request starts the next transaction.
+  t.on_request(4'000, stats.totals);
+  EXPECT_EQ(stats.totals.transactions, 2u);
 }
 
 TEST(Stats, RollKeepsTwoSnapshots) {
