@@ -2,7 +2,7 @@
 check_postgres (its pgb_pool_* and pgbouncer_backends actions), Munin's pgbouncer_connections and
 pgbouncer_requests plugins (Perl DBI: they need a server_version DBD::Pg accepts), pgcluu's
 collector and prometheus-pgbouncer-exporter's pools and lists collectors (its stats and databases
-collectors read columns PgBouncer renamed in 1.8 and 1.23, and fail against PgBouncer itself).
+collectors read columns PgBouncer renamed in 1.8 and 1.24, and fail against PgBouncer itself).
 Each runs against pgsluice for the same traffic as against PgBouncer 1.25.2 (two idle clients and
 one in a transaction) and must give the same output names and values: against the PgBouncer
 build when it is there (harness.PGBOUNCER_ANCHOR), else against the outputs recorded from it
@@ -30,7 +30,7 @@ CHECK_POSTGRES_ACTIONS = ["pgb_pool_cl_active", "pgb_pool_cl_waiting", "pgb_pool
 
 # The exporter's own collectors for SHOW POOLS and SHOW LISTS, as its HTTP handler runs them:
 # its StatsCollector reads SHOW STATS' total_requests (gone since PgBouncer 1.8) and its
-# DatabasesCollector SHOW DATABASES' reserve_pool (reserve_pool_size since 1.23), so a /metrics
+# DatabasesCollector SHOW DATABASES' reserve_pool (reserve_pool_size since 1.24), so a /metrics
 # of all four fails against PgBouncer 1.25 as a whole.
 EXPORTER = """
 import sys
