@@ -211,28 +211,6 @@ bool Pool::yield_to_other_pool() {
   return now_us() - theirs >= kHandoverMinWaitUs;
 }
 
-Server* Pool::take_idle_server() {
-  const Settings& s = worker_.settings();
-  const auto delay = static_cast<uint64_t>(s.server_check_delay.count());
-  const uint64_t now = worker_.now_ms();
-  while (!idle_.empty()) {
-    Server& server = idle_.front();
-    if (db_.target_session_attrs != TargetSessionAttrs::any && !server.role()) {
-      // Older than PostgreSQL 14, it did not report its role: asked before it serves anyone.
-      if (!server.check_role()) server.close("the role check could not start");
-      continue;
-    }
-    if (!check_due(!s.server_check_query.empty(), server.life.fresh, server.life.idle_since_ms,
-                   delay, now)) {
-      return &server;
-    }
-    // Off the idle list until it answers. PgBouncer's `<empty>` (the default) is an empty query.
-    server.run_check(s.server_check_query == "<empty>" ? std::string() : s.server_check_query);
-    if (server.state() == Server::State::idle) return &server;  // could not start: use as is
-  }
-  return nullptr;
-}
-
 size_t Pool::checks_in_flight() {
   size_t n = 0;
   resetting_.for_each([&n](Server& s) { n += s.life.checking ? 1 : 0; });
