@@ -29,6 +29,7 @@ Pool::Pool(Worker& worker, DatabaseEntry db, ServerCredentials credentials, Pool
       last_active_ms_(worker.now_ms()) {
   // A share made now is in use: no other worker's share of the pool is freed meanwhile.
   SharedLimits::note_active(limit_slots_, last_active_ms_);
+  note_limits();
 }
 
 Pool::~Pool() = default;
@@ -430,12 +431,15 @@ void Pool::on_server_idle(Server& server) {
     server.life.fresh = true;
   }
   server.life.idle_since_ms = now;
-  if (!take_role_answer(server, now)) return;
+  // Roles and failover (pool_roles.cc, pool_failover.cc) cost a flag test here when the entry
+  // has no target_session_attrs and no host is in trouble: this runs at every release.
+  const bool roles = db_.target_session_attrs != TargetSessionAttrs::any;
+  if ((roles || server.life.role_checking) && !take_role_answer(server, now)) return;
   // PostgreSQL reports a promotion (in_hot_standby off) with the first reply after it, and a
   // primary turned read-only likewise (the role check finds both on an idle server): a server
   // whose role no longer fits leaves the pool between transactions, never in the middle of one.
-  if (close_if_wrong_role(server, "the server's role changed")) return;
-  end_outage(server, now);
+  if (roles && close_if_wrong_role(server, "the server's role changed")) return;
+  if (no_usable_host_ || trouble_since_ms_ != 0) end_outage(server, now);
   if (SharedLimits::open_servers(limit_slots_) > pool_size_ + reserve_pool()) {
     // The pool shrank under it (a reload): the extra server goes. Reserve servers stay until
     // server_idle_timeout, as in PgBouncer, ready for the next burst. Counted over every worker:
@@ -562,6 +566,7 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
   db_ = db;
   mode_ = mode;
   removed_ = false;  // a database removed and added back is served again
+  note_limits();     // Worker::apply_config has the new config in place
   if (address_changed) {
     hosts_.reset(db_);
     trouble_since_ms_ = 0;

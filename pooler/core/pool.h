@@ -239,8 +239,11 @@ class Pool {
   // A server of this pool went: its slots pass to a worker that starves for them (true), or are
   // free (false; workers starving for the database's or user's slots are told).
   bool give_back_slot();
-  // Whether max_db_connections or max_user_connections applies to this pool.
-  [[nodiscard]] bool limits_shared() const;
+  // Whether max_db_connections or max_user_connections applies to this pool: read at every
+  // release of a server (yield_to_other_pool), so kept from the last config (note_limits)
+  // rather than looked up in [users] each time.
+  [[nodiscard]] bool limits_shared() const { return limits_shared_; }
+  void note_limits();
   // Clients wait here and no server is on its way for them (and the pool may start one).
   bool wants_server();
   // Clients wait and no login is in flight (launch_for_waiters starts one server at a time).
@@ -317,6 +320,7 @@ class Pool {
   bool asking_ = false;             // ask_other_workers() waits for its answer
   uint64_t login_wake_ = 0;         // workers to tell that a login ended (wake_login_waiters)
   bool login_claimed_ = false;      // try_launch counted the login launch_server starts
+  bool limits_shared_ = false;      // limits_shared()
   // Failover events (pool_failover.cc): since when a host has failed or refused without a
   // server of the right role since, and whether every host was skipped meanwhile.
   uint64_t trouble_since_ms_ = 0;

@@ -152,10 +152,10 @@ bool Pool::evict_idle_server(LaunchVerdict verdict) {
   return true;
 }
 
-bool Pool::limits_shared() const {
+void Pool::note_limits() {
   const Config& config = worker_.config();
-  return config.max_db_connections_for(db_) > 0 ||
-         config.max_user_connections_for(credentials_.user) > 0;
+  limits_shared_ = config.max_db_connections_for(db_) > 0 ||
+                   config.max_user_connections_for(credentials_.user) > 0;
 }
 
 bool Pool::wants_server() {
