@@ -457,8 +457,13 @@ class Server final : public ChannelOwner {
   void replication_login_failed(std::string_view code, std::string_view message);
   void process_replication_input();
   // At a transaction boundary: the pooler's own queries that must run before the server may
-  // be released (kept settings, the pin check); true when one was sent.
-  bool run_boundary_checks();
+  // be released (kept settings, the pin check); true when one was sent. A session that kept
+  // nothing and holds no pin costs the inline flag tests of boundary_checks_due().
+  bool run_boundary_checks() { return boundary_checks_due() && run_due_boundary_checks(); }
+  [[nodiscard]] bool boundary_checks_due() const {
+    return session_.kept.any() || session_.kept.resets_reported() || session_.pin.pinned;
+  }
+  bool run_due_boundary_checks();
   // Pinned: whether the session still holds what pinned it (advisory locks, LISTEN, SQL
   // prepared statements, holdable cursors, temp relations), checked after what may have
   // released it and at most once a second otherwise (server_session_state.cc).

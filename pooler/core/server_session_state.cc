@@ -227,7 +227,7 @@ void Server::unpin() {
   SharedLimits::unpin(pool_->limit_slots());
 }
 
-bool Server::run_boundary_checks() {
+bool Server::run_due_boundary_checks() {
   // Pinned or not: the server's settings must be known when it is released at last.
   if (session_.kept.any() && read_back_kept_settings()) return true;
   if (session_.kept.resets_reported() && restore_startup_reported()) return true;

@@ -53,12 +53,6 @@ void DirtyState::add(const pp::SessionStateFinding& finding) {
   }
 }
 
-bool DirtyState::any() const {
-  return !reset_names_.empty() || reset_all_ || reset_role_ || reset_session_authorization_ ||
-         advisory_locks_ || listen_ || prepared_ || cursors_ || temp_ || discard_all_ ||
-         needs_close();
-}
-
 std::vector<std::string> DirtyState::cleanup_queries() const {
   if (discard_all_) return {"DISCARD ALL"};
   std::string q;
