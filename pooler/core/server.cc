@@ -177,7 +177,7 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
         break;
       case fe::kQuery:
       case fe::kFunctionCall:
-        rewrite_.pending.push_back_default().kind = PendingKind::query;
+        rewrite_.note_query();
         break;
       default:
         break;
@@ -236,7 +236,7 @@ void Server::process_session_input() {
     // A ParameterStatus may make the client write a message of its own: what came before
     // it must be in the client's output first.
     if (message.type == be::kParameterStatus) flush_batch();
-    if (rewrite_.cache != nullptr) {
+    if (rewrite_.cache != nullptr && !rewrite_.take_plain_query_reply(message.type)) {
       switch (match_pending(message)) {
         case Match::forward:
           break;

@@ -50,7 +50,7 @@ void Server::expect(PendingReply reply) {
   }
   rewrite_.pending.push_back(std::move(reply));
   if (rewrite_.pending.size() == 1 && is_made_up(rewrite_.pending.front().kind) &&
-      !rewrite_.retry.holding_error) {
+      !rewrite_.retry.holding_error && rewrite_.plain_queries_ahead == 0) {
     send_made_up_replies();
   }
 }
@@ -152,7 +152,9 @@ std::vector<std::string> Server::dead_sql_statement_queries() {
 }
 
 void Server::send_made_up_replies() {
-  if (client_ == nullptr || rewrite_.retry.holding_error) return;
+  // Queries ahead of them are answered first (their last ReadyForQuery comes back here).
+  if (client_ == nullptr || rewrite_.retry.holding_error || rewrite_.plain_queries_ahead > 0)
+    return;
   std::string& out = client_->channel().output();
   while (!rewrite_.pending.empty() && is_made_up(rewrite_.pending.front().kind)) {
     PendingReply reply = std::move(rewrite_.pending.front());
@@ -250,7 +252,8 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
 }
 
 bool Server::rename_sql_error(const pp::Message& error) {
-  if (rewrite_.cache == nullptr || rewrite_.pending.empty()) return false;
+  if (rewrite_.cache == nullptr || rewrite_.pending.empty() || rewrite_.plain_queries_ahead > 0)
+    return false;
   const PendingReply& front = rewrite_.pending.front();
   if (front.kind != PendingKind::query || front.sql == nullptr) return false;
   std::optional<std::string> body = front.sql->client_error(error.body);

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "pgsluice/protocol/message_types.h"
 #include "pooler/core/pending_replies.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/session_state/sql_prepared.h"
@@ -32,6 +33,12 @@ struct ServerStatements {
   // What each request expects, in order (pending_replies.h), while statements are rewritten:
   // the link does not end while any is left.
   PendingReplies pending;
+  // Plain Queries (and FunctionCalls) sent while nothing was pending: every reply up to their
+  // ReadyForQuery is the client's as it comes, so they are counted here rather than queued.
+  // An entry costs a 200-byte PendingReply to build and a match per reply, which was most of
+  // the rewriter's share of a select-only transaction. Always ahead of `pending`: once anything
+  // is queued, later Queries queue behind it (Server::note_client_message).
+  uint32_t plain_queries_ahead = 0;
   bool skipping_to_sync = false;  // after an error in a batch, PostgreSQL skips to the Sync
   // Server::check_statement_shape's statement until its answer (or the error that skipped it).
   PreparedStatementRef shape_check;
@@ -50,9 +57,34 @@ struct ServerStatements {
       if (reply.kind != PendingKind::sync) pending.push_back(std::move(reply));
     }
   }
+  // Whether a Query about to be sent may be counted in plain_queries_ahead: nothing of the
+  // rewriter's is owed before it (a held batch's replies are still to come while its error is
+  // held, with `pending` emptied).
+  [[nodiscard]] bool may_count_plain_query() const {
+    return pending.empty() && !retry.keep_wire && !retry.holding_error && !skipping_to_sync;
+  }
+  // A Query or FunctionCall sent to the server: counted, or queued behind what is pending.
+  void note_query() {
+    if (may_count_plain_query()) {
+      ++plain_queries_ahead;
+    } else {
+      pending.push_back_default().kind = PendingKind::query;
+    }
+  }
+  // A reply while plain Queries are ahead is theirs, forwarded as it is (true); false: the
+  // reply goes through Server::match_pending.
+  bool take_plain_query_reply(char type) {
+    if (plain_queries_ahead == 0) return false;
+    if (type == protocol::backend::kReadyForQuery) {
+      --plain_queries_ahead;
+      retry.batch_reached_client = false;  // as match_pending at a Query's ReadyForQuery
+    }
+    return true;
+  }
   // The link ended (released, or cleaned for the next): nothing of the client's is expected.
   void forget_client_requests() {
     pending.clear();
+    plain_queries_ahead = 0;
     skipping_to_sync = false;
   }
 };

@@ -285,6 +285,39 @@ TEST(LinkPrepared, AStatementIsPreparedOncePerServerUnderThePoolersName) {
   EXPECT_EQ(h.connections_waiting(), 0u);
 }
 
+TEST(LinkPrepared, AMadeUpParseCompleteWaitsForTheQueryAheadOfIt) {
+  // A plain Query sent while nothing is pending is counted, not queued (server_statements_
+  // state.h, plain_queries_ahead): the ParseComplete the pooler makes up for a Parse behind it
+  // must still reach the client after the Query's ReadyForQuery, never before its rows.
+  LinkHarness h("max_prepared_statements = 10\n");
+  ClientAndServer l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  expect_forwarded(h, l, wire::parse("s1", "SELECT 1") + wire::sync(),
+                   wire::parse("PGSLUICE_1", "SELECT 1") + wire::sync());
+  const std::string parsed = wire::parse_complete() + wire::ready('I');
+  expect_delivered(h, l, parsed, parsed);
+
+  TestEnd* second = h.log_in_client(/*answer_server_login=*/false);
+  ASSERT_NE(second, nullptr);
+  second->take();
+  second->send(wire::query("SELECT 1") + wire::parse("s1", "SELECT 1") + wire::bind("s1") +
+               wire::execute() + wire::sync());
+  const std::string forwarded =
+      wire::query("SELECT 1") + wire::bind("PGSLUICE_1") + wire::execute() + wire::sync();
+  ASSERT_TRUE(h.pump_until_received(*l.pg, forwarded.size(), "the Query and the renamed Bind"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(forwarded));
+  h.turn();
+  EXPECT_EQ(show_wire(second->take()), "") << "nothing before the Query's own replies";
+
+  const std::string ran = wire::bind_complete() + wire::data_row("1") +
+                          wire::command_complete("SELECT 1") + wire::ready('I');
+  l.pg->send(select_one_result() + ran);
+  const std::string expected = select_one_result() + wire::parse_complete() + ran;
+  ASSERT_TRUE(h.pump_until_received(*second, expected.size(), "both results"));
+  EXPECT_EQ(show_wire(second->take()), show_wire(expected));
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+}
+
 TEST(LinkTerminate, AClientLeavingBetweenTransactionsLeavesItsServerInThePool) {
   LinkHarness h;
   ClientAndServer l = log_in(h);
