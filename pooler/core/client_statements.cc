@@ -339,7 +339,12 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
   const bool protocol_name = command.kind == pp::DeallocateCommand::Kind::deallocate_name &&
                              prepared_.by_name.contains(command.name) &&
                              !prepared_.sql.contains(command.name);
-  if (!protocol_name) {
+  // route_sql_query has nothing to do for most Queries: no PREPARE of a Parse is left to drop,
+  // and the session checks' prefilter (memoized for this text) saw no SQL prepared statement.
+  const bool may_name_sql_statements =
+      prepared_.unexecuted_sql_parse != nullptr ||
+      (session_checks_ && prefilter_.may_change_session_state(query.value.sql));
+  if (!protocol_name && may_name_sql_statements) {
     if (std::optional<Routed> routed = route_sql_query(query.value.sql, out)) return *routed;
   }
   switch (command.kind) {
