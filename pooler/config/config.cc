@@ -84,14 +84,6 @@ int Config::reserve_pool_for(const DatabaseEntry& db) const {
   return db.reserve_pool.value_or(settings.reserve_pool_size);
 }
 
-int Config::max_db_connections_for(const DatabaseEntry& db) const {
-  return db.max_db_connections.value_or(settings.max_db_connections);
-}
-
-Duration Config::server_lifetime_for(const DatabaseEntry& db) const {
-  return db.server_lifetime.value_or(settings.server_lifetime);
-}
-
 int Config::max_user_connections_for(const std::string& user) const {
   if (auto it = users.find(user); it != users.end() && it->second.max_user_connections) {
     return *it->second.max_user_connections;

@@ -344,8 +344,13 @@ struct Config {
   // Per-database values over the main section's (0 limits: unlimited).
   [[nodiscard]] int min_pool_size_for(const DatabaseEntry& db) const;
   [[nodiscard]] int reserve_pool_for(const DatabaseEntry& db) const;
-  [[nodiscard]] int max_db_connections_for(const DatabaseEntry& db) const;
-  [[nodiscard]] Duration server_lifetime_for(const DatabaseEntry& db) const;
+  [[nodiscard]] int max_db_connections_for(const DatabaseEntry& db) const {
+    return db.max_db_connections.value_or(settings.max_db_connections);
+  }
+  // Inline: asked at every release of a server (Pool::on_server_idle).
+  [[nodiscard]] Duration server_lifetime_for(const DatabaseEntry& db) const {
+    return db.server_lifetime.value_or(settings.server_lifetime);
+  }
   // The [users] entry's max_user_connections, else the main section's (0: unlimited).
   [[nodiscard]] int max_user_connections_for(const std::string& user) const;
   // max_db_client_connections / max_user_client_connections of a database or user: its own

@@ -240,8 +240,8 @@ class Pool {
   // free (false; workers starving for the database's or user's slots are told).
   bool give_back_slot();
   // Whether max_db_connections or max_user_connections applies to this pool: read at every
-  // release of a server (yield_to_other_pool), so kept from the last config (note_limits)
-  // rather than looked up in [users] each time.
+  // release of a server (yield_to_other_pool), so kept from the last config rather than looked
+  // up in [users] each time. note_limits() reads them (and reserve_pool()) from the config.
   [[nodiscard]] bool limits_shared() const { return limits_shared_; }
   void note_limits();
   // Clients wait here and no server is on its way for them (and the pool may start one).
@@ -264,7 +264,9 @@ class Pool {
   // those that need it (they come back through on_server_idle); null when none is ready now.
   Server* take_idle_server();
   [[nodiscard]] size_t checks_in_flight();
-  [[nodiscard]] int reserve_pool() const;
+  // reserve_pool_size of this database and user (a [users] entry's first): asked at every
+  // release, so kept from the last config (note_limits).
+  [[nodiscard]] int reserve_pool() const { return reserve_pool_; }
   void link(Server& server, Client& client);
   // The host the next server logs in to (PoolHosts::pick, 0 when every host is skipped), after
   // learning which hosts the other workers' shares found failing (pool_failover.cc).
@@ -321,6 +323,7 @@ class Pool {
   uint64_t login_wake_ = 0;         // workers to tell that a login ended (wake_login_waiters)
   bool login_claimed_ = false;      // try_launch counted the login launch_server starts
   bool limits_shared_ = false;      // limits_shared()
+  int reserve_pool_ = 0;            // reserve_pool()
   // Failover events (pool_failover.cc): since when a host has failed or refused without a
   // server of the right role since, and whether every host was skipped meanwhile.
   uint64_t trouble_since_ms_ = 0;

@@ -21,10 +21,6 @@ constexpr uint64_t kHandoverMinWaitUs = 100'000;  // see Pool::yield_to_other_po
 constexpr uint64_t kPoolIdleArmingMs = 1000;
 }  // namespace
 
-int Pool::reserve_pool() const {
-  return worker_.config().reserve_pool_for(db_, credentials_.user);
-}
-
 LaunchInput Pool::launch_input() {
   const Config& config = worker_.config();
   LaunchInput in;
@@ -156,6 +152,7 @@ void Pool::note_limits() {
   const Config& config = worker_.config();
   limits_shared_ = config.max_db_connections_for(db_) > 0 ||
                    config.max_user_connections_for(credentials_.user) > 0;
+  reserve_pool_ = config.reserve_pool_for(db_, credentials_.user);
 }
 
 bool Pool::wants_server() {
