@@ -1,4 +1,4 @@
-// The pool's bookkeeping on a client while it waits (pool.cc, client_session_checks.cc).
+// The pool's bookkeeping on a client while it waits (pool.cc, session_checks.cc: the pin wait).
 #pragma once
 
 #include <cstdint>
