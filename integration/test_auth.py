@@ -196,12 +196,17 @@ def test_auth_query_md5_and_scram_users(pg, make_pooler):
 
 def test_trust_admits_users_auth_query_knows_and_no_one_else(pg, make_pooler):
     # PgBouncer's rule: under trust a user absent from auth_file is looked up with auth_query,
-    # and gets in only if the query finds it.
+    # and gets in only if the query finds it. One it does not find gets PgBouncer's "no such
+    # user" (its suite's test_auth_user_with_same_forced_user): trust asks for no password, so
+    # any user that exists gets in and the answer hides nothing. A user missing from auth_file
+    # with no auth_user keeps '"trust" authentication failed' (test_unknown_user_refused).
     p = auth_query_pooler(make_pooler, auth_type="trust")
     with p.raw(user="md5user", password=None) as c:
         assert c.scalar("SELECT current_user") == "md5user"
     err = login_error(p, "no_such_role", "nope")
-    assert err.sqlstate == "28000" and err.message == '"trust" authentication failed', err.fields
+    assert err.sqlstate == "28000" and err.message == "no such user", err.fields
+    assert p.wait_for_log(r"C-\d+ no_such_role@app 127\.0\.0\.1:\d+ closing because: "
+                          r"no such user \(age=\d+s\)", 5), p.log()
 
 
 def test_auth_query_refusals_look_like_a_wrong_password(pg, make_pooler):

@@ -240,7 +240,8 @@ class Client final : public ChannelOwner {
   // The connecting process's uid (SO_PEERCRED); none over TCP.
   std::optional<uid_t> peer_uid();
   void start_exchange(std::optional<std::string> secret);
-  void refuse_unknown_trust_user();
+  // auth_type = trust and a user neither auth_file nor (looked_up) auth_query knows.
+  void refuse_unknown_trust_user(bool looked_up);
   void note_auth_failure();
   // A message above PostgreSQL's cap before login: FATAL 08P01, counted, logged.
   void refuse_oversized_login_message();

@@ -99,18 +99,22 @@ void Client::begin_authentication() {
       return;
     }
     if (method == AuthType::trust) {
-      refuse_unknown_trust_user();
+      refuse_unknown_trust_user(/*looked_up=*/false);
       return;
     }
   }
   start_exchange(std::move(secret));
 }
 
-void Client::refuse_unknown_trust_user() {
-  // PgBouncer's words; no password was asked, so the client learns only that it is not let in.
+void Client::refuse_unknown_trust_user(bool looked_up) {
   spdlog::warn("{} login failed: no such user \"{}\" (auth_type = trust admits only known users)",
                who_.log_id, who_.user);
-  fail(sqlstate::kInvalidAuthorizationSpecification, "\"trust\" authentication failed");
+  // PgBouncer's words for each: a user missing from auth_file gets '"trust" authentication
+  // failed', one auth_query did not find 'no such user'. Under trust anyone may log in as any
+  // existing user without a password, so naming a missing one tells nothing a client could not
+  // learn by trying (PostgreSQL says 'role "x" does not exist' under trust, with 28000 too).
+  fail(sqlstate::kInvalidAuthorizationSpecification,
+       looked_up ? "no such user" : "\"trust\" authentication failed");
 }
 
 void Client::on_auth_lookup(const AuthLookupResult& result) {
@@ -129,7 +133,7 @@ void Client::on_auth_lookup(const AuthLookupResult& result) {
   }
   login_.secret_from_lookup = true;
   if (login_.method == AuthType::trust && result.status != AuthLookupResult::Status::found) {
-    refuse_unknown_trust_user();
+    refuse_unknown_trust_user(/*looked_up=*/true);
     return;
   }
   // A user the query does not know gets the same exchange as a wrong password, and the same
