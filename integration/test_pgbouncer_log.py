@@ -169,3 +169,25 @@ def test_prepared_statement_already_prepared_line(make_pooler):
             psycopg.pq.ExecStatus.FATAL_ERROR
     assert pooler.wait_for_log(r"C-\d+ app@app \S+ prepared statement 'test' was already "
                                r"prepared"), pooler.log()
+
+
+def test_parameter_sync_lines_at_debug_level(make_pooler):
+    # PgBouncer's debug lines for the link's parameter sync (its suite's
+    # test_equivalent_startup_param): the SETs of the client's parameters on the server, then
+    # the client taking the server's spelling of a value PostgreSQL did not report back.
+    # DateStyle=ISO is 'ISO, MDY' on the server: set once, on the first link only.
+    apply = r"S-\d+ app@app 127\.0\.0\.1:\d+ varcache_apply: SET DateStyle='ISO';"
+    canonical = (r"C-\d+ app@app 127\.0\.0\.1:\d+ varcache_set_canonical: setting DateStyle "
+                 r"to its canonical version ISO -> ISO, MDY")
+    pooler = make_pooler(pool_mode="transaction", default_pool_size=1, verbose=2)
+    with pooler.connect(autocommit=True, options="-c DateStyle=ISO") as conn:
+        for _ in range(3):
+            conn.execute("SELECT 1")
+    log = pooler.log()
+    assert len(re.findall(apply, log)) == 1, log
+    assert len(re.findall(canonical, log)) == 1, log
+    # Not at the default verbosity.
+    quiet = make_pooler(pool_mode="transaction", default_pool_size=1)
+    with quiet.connect(autocommit=True, options="-c DateStyle=ISO") as conn:
+        conn.execute("SELECT 1")
+    assert "varcache" not in quiet.log(), quiet.log()

@@ -142,9 +142,9 @@ void Server::link(Client& client) {
   client.on_server_linked(*this);
 }
 
-void Server::send_internal_query(const std::string& sql) {
+void Server::send_internal_query(const std::string& sql, std::string_view what) {
   if (log_enabled(spdlog::level::debug)) {
-    spdlog::debug("{} internal query: {}", log_id(), sql);
+    spdlog::debug("{} {}: {}", log_id(), what, sql);
   }
   pp::write_query(channel_.output(), sql);
   replies_.on_internal_query();

@@ -418,7 +418,8 @@ class Server final : public ChannelOwner {
   // The request written to `out` from `mark` on is kept with the last queued reply.
   void keep_request(const std::string& out, size_t mark);
   void reset_retry_state();
-  void send_internal_query(const std::string& sql);
+  // Logged at debug level as "<what>: <sql>".
+  void send_internal_query(const std::string& sql, std::string_view what = "internal query");
   void release_to_pool();
   // At a transaction boundary with settings noted under `keep`: the query that reads them back
   // is sent, and the server stays linked until its answer (false: nothing to read).

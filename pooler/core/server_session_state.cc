@@ -36,9 +36,16 @@ void Server::adopt_canonical_values() {
   if (internal_failed_ || client_ == nullptr) return;
   std::vector<std::pair<std::string, std::string>> adopted;
   for (const auto& [name, value] : client_->tracked_parameters().items()) {
-    if (tracked_parameter_name(name).empty()) continue;
+    const std::string_view canonical = tracked_parameter_name(name);
+    if (canonical.empty()) continue;
     const std::string* current = tracked_.get(name);
-    if (current != nullptr && *current != value) adopted.emplace_back(name, *current);
+    if (current == nullptr || *current == value) continue;
+    // PgBouncer's line for the same step (its varcache_set_canonical, issue #776 there).
+    if (log_enabled(spdlog::level::debug)) {
+      spdlog::debug("{} varcache_set_canonical: setting {} to its canonical version {} -> {}",
+                    client_->log_id(), canonical, value, *current);
+    }
+    adopted.emplace_back(name, *current);
   }
   for (const auto& [name, value] : adopted) client_->on_server_parameter(name, value);
 }
@@ -72,7 +79,9 @@ bool Server::sync_parameters(const Client& client) {
   std::string sync = build_parameter_sync_query(client.tracked_parameters(), tracked_,
                                                 client.session_settings(), extras_);
   if (sync.empty()) return false;
-  send_internal_query(sync);
+  // PgBouncer's name for this step (its varcache_apply sends the SETs of the client's
+  // parameters when it links a server), which its log readers and test suite look for.
+  send_internal_query(sync, "varcache_apply");
   parameter_sync_owed_ = true;
   sync_failure_.clear();
   return true;

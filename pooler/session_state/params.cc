@@ -172,11 +172,21 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
     sets += quote_literal(value);
     sets += ", false)";
   };
+  // The parameters PgBouncer tracks too are set as PgBouncer sets them (`SET DateStyle='ISO';`,
+  // the same as set_config(…, false) for these, none of which is a quoted list), so that the
+  // varcache_apply line (Server::sync_parameters) reads as PgBouncer's.
+  std::string tracked_sets;
   for (const auto& [name, value] : client_tracked.items()) {
     // Reported parameters a client cannot set (server_version, is_superuser, …) are not synced.
-    if (tracked_parameter_name(name).empty()) continue;
+    const std::string_view canonical = tracked_parameter_name(name);
+    if (canonical.empty()) continue;
     const std::string* current = server_tracked.get(name);
-    if (current == nullptr || *current != value) add_set(name, value);
+    if (current != nullptr && *current == value) continue;
+    tracked_sets += "SET ";
+    tracked_sets += canonical;
+    tracked_sets += '=';
+    tracked_sets += quote_literal(value);
+    tracked_sets += ';';
   }
   // Who the session is goes around the settings, so that the replay has the privileges the
   // client had: a superuser-only setting the client made before it became a less privileged
@@ -203,7 +213,7 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
     resets += quote_identifier(name);
     resets += ";";
   }
-  const bool settings_change = !sets.empty() || !resets.empty();
+  const bool settings_change = !tracked_sets.empty() || !sets.empty() || !resets.empty();
   const bool identity_changes =
       differ(authorization, server_authorization) || differ(role, server_role);
   const bool server_has_identity = server_authorization != nullptr || server_role != nullptr;
@@ -224,7 +234,7 @@ std::string build_parameter_sync_query(const ParameterSet& client_tracked,
   }
   server_extras = client_extras;
   if (!sets.empty()) sets += ";";
-  return first + sets + resets + last;
+  return first + tracked_sets + sets + resets + last;
 }
 
 }  // namespace pgsluice

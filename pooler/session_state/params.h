@@ -93,9 +93,9 @@ bool is_role_setting(std::string_view name);
 std::string_view tracked_parameter_name(std::string_view name);
 
 // One simple query that makes a server's parameters equal to what the client wants: tracked
-// values that differ and extras that differ are set with set_config(…, false), extras the
-// server has but the client does not are reset. Empty when nothing differs. `server_extras` is
-// updated to the client's extras (the caller applies the query).
+// values that differ are set with SET (PgBouncer's form), extras that differ with
+// set_config(…, false), extras the server has but the client does not are reset. Empty when nothing
+// differs. `server_extras` is updated to the client's extras (the caller applies the query).
 std::string build_parameter_sync_query(const ParameterSet& client_tracked,
                                        const ParameterSet& server_tracked,
                                        const ParameterSet& client_extras,

@@ -520,7 +520,7 @@ TEST(SyncQuery, ATrackedParameterUnderAnIdentityStillGoesThroughTheLoginRole) {
   extras.set("role", "reporting");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
             "RESET role;RESET session_authorization;"
-            "SELECT pg_catalog.set_config('application_name', 'b', false);"
+            "SET application_name='b';"
             "SELECT pg_catalog.set_config('role', 'reporting', false);");
 }
 

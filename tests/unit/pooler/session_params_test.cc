@@ -220,7 +220,7 @@ TEST(SyncQuery, SetsDifferingTrackedValue) {
   server.set("TimeZone", "UTC");
   server.set("application_name", "app");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
-            "SELECT pg_catalog.set_config('TimeZone', 'Europe/Berlin', false);");
+            "SET TimeZone='Europe/Berlin';");
 }
 
 TEST(SyncQuery, IgnoresReportedParametersClientsCannotSet) {
@@ -260,12 +260,23 @@ TEST(SyncQuery, SetsAndResetsTogether) {
             "SELECT pg_catalog.set_config('search_path', 'x', false);RESET geqo;");
 }
 
+TEST(SyncQuery, TrackedParametersBySetInTheCanonicalSpellingThenExtras) {
+  ParameterSet client, server, extras, server_extras;
+  client.set("datestyle", "ISO");
+  client.set("application_name", "a\\b");
+  server.set("DateStyle", "ISO, MDY");
+  extras.set("search_path", "x");
+  EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
+            "SET application_name=E'a\\\\b';SET DateStyle='ISO';"
+            "SELECT pg_catalog.set_config('search_path', 'x', false);");
+}
+
 TEST(SyncQuery, QuotesValuesSafely) {
   ParameterSet client, server, extras, server_extras;
   client.set("application_name", "x'); DROP TABLE t; --");
   server.set("application_name", "");
   EXPECT_EQ(build_parameter_sync_query(client, server, extras, server_extras),
-            "SELECT pg_catalog.set_config('application_name', 'x''); DROP TABLE t; --', false);");
+            "SET application_name='x''); DROP TABLE t; --';");
 }
 
 }  // namespace
