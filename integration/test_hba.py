@@ -193,6 +193,32 @@ def test_sighup_rereads_the_rules_and_keeps_them_when_broken(make_pooler, tmp_pa
     keeper.close()
 
 
+def test_reload_takes_the_lines_pgbouncer_takes(make_pooler, tmp_path):
+    """Lines PostgreSQL refuses and PgBouncer takes (its suite's hba_test.rules has each, and
+    its test_hba_leak reloads them): the reload succeeds, they mean what PgBouncer makes of
+    them, and each is logged as a warning."""
+    p, hba = hba_pooler(make_pooler, tmp_path, "host all all 127.0.0.1/32 reject\n")
+    assert login_error(p, "app", "app").message.startswith("pg_hba.conf rejects connection")
+    hba.write_text('host  app  trustuser , app   127.0.0.1/32  trust\n'
+                   'host  app  md5user           127.0.0.1/32  cert\n'
+                   'host  "q1""q2"  "a , b"      127.0.0.1/32  cert\n'
+                   'local all  all                             cert\n'
+                   'host  all  all               127.0.0.1/32  reject\n')
+    os.kill(p.proc.pid, signal.SIGHUP)
+    assert p.wait_for_log(r"SIGHUP: configuration reloaded", 10), p.log()
+    assert f"{hba}:2: cert on a host line (PostgreSQL allows it on hostssl only)" in p.log()
+    assert f"{hba}:4: cert on a local line" in p.log()
+    # Blanks around the comma: one list, trustuser and app.
+    assert first_auth_request(p.port, "app") == 0
+    assert first_auth_request(p.port, "trustuser") == 0
+    # cert on a host line matches a connection without TLS, which it refuses.
+    e = login_error(p, "md5user", "md5pass")
+    assert e.sqlstate == "28000", e.fields
+    assert e.message == 'certificate authentication failed for user "md5user"', e.message
+    e = login_error(p, "scramuser", "scrampass")
+    assert e.message.startswith("pg_hba.conf rejects connection"), e.message
+
+
 def test_bad_file_stops_startup_with_file_and_line(make_pooler, tmp_path):
     hba = tmp_path / "hba.conf"
     hba.write_text("# ok\nhost all +admins 127.0.0.1/32 md5\n")

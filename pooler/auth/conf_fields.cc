@@ -82,13 +82,18 @@ bool conf_split_fields(std::string_view line, std::vector<ConfField>& fields, st
         error = "unterminated quoted string";
         return false;
       }
-      if (token.text.empty()) {
-        error = token.quoted ? "empty quoted name" : "empty name in a comma-separated list";
+      // "" is a name (one nobody has), as in PostgreSQL and PgBouncer.
+      if (token.text.empty() && !token.quoted) {
+        error = "empty name in a comma-separated list";
         return false;
       }
       field.push_back(std::move(token));
-      if (i < n && line[i] == ',') {
-        ++i;
+      // A comma continues the list, blanks before it too: PgBouncer reads `a , b` and `a ,b` as
+      // one list (PostgreSQL's tokenizer would start a new field at the blank).
+      size_t next = i;
+      while (next < n && is_blank(line[next])) ++next;
+      if (next < n && line[next] == ',') {
+        i = next + 1;
         skip_blanks();
         if (i >= n || line[i] == '#') {
           error = "a list ends with ','";

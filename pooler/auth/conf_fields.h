@@ -25,8 +25,9 @@ std::vector<ConfLine> conf_logical_lines(const std::string& text);
 
 // Splits one logical line into fields of comma-separated tokens, as PostgreSQL's tokenizer:
 // blanks separate fields, a comma joins the next token (after blanks) to the same field,
-// double quotes keep anything (a doubled quote is one quote), `#` outside quotes ends the line.
-// False with `error` set on a malformed line.
+// double quotes keep anything (a doubled quote is one quote; "" is an empty name), `#`
+// outside quotes ends the line. Blanks before a comma do not end the list either, as in
+// PgBouncer's tokenizer (`a , b` is one field). False with `error` set on a malformed line.
 bool conf_split_fields(std::string_view line, std::vector<ConfField>& fields, std::string& error);
 
 }  // namespace pgsluice

@@ -42,6 +42,7 @@ class Parser {
     }
     HbaLoadResult result;
     result.errors = std::move(errors_);
+    result.warnings = std::move(warnings_);
     if (result.errors.empty()) result.rules = std::make_shared<const HbaRules>(std::move(rules_));
     return result;
   }
@@ -49,6 +50,9 @@ class Parser {
  private:
   void error(const std::string& message) {
     errors_.push_back(name_ + ":" + std::to_string(line_) + ": " + message);
+  }
+  void warning(const std::string& message) {
+    warnings_.push_back(name_ + ":" + std::to_string(line_) + ": " + message);
   }
 
   static bool single_keyword(const ConfField& f, std::string& out) {
@@ -283,16 +287,35 @@ class Parser {
       error("invalid authentication method \"" + word + "\"");
       return false;
     }
+    // PostgreSQL refuses these two lines, PgBouncer takes them: the line matches, and a
+    // connection that cannot use the method (no TLS, not the Unix socket) is refused
+    // (Client::login_by_certificate, peer_matches). pgsluice reads them as PgBouncer does.
     if (rule.method == HbaMethod::cert && rule.type != HbaConnType::hostssl) {
-      error("cert authentication is only supported on hostssl connections");
-      return false;
+      warning("cert on a " + word_of(rule.type) +
+              " line (PostgreSQL allows it on hostssl only): a connection without TLS that "
+              "matches it is refused, as in PgBouncer");
     }
     if (rule.method == HbaMethod::peer && rule.type != HbaConnType::local) {
-      error("peer authentication is only supported on local sockets");
-      return false;
+      warning("peer on a " + word_of(rule.type) +
+              " line (PostgreSQL allows it on local only): a TCP connection that matches it is "
+              "refused, as in PgBouncer");
     }
     if (rule.method == HbaMethod::cert) rule.clientcert = HbaClientCert::verify_full;
     return true;
+  }
+
+  static std::string word_of(HbaConnType type) {
+    switch (type) {
+      case HbaConnType::local:
+        return "local";
+      case HbaConnType::host:
+        return "host";
+      case HbaConnType::hostssl:
+        return "hostssl";
+      case HbaConnType::hostnossl:
+        return "hostnossl";
+    }
+    return "?";
   }
 
   bool parse_option(const ConfField& f, HbaRule& rule) {
@@ -329,16 +352,15 @@ class Parser {
       return true;
     }
     if (key == "map") {
-      // PostgreSQL's rule, for the methods pgsluice has: the map names who may be whom.
-      if (rule.method != HbaMethod::peer && rule.method != HbaMethod::cert) {
-        error(
-            "authentication option \"map\" is only valid for authentication methods peer "
-            "and cert");
-        return false;
-      }
+      // The map names who may be whom for peer and cert. PostgreSQL refuses it with the other
+      // methods; PgBouncer takes it (the map must exist) and has no use for it: so does pgsluice.
       if (value.empty()) {
         error("authentication option \"map\" needs a map name");
         return false;
+      }
+      if (rule.method != HbaMethod::peer && rule.method != HbaMethod::cert) {
+        warning("map=" + value + " has no effect with " + std::string(to_string(rule.method)) +
+                " (only with peer and cert), as in PgBouncer");
       }
       rule.map = value;
       return true;
@@ -352,6 +374,7 @@ class Parser {
   int line_ = 0;
   std::vector<HbaRule> rules_;
   std::vector<std::string> errors_;
+  std::vector<std::string> warnings_;
 };
 
 bool names_match(const HbaNames& n, std::string_view name, std::string_view other) {

@@ -11,18 +11,24 @@
 //   USER      all, names, @file; comma-separated. Not +group (PgBouncer has no roles either).
 //   ADDRESS   all, an IPv4 or IPv6 address with /bits, or an address and a mask in the next
 //             field. Not host names, samehost or samenet (as PgBouncer).
-//   METHOD    trust, reject, md5, password, scram-sha-256, cert (hostssl only), peer (local
-//             only).
-//   OPTIONS   clientcert=verify-ca|verify-full (hostssl only), as PostgreSQL; map=NAME (peer
-//             and cert): who may log in as whom comes from auth_ident_file's map NAME (ident.h)
-//             instead of the OS user or certificate CN being the user.
+//   METHOD    trust, reject, md5, password, scram-sha-256, cert, peer. PostgreSQL takes cert on
+//             hostssl lines only and peer on local ones only; PgBouncer takes both on any line,
+//             and so does pgsluice (with a warning): a connection that cannot use the method
+//             (no TLS for cert, not the Unix socket for peer) is refused.
+//   OPTIONS   clientcert=verify-ca|verify-full (hostssl only), as PostgreSQL; map=NAME: for peer
+//             and cert, who may log in as whom comes from auth_ident_file's map NAME (ident.h)
+//             instead of the OS user or certificate CN being the user; with another method it
+//             has no effect (a warning; PgBouncer takes it too, PostgreSQL refuses it).
 //
 // As in PostgreSQL: fields are separated by blanks, `#` starts a comment, a double-quoted name
 // keeps blanks, commas and `#` and loses any keyword meaning ("all" is a user named all), a
 // trailing backslash continues the line, @file names a file (relative to the including file's
-// directory) of more names. Keywords are lower case. Any error makes the whole file invalid
-// (PostgreSQL keeps its old rules then): an access-control file half applied could let in what
-// a rejected line was written to keep out.
+// directory) of more names. Keywords are lower case. As in PgBouncer, blanks around a list's
+// commas do not end the list (`a , b` is one field). So every line PgBouncer takes is taken,
+// with PgBouncer's meaning, but `ldap` (pgsluice has no LDAP: PgBouncer built with it would
+// log such users in). Any error makes the whole file invalid (PostgreSQL keeps its old rules
+// then, PgBouncer skips the line): an access-control file half applied could let in what a
+// skipped line was written to keep out.
 #pragma once
 
 #include <sys/socket.h>
@@ -90,6 +96,7 @@ class HbaRules {
 struct HbaLoadResult {
   std::shared_ptr<const HbaRules> rules;  // null when errors is not empty
   std::vector<std::string> errors;        // "file:line: message"
+  std::vector<std::string> warnings;      // lines taken as PgBouncer takes them, not PostgreSQL
 };
 
 // Reads a whole file (for @file includes); false with `error` set when it cannot.

@@ -49,8 +49,10 @@ AuthSourcesResult load_auth_sources(const Settings& settings) {
   }
   if (settings.auth_type == AuthType::hba) {
     // Unlike PgBouncer, which skips a bad line: a skipped reject line would let in whom it was
-    // written to keep out. PostgreSQL refuses the whole file too.
+    // written to keep out. PostgreSQL refuses the whole file too. Every line PgBouncer takes
+    // is taken (some with a warning), so a file PgBouncer reads whole loads here too.
     HbaLoadResult hba = load_hba_file(settings.auth_hba_file);
+    for (auto& w : hba.warnings) result.warnings.push_back(std::move(w));
     if (!hba.errors.empty()) {
       for (auto& e : hba.errors) result.errors.push_back(std::move(e));
       result.errors.push_back("auth_hba_file " + settings.auth_hba_file + " could not be used");

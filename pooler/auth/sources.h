@@ -23,7 +23,8 @@ struct AuthSecrets {
 struct AuthSourcesResult {
   std::shared_ptr<AuthSecrets> secrets;  // null when `errors` is not empty
   std::vector<std::string> errors;       // nothing can be used: startup stops, RELOAD keeps old
-  std::vector<std::string> warnings;     // bad auth_file lines (the good ones are used)
+  std::vector<std::string> warnings;     // bad auth_file lines (the good ones are used), and
+                                         // auth_hba_file lines PostgreSQL would refuse
 };
 
 AuthSourcesResult load_auth_sources(const Settings& settings);

@@ -225,22 +225,21 @@ TEST(AuthHba, ErrorsNameFileAndLine) {
             "METHOD");
   EXPECT_EQ(parse_error("host all all 10.0.0.0 255.0.0.0\n"),
             "/etc/pgsluice/hba.conf:1: missing authentication method");
-  EXPECT_EQ(parse_error("host all all 127.0.0.1/32 cert\n"),
-            "/etc/pgsluice/hba.conf:1: cert authentication is only supported on hostssl "
-            "connections");
-  EXPECT_EQ(parse_error("host all all 127.0.0.1/32 peer\n"),
-            "/etc/pgsluice/hba.conf:1: peer authentication is only supported on local sockets");
   EXPECT_EQ(parse_error("host all all 127.0.0.1/32 md5 clientcert=verify-ca\n"),
             "/etc/pgsluice/hba.conf:1: clientcert can only be configured for \"hostssl\" rows");
-  EXPECT_EQ(parse_error("host all all 127.0.0.1/32 md5 map=omicron\n"),
-            "/etc/pgsluice/hba.conf:1: authentication option \"map\" is only valid for "
-            "authentication methods peer and cert");
   EXPECT_EQ(parse_error("local all all peer map=\n"),
             "/etc/pgsluice/hba.conf:1: authentication option \"map\" needs a map name");
   EXPECT_EQ(parse_error("host \"unterminated all 127.0.0.1/32 trust\n"),
             "/etc/pgsluice/hba.conf:1: unterminated quoted string");
   EXPECT_EQ(parse_error("host app, all 127.0.0.1/32 trust, \n"),
             "/etc/pgsluice/hba.conf:1: a list ends with ','");
+  EXPECT_EQ(parse_error("host app,,b all 127.0.0.1/32 trust\n"),
+            "/etc/pgsluice/hba.conf:1: empty name in a comma-separated list");
+  // PgBouncer's reading (one list: app, all) leaves too few fields, and PgBouncer skips the
+  // line; PostgreSQL would read app and all as two fields. An error, not either meaning.
+  EXPECT_EQ(parse_error("host app , all 127.0.0.1/32 trust\n"),
+            "/etc/pgsluice/hba.conf:1: too few fields: expected host DATABASE USER ADDRESS "
+            "METHOD");
   EXPECT_EQ(parse_error("host samerole all 127.0.0.1/32 trust\n"),
             "/etc/pgsluice/hba.conf:1: \"samerole\" is not supported (as in PgBouncer: "
             "pgsluice does not know role membership)");
@@ -250,6 +249,64 @@ TEST(AuthHba, ErrorsNameFileAndLine) {
   EXPECT_EQ(parse_error("host all all samenet trust\n"),
             "/etc/pgsluice/hba.conf:1: \"samenet\" is not supported (as in PgBouncer): use an "
             "IP address range");
+}
+
+// Lines PostgreSQL refuses and PgBouncer takes (its own test rules have each): taken, as
+// PgBouncer reads them, with a warning where PostgreSQL would read them otherwise.
+TEST(AuthHba, BlanksAroundListCommasKeepTheList) {
+  auto rules = parse_hba_ok(
+      "host  tmp1,all  user1,user2 , user3   16.0.0.0/8  md5\n"
+      "host  a ,b      u4 ,u5                17.0.0.0/8  md5 # ,comment\n");
+  ASSERT_NE(rules, nullptr);
+  ASSERT_EQ(rules->rules().size(), 2u);
+  EXPECT_EQ(match(*rules, "16.1.2.3", "x", "user3"), 1);
+  EXPECT_EQ(match(*rules, "16.1.2.3", "x", "user1"), 1);
+  EXPECT_EQ(match(*rules, "16.1.2.3", "x", "user4"), 0);
+  EXPECT_EQ(match(*rules, "17.1.2.3", "b", "u5"), 2);
+  EXPECT_EQ(match(*rules, "17.1.2.3", "a", "u4"), 2);
+  EXPECT_EQ(match(*rules, "17.1.2.3", "c", "u4"), 0);
+}
+
+TEST(AuthHba, QuotedNamesWithDoubledQuotesBlanksAndCommasAndTheEmptyName) {
+  auto rules = parse_hba_ok(
+      "host \"q1\"\"q2\"  \"a , b\"  19.0.0.0/8  md5\n"
+      "host \"\"  all  20.0.0.0/8  md5\n");
+  ASSERT_NE(rules, nullptr);
+  EXPECT_EQ(match(*rules, "19.0.0.1", "q1\"q2", "a , b"), 1);
+  EXPECT_EQ(match(*rules, "19.0.0.1", "q1q2", "a , b"), 0);
+  EXPECT_EQ(match(*rules, "19.0.0.1", "q1\"q2", "a"), 0);
+  EXPECT_EQ(match(*rules, "20.0.0.1", "app", "app"), 0);  // "" is nobody's name
+}
+
+TEST(AuthHba, CertAndPeerOnAnyLineAsPgBouncerWithAWarning) {
+  HbaLoadResult r = parse_hba_text(
+      "host all all 19.0.0.0/8 cert\nhostnossl all all 0.0.0.0/0 peer\nlocal all all cert\n"
+      "hostssl all all 0.0.0.0/0 cert\nlocal all all peer\n",
+      "h");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_NE(r.rules, nullptr);
+  ASSERT_EQ(r.rules->rules().size(), 5u);
+  EXPECT_EQ(r.rules->rules()[0].method, HbaMethod::cert);
+  EXPECT_EQ(r.rules->rules()[0].clientcert, HbaClientCert::verify_full);
+  EXPECT_EQ(r.rules->rules()[1].method, HbaMethod::peer);
+  // The line matches a connection without TLS (which the login then refuses).
+  EXPECT_EQ(match(*r.rules, "19.0.0.1", "app", "app", /*tls=*/false), 1);
+  ASSERT_EQ(r.warnings.size(), 3u);
+  EXPECT_EQ(r.warnings[0],
+            "h:1: cert on a host line (PostgreSQL allows it on hostssl only): a connection "
+            "without TLS that matches it is refused, as in PgBouncer");
+  EXPECT_EQ(r.warnings[1],
+            "h:2: peer on a hostnossl line (PostgreSQL allows it on local only): a TCP "
+            "connection that matches it is refused, as in PgBouncer");
+  EXPECT_TRUE(r.warnings[2].starts_with("h:3: cert on a local line")) << r.warnings[2];
+}
+
+TEST(AuthHba, MapWithAnotherMethodHasNoEffectAsInPgBouncer) {
+  HbaLoadResult r = parse_hba_text("host all all 127.0.0.1/32 md5 map=omicron\n", "h");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0],
+            "h:1: map=omicron has no effect with md5 (only with peer and cert), as in PgBouncer");
 }
 
 TEST(AuthHba, EveryBadLineIsReportedAndNoRulesAreReturned) {
