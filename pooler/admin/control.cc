@@ -245,7 +245,7 @@ void AdminControl::tick() {
 
 PoolCounters AdminControl::console_totals() const {
   PoolCounters c;
-  c.transactions = c.queries = console_commands_.load(std::memory_order_relaxed);
+  c.transactions = c.queries = console_sessions_.load(std::memory_order_relaxed);
   c.client_logins = console_logins_.load(std::memory_order_relaxed);
   return c;
 }

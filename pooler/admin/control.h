@@ -75,9 +75,10 @@ class AdminControl {
   [[nodiscard]] bool known_database(const std::string& db) const;
   // The stats_period clock: the stamp of the tick before the last one (PgBouncer's old_stamp).
   [[nodiscard]] uint64_t stats_old_stamp_us() const { return stats_old_stamp_us_; }
-  // The console's own commands (any worker's session), counted as PgBouncer counts its admin
-  // database: each a query and a transaction, in a SHOW STATS row of its own and in SHOW TOTALS.
-  void count_console_command() { console_commands_.fetch_add(1, std::memory_order_relaxed); }
+  // The console's own sessions (any worker's), counted as PgBouncer 1.25 counts its admin
+  // database: a query and a transaction per session that sent a message, however many commands
+  // it ran, in a SHOW STATS row of its own and in SHOW TOTALS.
+  void count_console_session() { console_sessions_.fetch_add(1, std::memory_order_relaxed); }
   [[nodiscard]] PoolCounters console_totals() const;
   [[nodiscard]] const PoolCounters& console_older() const { return console_older_; }
 
@@ -103,7 +104,7 @@ class AdminControl {
   std::atomic<int> consoles_{0};
   uint64_t stats_old_stamp_us_;
   uint64_t stats_new_stamp_us_;
-  std::atomic<uint64_t> console_commands_{0};
+  std::atomic<uint64_t> console_sessions_{0};
   std::atomic<uint64_t> console_logins_{0};
   PoolCounters console_newer_;  // console_totals() at the last two stats_period ticks
   PoolCounters console_older_;

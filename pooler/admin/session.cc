@@ -171,6 +171,12 @@ bool AdminSession::handle_message(const pp::Message& message) {
   }
   // disable_pqexec holds for the console too, as in PgBouncer (psql cannot use it then).
   if (client_.refused_simple_query(type)) return false;
+  if (!counted_) {
+    // PgBouncer 1.25 starts a query and a transaction of its admin database at a session's
+    // first message, and no server ever ends them: one of each per session that sent anything.
+    counted_ = true;
+    console_.control().count_console_session();
+  }
   if (type == fe::kQuery) {
     auto q = pp::parse_query(message.body);
     if (!q) {
@@ -178,7 +184,6 @@ bool AdminSession::handle_message(const pp::Message& message) {
       return false;
     }
     std::string sql(q.value.sql);
-    console_.control().count_console_command();
     AdminResult result = run(sql);
     if (!result.error() && !result.is_pending() && result.tag().empty() && !result.has_rows()) {
       pp::write_empty_query_response(out);
@@ -189,7 +194,6 @@ bool AdminSession::handle_message(const pp::Message& message) {
     return true;
   }
   if (type == fe::kSync) {
-    console_.control().count_console_command();  // an extended-protocol batch: one query
     skip_to_sync_ = false;
     portals_.erase("");
     pp::write_ready_for_query(out, pp::TransactionStatus::idle);

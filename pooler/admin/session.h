@@ -73,6 +73,7 @@ class AdminSession final : public ConsoleSession {
   bool pending_ = false;
   Protocol pending_protocol_ = Protocol::simple;
   bool skip_to_sync_ = false;  // an extended-protocol error: ignore messages until Sync
+  bool counted_ = false;       // in the console's SHOW STATS row (its first message came)
   std::map<std::string, std::string> statements_;
   std::map<std::string, Portal> portals_;
 };
