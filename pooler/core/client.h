@@ -215,6 +215,8 @@ class Client final : public ChannelOwner {
   void process_startup_input();
   bool handle_startup_packet(const protocol::Message& message);
   bool handle_startup_message(const protocol::StartupPacket& packet);
+  // Its parameters into params_ (client_login.cc); false when refused (the client is failed).
+  bool read_startup_parameters(const protocol::StartupPacket& packet);
   void handle_cancel_request(const protocol::StartupPacket& packet);
   // A cancel key of the pooler's own for the client, registered with the worker (at its
   // welcome, or its replication start); false (the client failed) when no random key came.

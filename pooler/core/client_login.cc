@@ -1,7 +1,7 @@
-// A client's authentication after its StartupMessage (members of Client, kept apart from
-// client.cc): the method (auth_type, or under auth_type = hba the first auth_hba_file rule that
-// matches), the secret (the auth_file, or an auth_query lookup on the server), then the exchange
-// (ClientAuth). Failures use PostgreSQL's messages and SQLSTATEs.
+// A client's StartupMessage parameters and its authentication (members of Client, kept apart
+// from client.cc): the method (auth_type, or under auth_type = hba the first auth_hba_file rule
+// that matches), the secret (the auth_file, or an auth_query lookup on the server), then the
+// exchange (ClientAuth). Failures use PostgreSQL's messages and SQLSTATEs.
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 #include <pwd.h>
@@ -33,6 +33,61 @@ bool has_verified_certificate(TlsSession* tls) {
 }
 
 }  // namespace
+
+// The StartupMessage's parameters (and the -c settings of its `options`): what the client's
+// session is to have on every server it is linked to (ClientParameters).
+bool Client::read_startup_parameters(const pp::StartupPacket& packet) {
+  const Settings& settings = worker_.settings();
+  for (const auto& [name, value] : packet.parameters) {
+    if (name == "user" || name == "database" || name == "replication" ||
+        name.starts_with("_pq_.")) {
+      continue;
+    }
+    bool ignored = std::any_of(settings.ignore_startup_parameters.begin(),
+                               settings.ignore_startup_parameters.end(),
+                               [&name = name](const std::string& p) { return iequals(p, name); });
+    if (ignored) continue;
+    if (replication_ != pp::ReplicationMode::none) {
+      keep_replication_parameter(name, value);
+      // Its options go to the walsender as written (PgBouncer's way: CREATE SUBSCRIPTION
+      // sends -c settings the pooler need not understand).
+      if (name == "options") continue;
+    }
+    if (name == "options") {
+      std::vector<std::pair<std::string, std::string>> settings_in_options;
+      if (!pp::parse_startup_options(value, settings_in_options)) {
+        fail(sqlstate::kFeatureNotSupported,
+             fmt::format("unsupported startup option \"{}\": only -c name=value settings are "
+                         "supported",
+                         value));
+        return false;
+      }
+      for (const auto& [n, v] : settings_in_options) {
+        std::string_view tracked = tracked_parameter_name(n);
+        if (tracked.empty()) {
+          params_.extras.set(n, v);
+        } else {
+          params_.reported.set(tracked, v);
+        }
+      }
+      continue;
+    }
+    std::string_view tracked = tracked_parameter_name(name);
+    if (tracked.empty()) {
+      params_.extras.set(name, value);
+    } else {
+      params_.reported.set(tracked, value);
+    }
+  }
+  params_.settings = params_.extras;
+  if (settings.application_name_add_host) {
+    const std::string* app = params_.reported.get("application_name");
+    params_.reported.set("application_name",
+                         fmt::format("{} - {}", app != nullptr ? *app : std::string(), who_.peer));
+  }
+  if (!params_.reported.empty()) params_.startup_reported = params_.reported;
+  return true;
+}
 
 void Client::log_login_attempt() {
   if (!worker_.settings().log_connections) return;
