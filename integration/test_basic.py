@@ -342,6 +342,21 @@ def test_a_value_the_server_spells_otherwise_is_set_once(make_pooler):
     assert pooler.log().count("SET DateStyle='ISO';") == 1, pooler.log()
 
 
+def test_ignore_startup_parameters_drops_them_inside_options_too(make_pooler):
+    # A name in ignore_startup_parameters never reaches the server from a client, whether sent
+    # as a parameter or as a -c setting of `options` (PgBouncer 1.25 drops both; its suite's
+    # test_options_startup_param and test_startup_packet_larger_than_pktbuf send them there).
+    pooler = make_pooler(pool_mode="transaction", default_pool_size=1,
+                         ignore_startup_parameters="extra_float_digits")
+    with pooler.connect(autocommit=True, options="-c extra_float_digits=2 -c work_mem=3MB") as c:
+        assert c.execute("SHOW extra_float_digits").fetchone()[0] == "1"
+        # What the list does not name is kept as always.
+        assert c.execute("SHOW work_mem").fetchone()[0] == "3MB"
+    # A value PostgreSQL would refuse is no trouble when it is ignored.
+    with pooler.connect(autocommit=True, options="-c extra_float_digits=" + "1" * 4096) as c:
+        assert c.execute("SELECT 1").fetchone()[0] == 1
+
+
 def test_connect_query_runs_once_per_server(make_pooler):
     pooler = make_pooler(
         databases={"app": "host=127.0.0.1 port={pg_port} dbname=app "

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -38,15 +39,19 @@ bool has_verified_certificate(TlsSession* tls) {
 // session is to have on every server it is linked to (ClientParameters).
 bool Client::read_startup_parameters(const pp::StartupPacket& packet) {
   const Settings& settings = worker_.settings();
+  // ignore_startup_parameters: names the server never gets from a client, whether sent as
+  // parameters or as -c settings inside `options` (PgBouncer drops both).
+  auto ignored = [&settings](std::string_view name) {
+    return std::any_of(settings.ignore_startup_parameters.begin(),
+                       settings.ignore_startup_parameters.end(),
+                       [name](const std::string& p) { return iequals(p, name); });
+  };
   for (const auto& [name, value] : packet.parameters) {
     if (name == "user" || name == "database" || name == "replication" ||
         name.starts_with("_pq_.")) {
       continue;
     }
-    bool ignored = std::any_of(settings.ignore_startup_parameters.begin(),
-                               settings.ignore_startup_parameters.end(),
-                               [&name = name](const std::string& p) { return iequals(p, name); });
-    if (ignored) continue;
+    if (ignored(name)) continue;
     if (replication_ != pp::ReplicationMode::none) {
       keep_replication_parameter(name, value);
       // Its options go to the walsender as written (PgBouncer's way: CREATE SUBSCRIPTION
@@ -63,6 +68,7 @@ bool Client::read_startup_parameters(const pp::StartupPacket& packet) {
         return false;
       }
       for (const auto& [n, v] : settings_in_options) {
+        if (ignored(n)) continue;
         std::string_view tracked = tracked_parameter_name(n);
         if (tracked.empty()) {
           params_.extras.set(n, v);
