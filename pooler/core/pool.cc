@@ -473,11 +473,14 @@ void Pool::on_server_idle(Server& server) {
     server.close("evicted: a replication connection waits for a slot of the pool");
     return;
   }
-  if (yield_to_other_pool()) {
+  // Both cost a flag test for a pool without connection limits on a single worker.
+  if (limits_shared() && yield_to_other_pool()) {
     server.close("max_db_connections/max_user_connections: handed to a pool waiting longer");
     return;
   }
-  if (const SharedLimits::YieldTo to = yield_to_other_worker(); to.worker >= 0) {
+  if (const SharedLimits::YieldTo to =
+          worker_.group().size() > 1 ? yield_to_other_worker() : SharedLimits::YieldTo{};
+      to.worker >= 0) {
     if (!to.same_pool()) {
       server.close(to.close_reason());
       return;

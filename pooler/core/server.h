@@ -417,7 +417,6 @@ class Server final : public ChannelOwner {
   void hold_duplicate_error(const protocol::Message& error, const std::string& client_name);
   // The request written to `out` from `mark` on is kept with the last queued reply.
   void keep_request(const std::string& out, size_t mark);
-  void reset_retry_state();
   // Logged at debug level as "<what>: <sql>".
   void send_internal_query(const std::string& sql, std::string_view what = "internal query");
   void release_to_pool();

@@ -38,7 +38,7 @@ void Server::release_to_pool() {
   }
   internal_failed_ = false;
   rewrite_.forget_client_requests();  // none at a transaction boundary; a leftover: a bug's trace
-  reset_retry_state();
+  rewrite_.reset_retry();
   const Settings& settings = worker_->settings();
   // After a call of a function the checks cannot see into (opaque_call:reset), whatever
   // session_state_verify says: nobody else gets the server before its word on what it holds.
@@ -224,7 +224,7 @@ void Server::clean_and_release(bool session_ended) {
         verify_query(pool_->credentials().user, session_.verifier.strict() ? &extras_ : nullptr));
   }
   rewrite_.forget_client_requests();
-  reset_retry_state();
+  rewrite_.reset_retry();
   if (queries.empty()) {
     set_state(State::idle);
     pool_->on_server_idle(*this);

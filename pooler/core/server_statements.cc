@@ -485,15 +485,6 @@ void Server::keep_request(const std::string& out, size_t mark) {
   rewrite_.pending.back().replayable = true;
 }
 
-void Server::reset_retry_state() {
-  rewrite_.shape_check = nullptr;
-  rewrite_.retry.keep_wire = false;
-  rewrite_.retry.batch_reached_client = false;
-  rewrite_.retry.holding_error = false;
-  rewrite_.retry.held_error.clear();
-  rewrite_.retry.held_batch.clear();
-}
-
 bool Server::hold_for_retry(const pp::Message& message) {
   PendingReply& front = rewrite_.pending.front();
   auto error = pp::parse_error_fields(message.body);

@@ -81,6 +81,15 @@ struct ServerStatements {
     }
     return true;
   }
+  // The retry and the shape check are over (the link ended): held batches and errors go.
+  void reset_retry() {
+    shape_check = nullptr;
+    retry.keep_wire = false;
+    retry.batch_reached_client = false;
+    retry.holding_error = false;
+    if (!retry.held_error.empty()) retry.held_error.clear();
+    if (!retry.held_batch.empty()) retry.held_batch.clear();
+  }
   // The link ended (released, or cleaned for the next): nothing of the client's is expected.
   void forget_client_requests() {
     pending.clear();

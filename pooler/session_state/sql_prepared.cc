@@ -135,8 +135,8 @@ void ServerSqlStatements::restore(Entries entries) {
   for (auto& [id, entry] : entries) entries_.try_emplace(id, std::move(entry));
 }
 
-bool ServerSqlStatements::may_have_dead() const {
-  return !entries_.empty() && g_deaths.load(std::memory_order_relaxed) != deaths_seen_;
+bool ServerSqlStatements::deaths_since_seen() const {
+  return g_deaths.load(std::memory_order_relaxed) != deaths_seen_;
 }
 
 std::vector<std::string> ServerSqlStatements::take_dead() {

@@ -76,13 +76,15 @@ class ServerSqlStatements {
   // Everything, removed (a DEALLOCATE ALL about to run); `restore` puts it back.
   Entries take_all() { return std::exchange(entries_, {}); }
   void restore(Entries entries);
-  // A statement may have died since the last take_dead (one atomic load).
-  [[nodiscard]] bool may_have_dead() const;
+  // A statement may have died since the last take_dead (one atomic load, and none for a server
+  // that keeps no SQL statement: every release asks).
+  [[nodiscard]] bool may_have_dead() const { return !entries_.empty() && deaths_since_seen(); }
   // The server names of the statements no client holds any more, removed from the set: the
   // caller deallocates them.
   std::vector<std::string> take_dead();
 
  private:
+  [[nodiscard]] bool deaths_since_seen() const;
   Entries entries_;
   uint64_t deaths_seen_ = 0;
 };

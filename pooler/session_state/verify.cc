@@ -164,23 +164,14 @@ std::vector<VerifyDifference> compare_with_track(const VerifyAnswer& a, const Se
   return out;
 }
 
-bool verify_turn(SessionVerifyMode mode, int sample) {
-  switch (mode) {
-    case SessionVerifyMode::off:
-      return false;
-    case SessionVerifyMode::always:
-      return true;
-    case SessionVerifyMode::sample: {
-      // One count for the process, whichever worker releases (one in N means one in N of
-      // the pool's releases); the first release is checked, so that a short staging run
-      // checks something.
-      static std::atomic<uint64_t> releases{0};
-      return releases.fetch_add(1, std::memory_order_relaxed) %
-                 static_cast<uint64_t>(sample > 0 ? sample : 1) ==
-             0;
-    }
-  }
-  return false;
+bool verify_sampled_turn(int sample) {
+  // One count for the process, whichever worker releases (one in N means one in N of the
+  // pool's releases); the first release is checked, so that a short staging run checks
+  // something.
+  static std::atomic<uint64_t> releases{0};
+  return releases.fetch_add(1, std::memory_order_relaxed) %
+             static_cast<uint64_t>(sample > 0 ? sample : 1) ==
+         0;
 }
 
 // --- SessionVerifier ---

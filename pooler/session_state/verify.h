@@ -74,8 +74,20 @@ std::vector<VerifyDifference> compare_with_track(const VerifyAnswer& answer,
                                                  const ParameterSet& reported,
                                                  const ParameterSet& applied, bool strict = false);
 
-// Whether this release is verified: always, or every N-th release of this thread.
-bool verify_turn(SessionVerifyMode mode, int sample);
+// Whether this release is verified: always, or every N-th release of the process. Inline for
+// `off` (the default), which every release asks.
+bool verify_sampled_turn(int sample);
+inline bool verify_turn(SessionVerifyMode mode, int sample) {
+  switch (mode) {
+    case SessionVerifyMode::off:
+      return false;
+    case SessionVerifyMode::always:
+      return true;
+    case SessionVerifyMode::sample:
+      return verify_sampled_turn(sample);
+  }
+  return false;
+}
 
 // The verification state of one server.
 class SessionVerifier {
