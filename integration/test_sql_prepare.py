@@ -233,6 +233,10 @@ def test_quoting_explain_and_create_table_as(pg, pooler):
             "EXECUTE mystmt",
             "EXECUTE MYSTMT",
             "EXPLAIN (COSTS off) EXECUTE mystmt",
+            # EXPLAIN plans a CREATE TABLE … AS EXECUTE without making the table.
+            "EXPLAIN (COSTS off) CREATE TABLE never_made AS EXECUTE mystmt",
+            "EXPLAIN (ANALYZE false, COSTS off) CREATE TABLE IF NOT EXISTS never_made AS "
+            "EXECUTE \"MyStmt\"",
             'DEALLOCATE "MyStmt"',
             "EXECUTE mystmt",
             'EXECUTE "MyStmt"',
@@ -249,7 +253,9 @@ def test_quoting_explain_and_create_table_as(pg, pooler):
                             ("ctas_pooled", pooler.connect(autocommit=True))):
             with conn:
                 conn.execute("PREPARE src (int) AS SELECT g FROM generate_series(1, $1) g")
-                conn.execute(f"CREATE TABLE {table} AS EXECUTE src(7)")
+                conn.execute(f"EXPLAIN (ANALYZE, COSTS off, TIMING off, SUMMARY off) "
+                             f"CREATE TABLE {table} AS EXECUTE src(7)")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {table} AS EXECUTE src(7)")
     assert pg.psql("SELECT count(*) FROM ctas_pooled", user="app", db="app") == "7"
     pg.psql("DROP TABLE ctas_direct, ctas_pooled", user="app", db="app")
 

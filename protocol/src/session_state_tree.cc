@@ -400,11 +400,18 @@ class TreeWalker {
     if (q == nullptr) return;
     if (analyze) {
       statement(*q);
-    } else if (const Value* exec = q->get("ExecuteStmt")) {
-      add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::use,
-          exec->get_string("name"));
-      note_name(PreparedNameUse::Op::execute, exec->get_string("name"));
+      return;
     }
+    // EXPLAIN EXECUTE p, EXPLAIN CREATE TABLE t AS EXECUTE p: the statement is planned (its
+    // name must be the server's), the table is not created.
+    const Value* exec = q->get("ExecuteStmt");
+    if (const Value* ctas = q->get("CreateTableAsStmt"); ctas != nullptr) {
+      if (const Value* inner = ctas->get("query")) exec = inner->get("ExecuteStmt");
+    }
+    if (exec == nullptr) return;
+    add(SessionStateKind::prepare, Certainty::definite, SessionStateEffect::use,
+        exec->get_string("name"));
+    note_name(PreparedNameUse::Op::execute, exec->get_string("name"));
   }
 
   // Searches an expression tree for function calls.

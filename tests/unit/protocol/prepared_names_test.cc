@@ -54,8 +54,17 @@ TEST(PreparedNames, NamesAreFoldedUnlessQuoted) {
 }
 
 TEST(PreparedNames, ExplainAndCreateTableAsExecute) {
-  for (std::string_view sql : {"EXPLAIN EXECUTE q(2)", "EXPLAIN (ANALYZE, COSTS off) execute q(2)",
-                               "CREATE TEMP TABLE execute AS EXECUTE q(2)"}) {
+  // PostgreSQL's grammar: EXECUTE, and CREATE [TEMP|UNLOGGED] TABLE [IF NOT EXISTS] … AS EXECUTE
+  // (ExecuteStmt's second form), both explainable. SELECT … INTO, DECLARE, COPY and PREPARE take
+  // no EXECUTE.
+  for (std::string_view sql :
+       {"EXPLAIN EXECUTE q(2)", "EXPLAIN (ANALYZE, COSTS off) execute q(2)",
+        "CREATE TEMP TABLE execute AS EXECUTE q(2)",
+        "CREATE TABLE IF NOT EXISTS t AS EXECUTE q(2) WITH NO DATA",
+        "explain (costs off) create table parallel_write as execute q",
+        "EXPLAIN CREATE UNLOGGED TABLE IF NOT EXISTS q AS EXECUTE q(2)",
+        "EXPLAIN (ANALYZE) CREATE TABLE t (a) AS EXECUTE q(2)",
+        "EXPLAIN (FORMAT json, ANALYZE false) CREATE TABLE t AS EXECUTE q"}) {
     const Classification c = classify_sql(sql);
     ASSERT_EQ(c.prepared_names.size(), 1u) << sql;
     EXPECT_EQ(c.prepared_names[0].op, Op::execute) << sql;

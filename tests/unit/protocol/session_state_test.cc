@@ -116,6 +116,9 @@ const Golden kGolden[] = {
     {"DEALLOCATE PREPARE p", "-prepare:p"},
     {"DEALLOCATE ALL", "-prepare:all, clean:deallocate_all"},
     {"EXPLAIN EXECUTE p(1)", "~prepare:p"},
+    // EXPLAIN plans CREATE TABLE … AS EXECUTE without creating the table; ANALYZE creates it.
+    {"EXPLAIN CREATE TEMP TABLE t AS EXECUTE p(1)", "~prepare:p"},
+    {"EXPLAIN ANALYZE CREATE TEMP TABLE t AS EXECUTE p(1)", "temp_object:t, ~prepare:p"},
     {"EXPLAIN ANALYZE SELECT pg_advisory_lock(1)", "advisory_lock:pg_advisory_lock"},
     {"EXPLAIN SELECT pg_advisory_lock(1)", ""},
 
