@@ -154,6 +154,125 @@ std::vector<std::string> ServerSqlStatements::take_dead() {
   return dead;
 }
 
+namespace {
+
+// plan_sql_query's work, one use at a time in the order of the text.
+class Planner {
+ public:
+  Planner(std::string_view sql, ClientSqlStatements& client, ServerSqlStatements& server,
+          SqlPlanMode mode)
+      : sql_(sql), client_(client), server_(server), mode_(mode), writer_(sql, plan) {
+    plan.client_sql = std::string(sql);
+  }
+
+  void use(const pp::PreparedNameUse& use) {
+    auto it = client_.find(use.name);
+    const bool known = renames(use.op) && it != client_.end();
+    if (renames(use.op) && !known && use.op != Op::prepare) {
+      // PostgreSQL's own 26000 under the client's name, unless the name is spelled like one of
+      // the pooler's: then a name that never exists takes its place.
+      if (is_pooler_sql_name(use.name) || use.name == kNoSuchName) {
+        rename(use, std::string(kNoSuchName));
+      }
+      return;
+    }
+    switch (use.op) {
+      case Op::prepare:
+        if (known) {
+          // A live name: the server refuses the PREPARE of a name it has (42P05, after checking
+          // what PostgreSQL checks first), which leaves the transaction as PostgreSQL would.
+          ensure(it->second, use);
+          rename(use, it->second->server_name());
+        } else {
+          prepare(use);
+        }
+        break;
+      case Op::execute:
+        ensure(it->second, use);
+        rename(use, it->second->server_name());
+        break;
+      case Op::deallocate:
+        deallocate(use, it);
+        break;
+      case Op::deallocate_all:
+      case Op::discard_all: {
+        SqlEffect effect{.kind = SqlEffect::Kind::deallocate_all, .statement = statement(use)};
+        effect.client_had.assign(client_.begin(), client_.end());
+        client_.clear();
+        effect.server_had = server_.take_all();
+        plan.effects.push_back(std::move(effect));
+        break;
+      }
+    }
+  }
+
+  void finish() { writer_.finish(); }
+
+  SqlQueryPlan plan;
+
+ private:
+  // `use`'s statement counted in the Query as sent.
+  [[nodiscard]] size_t statement(const pp::PreparedNameUse& use) const {
+    return use.statement + inserted_;
+  }
+
+  // The statement exists on the server before `use` runs: its PREPARE goes just before it.
+  void ensure(const SqlStatementRef& stmt, const pp::PreparedNameUse& use) {
+    if (server_.has(stmt->id())) return;
+    server_.add(stmt);
+    if (mode_ == SqlPlanMode::parse) {
+      plan.prepares.push_back(stmt);
+      return;
+    }
+    // The newline ends a -- comment the definition may end with.
+    writer_.edit(use.statement_span.offset, 0,
+                 "PREPARE " + stmt->server_name() + stmt->definition() + "\n;");
+    plan.effects.push_back(SqlEffect{
+        .kind = SqlEffect::Kind::ensure, .statement = statement(use), .sql_statement = stmt});
+    ++inserted_;
+  }
+
+  void rename(const pp::PreparedNameUse& use, const std::string& server_name) {
+    writer_.edit(use.name_span.offset, use.name_span.length, server_name);
+    plan.names.emplace_back(server_name, use.name);
+  }
+
+  // The client's PREPARE of a new name.
+  void prepare(const pp::PreparedNameUse& use) {
+    const size_t end = use.statement_span.offset + use.statement_span.length;
+    const size_t from = use.name_span.offset + use.name_span.length;
+    auto stmt = std::make_shared<const SqlStatement>(std::string(sql_.substr(from, end - from)));
+    client_[use.name] = stmt;
+    server_.add(stmt);
+    plan.effects.push_back(SqlEffect{.kind = SqlEffect::Kind::prepare,
+                                     .statement = statement(use),
+                                     .sql_statement = stmt,
+                                     .client_name = use.name});
+    rename(use, stmt->server_name());
+  }
+
+  void deallocate(const pp::PreparedNameUse& use, ClientSqlStatements::iterator it) {
+    SqlStatementRef stmt = it->second;
+    ensure(stmt, use);
+    rename(use, stmt->server_name());
+    client_.erase(it);
+    server_.remove(stmt->id());
+    plan.effects.push_back(SqlEffect{.kind = SqlEffect::Kind::deallocate,
+                                     .statement = statement(use),
+                                     .sql_statement = stmt,
+                                     .client_name = use.name});
+  }
+
+  std::string_view sql_;
+  ClientSqlStatements& client_;
+  ServerSqlStatements& server_;
+  SqlPlanMode mode_;
+  QueryWriter writer_;
+  size_t inserted_ = 0;  // PREPAREs inserted so far
+};
+
+}  // namespace
+
 std::optional<SqlQueryPlan> plan_sql_query(std::string_view sql,
                                            const std::vector<pp::PreparedNameUse>& uses,
                                            ClientSqlStatements& client, ServerSqlStatements& server,
@@ -161,94 +280,13 @@ std::optional<SqlQueryPlan> plan_sql_query(std::string_view sql,
   if (uses.empty() || !renamable(sql, uses)) return std::nullopt;
   // A Parse of several statements is PostgreSQL's error: it goes as it is.
   if (mode == SqlPlanMode::parse && uses.back().statement != 0) return std::nullopt;
-  SqlQueryPlan plan;
-  plan.client_sql = std::string(sql);
-  QueryWriter writer(sql, plan);
-  size_t inserted = 0;
-  // The statement exists on the server before `use` runs: its PREPARE goes just before it.
-  auto ensure = [&](const SqlStatementRef& stmt, const pp::PreparedNameUse& use) {
-    if (server.has(stmt->id())) return;
-    server.add(stmt);
-    if (mode == SqlPlanMode::parse) {
-      plan.prepares.push_back(stmt);
-      return;
-    }
-    // The newline ends a -- comment the definition may end with.
-    writer.edit(use.statement_span.offset, 0,
-                "PREPARE " + stmt->server_name() + stmt->definition() + "\n;");
-    plan.effects.push_back(SqlEffect{.kind = SqlEffect::Kind::ensure,
-                                     .statement = use.statement + inserted,
-                                     .sql_statement = stmt});
-    ++inserted;
-  };
-  auto rename = [&](const pp::PreparedNameUse& use, const std::string& server_name) {
-    writer.edit(use.name_span.offset, use.name_span.length, server_name);
-    plan.names.emplace_back(server_name, use.name);
-  };
-  for (const pp::PreparedNameUse& use : uses) {
-    auto it = client.find(use.name);
-    const bool known = renames(use.op) && it != client.end();
-    if (renames(use.op) && !known && use.op != Op::prepare) {
-      // PostgreSQL's own 26000 under the client's name, unless the name is spelled like one of
-      // the pooler's: then a name that never exists takes its place.
-      if (is_pooler_sql_name(use.name) || use.name == kNoSuchName) {
-        rename(use, std::string(kNoSuchName));
-      }
-      continue;
-    }
-    switch (use.op) {
-      case Op::prepare: {
-        if (known) {
-          // A live name: the server refuses the PREPARE of a name it has (42P05, after checking
-          // what PostgreSQL checks first), which leaves the transaction as PostgreSQL would.
-          ensure(it->second, use);
-          rename(use, it->second->server_name());
-          break;
-        }
-        const size_t end = use.statement_span.offset + use.statement_span.length;
-        const size_t from = use.name_span.offset + use.name_span.length;
-        auto stmt = std::make_shared<const SqlStatement>(std::string(sql.substr(from, end - from)));
-        client[use.name] = stmt;
-        server.add(stmt);
-        plan.effects.push_back(SqlEffect{.kind = SqlEffect::Kind::prepare,
-                                         .statement = use.statement + inserted,
-                                         .sql_statement = stmt,
-                                         .client_name = use.name});
-        rename(use, stmt->server_name());
-        break;
-      }
-      case Op::execute:
-        ensure(it->second, use);
-        rename(use, it->second->server_name());
-        break;
-      case Op::deallocate: {
-        SqlStatementRef stmt = it->second;
-        ensure(stmt, use);
-        rename(use, stmt->server_name());
-        client.erase(it);
-        server.remove(stmt->id());
-        plan.effects.push_back(SqlEffect{.kind = SqlEffect::Kind::deallocate,
-                                         .statement = use.statement + inserted,
-                                         .sql_statement = stmt,
-                                         .client_name = use.name});
-        break;
-      }
-      case Op::deallocate_all:
-      case Op::discard_all: {
-        SqlEffect effect{.kind = SqlEffect::Kind::deallocate_all,
-                         .statement = use.statement + inserted};
-        effect.client_had.assign(client.begin(), client.end());
-        client.clear();
-        effect.server_had = server.take_all();
-        plan.effects.push_back(std::move(effect));
-        break;
-      }
-    }
-  }
+  Planner planner(sql, client, server, mode);
+  for (const pp::PreparedNameUse& use : uses) planner.use(use);
+  SqlQueryPlan& plan = planner.plan;
   // Only names the client never prepared: PostgreSQL answers them as they are.
   if (plan.edits.empty() && plan.effects.empty() && plan.prepares.empty()) return std::nullopt;
-  writer.finish();
-  return plan;
+  planner.finish();
+  return std::move(plan);
 }
 
 bool SqlQueryPlan::on_command_complete() {
