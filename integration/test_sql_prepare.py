@@ -15,7 +15,7 @@ import psycopg.errors
 import pytest
 
 import harness
-from hopping import Hopper, Rotator
+from hopping import Holders, Hopper, Rotator
 from test_keep_settings import admin
 from test_prepared import SYNC, bind, error_code, execute, parse, read_until_ready, send_batch, \
     types_of
@@ -258,6 +258,56 @@ def test_quoting_explain_and_create_table_as(pg, pooler):
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {table} AS EXECUTE src(7)")
     assert pg.psql("SELECT count(*) FROM ctas_pooled", user="app", db="app") == "7"
     pg.psql("DROP TABLE ctas_direct, ctas_pooled", user="app", db="app")
+
+
+def test_an_error_in_a_changed_definition_has_postgresqls_position(pg, pooler):
+    # A statement whose table changed fails at EXECUTE. PostgreSQL analyses its query again and
+    # counts the error's position in the text the PREPARE came in (psql draws no caret under a
+    # shorter EXECUTE): so must the pooler, whether the server analyses it again (A) or the
+    # pooler prepares it again on another server (B), in a Query or before a Parse.
+    steps = [
+        ("A", "CREATE TABLE changed_def (id int PRIMARY KEY, x text)"),
+        ("A", "SELECT 0; PREPARE foo AS\n  SELECT id, x\n  FROM changed_def GROUP BY id"),
+        ("A", "EXECUTE foo"),
+        ("A", "ALTER TABLE changed_def DROP CONSTRAINT changed_def_pkey"),
+        ("A", "EXECUTE foo"),
+        ("B", "EXECUTE foo"),
+        ("B", "SELECT 1; EXECUTE foo; SELECT 2"),
+        ("B", "EXPLAIN EXECUTE foo"),
+        ("B", Extended),
+        ("A", "DROP TABLE changed_def"),
+        ("A", "EXECUTE foo"),
+        ("B", "EXECUTE foo"),
+        ("A", "DEALLOCATE foo"),
+    ]
+
+    def run(conn, step):
+        if step is Extended:
+            try:
+                Extended(conn).execute("EXECUTE foo")
+                return ("ok",)
+            except psycopg.Error as e:
+                return ("error", e.sqlstate, e.diag.message_primary, e.diag.statement_position)
+        return outcome(conn, step)
+
+    with pg.connect(user="app", db="app") as direct:
+        expected = [run(direct, sql) for _, sql in steps]
+    holders = Holders(pooler)
+    try:
+        with pooler.connect(autocommit=True) as conn:
+            a = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            b = holders.hold_other_than(a)
+            holders.release()
+            got = []
+            for where, sql in steps:
+                with holders.holding(b if where == "A" else a):
+                    got.append(run(conn, sql))
+    finally:
+        holders.close()
+    for (_, sql), want, have in zip(steps, expected, got):
+        assert have == want, f"{sql!r}: PostgreSQL {want}, through pgsluice {have}"
+    # The errors did have positions (in the PREPARE's text, past the EXECUTE's end).
+    assert expected[4][0] == "error" and int(expected[4][3]) > len("EXECUTE foo"), expected[4]
 
 
 def test_statements_of_a_client_that_left_are_deallocated(pooler):

@@ -88,10 +88,11 @@ void Server::prepare_statement_again(const PreparedStatement& stmt, std::string&
 }
 
 void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out) {
-  rewrite_.sql.add(stmt);  // believed from now on; forgotten if it fails or is skipped
+  // Believed from now on; forgotten if it fails or is skipped.
+  rewrite_.sql.add(stmt, stmt->prepare_text_position());
   // The unnamed statement and portal: the client's Parse that follows replaces both.
   size_t mark = out.size();
-  pp::write_parse(out, "", "PREPARE " + stmt->server_name() + stmt->definition(), {});
+  pp::write_parse(out, "", stmt->prepare_text(), {});
   expect_sent(PendingReply{.kind = PendingKind::parse_hidden}, out, mark);
   mark = out.size();
   static constexpr char kNothing[6] = {0, 0, 0, 0, 0, 0};  // no formats, parameters, results
@@ -226,7 +227,12 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
   if (front.kind != PendingKind::query) {
     // A renamed Parse's or Execute's error names the client's statement (it is popped below).
     if (front.sql != nullptr) {
-      if (std::optional<std::string> body = front.sql->client_error(message.body)) {
+      if (std::optional<std::string> body = front.sql->client_error(message.body, rewrite_.sql)) {
+        rewrite_.retry.held_error = error_wire(*body);
+      }
+    } else if (front.kind == PendingKind::execute_hidden && front.sql_prepared != nullptr) {
+      // The pooler's PREPARE before a client's Parse: its position is in the client's PREPARE.
+      if (auto body = hidden_prepare_error(message.body, *front.sql_prepared)) {
         rewrite_.retry.held_error = error_wire(*body);
       }
     }
@@ -243,7 +249,10 @@ Server::Match Server::match_error(const pp::Message& message, PendingReply& fron
     // Until the Sync, the server ignores what the client sends (and sends nothing back).
     skip_pending_to_sync();
     rewrite_.skipping_to_sync = true;
-    if (!rewrite_.retry.held_error.empty()) return Match::held_error_instead;
+    if (!rewrite_.retry.held_error.empty()) {
+      session_.kept.forget_literals();  // as inspect_reply does for the errors it passes
+      return Match::held_error_instead;
+    }
   } else if (front.sql != nullptr) {
     front.sql->on_error(client_ != nullptr ? &client_->sql_statements() : nullptr, rewrite_.sql);
   }
@@ -256,7 +265,7 @@ bool Server::rename_sql_error(const pp::Message& error) {
     return false;
   const PendingReply& front = rewrite_.pending.front();
   if (front.kind != PendingKind::query || front.sql == nullptr) return false;
-  std::optional<std::string> body = front.sql->client_error(error.body);
+  std::optional<std::string> body = front.sql->client_error(error.body, rewrite_.sql);
   if (!body) return false;
   replacement_ = error_wire(*body);
   return true;

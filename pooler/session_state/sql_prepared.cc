@@ -21,6 +21,7 @@ std::atomic<uint64_t> g_next_id{0};
 std::atomic<uint64_t> g_deaths{0};
 
 constexpr std::string_view kPrefix = "pgsluice_s";
+constexpr std::string_view kPrepare = "PREPARE ";
 // Where an EXECUTE or DEALLOCATE of a name the client never prepared goes when that name is
 // spelled like one of the pooler's: it never exists, so the client gets PostgreSQL's 26000 (under
 // its own name) instead of another client's statement.
@@ -46,6 +47,27 @@ size_t byte_of_char(std::string_view text, size_t index) {
   return text.size();
 }
 
+// The 1-based character position `position` of a text whose definition of `stmt` starts after
+// `definition_at` characters, counted in the client's PREPARE text instead; nullopt outside the
+// definition.
+std::optional<size_t> in_definition(size_t position, size_t definition_at,
+                                    const SqlStatement& stmt) {
+  if (position <= definition_at || position - definition_at > chars_in(stmt.definition())) {
+    return std::nullopt;
+  }
+  return stmt.definition_position() + (position - definition_at);
+}
+
+// An ErrorResponse's 'P' field as a number; 0 when it is not one.
+size_t position_field(std::string_view value) {
+  size_t position = 0;
+  for (char c : value) {
+    if (c < '0' || c > '9' || position > 1'000'000'000) return 0;
+    position = position * 10 + static_cast<size_t>(c - '0');
+  }
+  return position;
+}
+
 std::string replace_quoted_names(std::string_view text,
                                  const std::vector<std::pair<std::string, std::string>>& names) {
   std::string out(text);
@@ -59,10 +81,49 @@ std::string replace_quoted_names(std::string_view text,
   return out;
 }
 
+// The error body with the pooler's names in M, D and H replaced by `names` and its position
+// mapped by `map` (nullopt: dropped). Nullopt: nothing changed, or not an ErrorResponse.
+template <typename MapPosition>
+std::optional<std::string> rewrite_error(
+    std::string_view body, const std::vector<std::pair<std::string, std::string>>& names,
+    MapPosition map) {
+  auto error = pp::parse_error_fields(body);
+  if (!error) return std::nullopt;
+  std::string out;
+  bool changed = false;
+  for (const auto& [type, value] : error.value.fields) {
+    std::string field(value);
+    if (type == 'M' || type == 'D' || type == 'H') {
+      field = replace_quoted_names(value, names);
+    } else if (type == 'P') {
+      if (const size_t position = position_field(value); position > 0) {
+        std::optional<size_t> mapped = map(position);
+        if (!mapped) {
+          changed = true;
+          continue;
+        }
+        field = std::to_string(*mapped);
+      }
+    }
+    changed = changed || field != value;
+    out.push_back(type);
+    out.append(field);
+    out.push_back('\0');
+  }
+  out.push_back('\0');
+  if (!changed) return std::nullopt;
+  return out;
+}
+
 // Builds the Query as sent, one edit at a time, in the order of the text.
 class QueryWriter {
  public:
   QueryWriter(std::string_view sql, SqlQueryPlan& plan) : sql_(sql), plan_(plan) {}
+
+  // Where byte `offset` of the client's text (not before the last edit) is in the text as sent.
+  [[nodiscard]] size_t sent_offset(size_t offset) const {
+    return plan_.sent_sql.size() + (offset - copied_);
+  }
 
   // The client's text up to `offset`, then `text` in place of `length` bytes of it.
   void edit(size_t offset, size_t length, std::string_view text) {
@@ -112,10 +173,19 @@ bool sql_prepare_renamable(const pp::Classification& verdict) {
       [](const pp::PreparedNameUse& use) { return !renames(use.op) || use.name_span.length > 0; });
 }
 
-SqlStatement::SqlStatement(std::string definition)
+SqlStatement::SqlStatement(std::string definition, size_t definition_position)
     : id_(++g_next_id),
       server_name_(fmt::format("{}{}", kPrefix, id_)),
-      definition_(std::move(definition)) {}
+      definition_(std::move(definition)),
+      definition_position_(definition_position) {}
+
+std::string SqlStatement::prepare_text() const {
+  return std::string(kPrepare) + server_name_ + definition_;
+}
+
+size_t SqlStatement::prepare_text_position() const {
+  return kPrepare.size() + server_name_.size();  // ASCII
+}
 
 SqlStatement::~SqlStatement() {
   g_deaths.fetch_add(1, std::memory_order_relaxed);
@@ -127,8 +197,14 @@ bool is_pooler_sql_name(std::string_view name) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
-void ServerSqlStatements::add(const SqlStatementRef& statement) {
-  entries_[statement->id()] = Entry{statement, statement->server_name()};
+void ServerSqlStatements::add(const SqlStatementRef& statement, size_t definition_position) {
+  entries_[statement->id()] = Entry{statement, statement->server_name(), definition_position};
+}
+
+std::optional<size_t> ServerSqlStatements::definition_position(uint64_t id) const {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.definition_position;
 }
 
 void ServerSqlStatements::restore(Entries entries) {
@@ -188,8 +264,7 @@ class Planner {
         }
         break;
       case Op::execute:
-        ensure(it->second, use);
-        rename(use, it->second->server_name());
+        execute(use, it->second);
         break;
       case Op::deallocate:
         deallocate(use, it);
@@ -219,14 +294,17 @@ class Planner {
   // The statement exists on the server before `use` runs: its PREPARE goes just before it.
   void ensure(const SqlStatementRef& stmt, const pp::PreparedNameUse& use) {
     if (server_.has(stmt->id())) return;
-    server_.add(stmt);
     if (mode_ == SqlPlanMode::parse) {
+      server_.add(stmt, stmt->prepare_text_position());
       plan.prepares.push_back(stmt);
       return;
     }
     // The newline ends a -- comment the definition may end with.
-    writer_.edit(use.statement_span.offset, 0,
-                 "PREPARE " + stmt->server_name() + stmt->definition() + "\n;");
+    writer_.edit(use.statement_span.offset, 0, stmt->prepare_text() + "\n;");
+    SqlEdit& edit = plan.edits.back();
+    edit.inserted = stmt.get();
+    server_.add(stmt, chars_in(std::string_view(plan.sent_sql).substr(0, edit.sent_offset)) +
+                          stmt->prepare_text_position());
     plan.effects.push_back(SqlEffect{
         .kind = SqlEffect::Kind::ensure, .statement = statement(use), .sql_statement = stmt});
     ++inserted_;
@@ -241,14 +319,27 @@ class Planner {
   void prepare(const pp::PreparedNameUse& use) {
     const size_t end = use.statement_span.offset + use.statement_span.length;
     const size_t from = use.name_span.offset + use.name_span.length;
-    auto stmt = std::make_shared<const SqlStatement>(std::string(sql_.substr(from, end - from)));
+    auto stmt = std::make_shared<const SqlStatement>(std::string(sql_.substr(from, end - from)),
+                                                     chars_in(sql_.substr(0, from)));
     client_[use.name] = stmt;
-    server_.add(stmt);
     plan.effects.push_back(SqlEffect{.kind = SqlEffect::Kind::prepare,
                                      .statement = statement(use),
                                      .sql_statement = stmt,
                                      .client_name = use.name});
     rename(use, stmt->server_name());
+    server_.add(stmt, chars_in(plan.sent_sql));  // the text as sent ends with the name now
+  }
+
+  void execute(const pp::PreparedNameUse& use, const SqlStatementRef& stmt) {
+    ensure(stmt, use);
+    const pp::StatementSpan& span = use.statement_span;
+    const size_t begin = writer_.sent_offset(span.offset);
+    rename(use, stmt->server_name());
+    plan.executions.push_back(
+        SqlExecution{.statement = statement(use),
+                     .sql_statement = stmt,
+                     .sent_offset = begin,
+                     .sent_length = writer_.sent_offset(span.offset + span.length) - begin});
   }
 
   void deallocate(const pp::PreparedNameUse& use, ClientSqlStatements::iterator it) {
@@ -256,11 +347,13 @@ class Planner {
     ensure(stmt, use);
     rename(use, stmt->server_name());
     client_.erase(it);
+    const size_t server_position = server_.definition_position(stmt->id()).value_or(0);
     server_.remove(stmt->id());
     plan.effects.push_back(SqlEffect{.kind = SqlEffect::Kind::deallocate,
                                      .statement = statement(use),
                                      .sql_statement = stmt,
-                                     .client_name = use.name});
+                                     .client_name = use.name,
+                                     .server_position = server_position});
   }
 
   std::string_view sql_;
@@ -312,7 +405,7 @@ void SqlQueryPlan::on_error(ClientSqlStatements* client, ServerSqlStatements& se
         }
         break;
       case SqlEffect::Kind::deallocate:
-        server.add(e.sql_statement);
+        server.add(e.sql_statement, e.server_position);
         if (client != nullptr) client->try_emplace(e.client_name, e.sql_statement);
         break;
       case SqlEffect::Kind::deallocate_all:
@@ -325,36 +418,40 @@ void SqlQueryPlan::on_error(ClientSqlStatements* client, ServerSqlStatements& se
   }
 }
 
-std::optional<std::string> SqlQueryPlan::client_error(std::string_view body) const {
-  auto error = pp::parse_error_fields(body);
-  if (!error) return std::nullopt;
-  std::string out;
-  bool changed = false;
-  for (const auto& [type, value] : error.value.fields) {
-    std::string field(value);
-    if (type == 'M' || type == 'D' || type == 'H') {
-      field = replace_quoted_names(value, names);
-    } else if (type == 'P') {
-      size_t position = 0;
-      for (char c : value) {
-        if (c < '0' || c > '9' || position > 1'000'000'000) {
-          position = 0;
-          break;
-        }
-        position = position * 10 + static_cast<size_t>(c - '0');
-      }
-      if (position > 0) {
-        field = std::to_string(map_error_position(position, sent_sql, client_sql, edits));
-      }
+std::optional<std::string> SqlQueryPlan::client_error(std::string_view body,
+                                                      const ServerSqlStatements& server) const {
+  return rewrite_error(body, names,
+                       [&](size_t position) { return client_position(position, server); });
+}
+
+std::optional<size_t> SqlQueryPlan::client_position(size_t position,
+                                                    const ServerSqlStatements& server) const {
+  const size_t sent_byte = byte_of_char(sent_sql, position - 1);
+  for (const SqlEdit& e : edits) {
+    if (e.inserted == nullptr || sent_byte < e.sent_offset ||
+        sent_byte >= e.sent_offset + e.sent_length) {
+      continue;
     }
-    changed = changed || field != value;
-    out.push_back(type);
-    out.append(field);
-    out.push_back('\0');
+    const size_t before = chars_in(std::string_view(sent_sql).substr(0, e.sent_offset));
+    return in_definition(position, before + e.inserted->prepare_text_position(), *e.inserted);
   }
-  out.push_back('\0');
-  if (!changed) return std::nullopt;
-  return out;
+  // The statement that failed (its CommandComplete did not come) executes a SQL prepared
+  // statement, and the position is not in its own text: PostgreSQL analysed the definition
+  // again (a schema change), and the position is in the text that prepared it on the server.
+  for (const SqlExecution& x : executions) {
+    if (x.statement != completed_) continue;
+    if (sent_byte >= x.sent_offset && sent_byte < x.sent_offset + x.sent_length) break;
+    std::optional<size_t> at = server.definition_position(x.sql_statement->id());
+    if (!at) return std::nullopt;
+    return in_definition(position, *at, *x.sql_statement);
+  }
+  return map_error_position(position, sent_sql, client_sql, edits);
+}
+
+std::optional<std::string> hidden_prepare_error(std::string_view body, const SqlStatement& stmt) {
+  return rewrite_error(body, {}, [&](size_t position) {
+    return in_definition(position, stmt.prepare_text_position(), stmt);
+  });
 }
 
 size_t map_error_position(size_t position, std::string_view sent, std::string_view client,

@@ -34,8 +34,10 @@ namespace pgsluice {
 // One statement a client prepared with SQL PREPARE.
 class SqlStatement {
  public:
-  // `definition`: the PREPARE's text after the client's name (" (int) AS SELECT $1").
-  explicit SqlStatement(std::string definition);
+  // `definition`: the PREPARE's text after the client's name (" (int) AS SELECT $1");
+  // `definition_position`: the characters before it in the client's text (the whole Query or
+  // Parse the PREPARE came in).
+  explicit SqlStatement(std::string definition, size_t definition_position = 0);
   ~SqlStatement();  // counted: servers drop the statements nobody holds (take_dead)
   SqlStatement(const SqlStatement&) = delete;
   SqlStatement& operator=(const SqlStatement&) = delete;
@@ -43,11 +45,20 @@ class SqlStatement {
   [[nodiscard]] uint64_t id() const { return id_; }
   [[nodiscard]] const std::string& server_name() const { return server_name_; }
   [[nodiscard]] const std::string& definition() const { return definition_; }
+  // PostgreSQL counts the position of an error in the statement's query from the start of the
+  // text its PREPARE came in, also when the error comes at an EXECUTE (the query analysed again
+  // after a schema change): what the client gets for an error in the definition.
+  [[nodiscard]] size_t definition_position() const { return definition_position_; }
+  // The PREPARE the pooler sends on its own (a hidden Parse) and the characters before the
+  // definition in it.
+  [[nodiscard]] std::string prepare_text() const;
+  [[nodiscard]] size_t prepare_text_position() const;
 
  private:
   uint64_t id_;
   std::string server_name_;  // "pgsluice_s<id>", unquoted: lower case
   std::string definition_;
+  size_t definition_position_;
 };
 
 using SqlStatementRef = std::shared_ptr<const SqlStatement>;
@@ -65,11 +76,17 @@ class ServerSqlStatements {
   struct Entry {
     std::weak_ptr<const SqlStatement> statement;
     std::string server_name;
+    // The characters before the definition in the text that prepared it on this server (the
+    // Query or Parse as sent): PostgreSQL's error positions in the definition count from there.
+    size_t definition_position = 0;
   };
   using Entries = std::unordered_map<uint64_t, Entry>;
 
   [[nodiscard]] bool has(uint64_t id) const { return entries_.contains(id); }
-  void add(const SqlStatementRef& statement);
+  // `definition_position`: Entry::definition_position.
+  void add(const SqlStatementRef& statement, size_t definition_position);
+  // Entry::definition_position of a statement it has.
+  [[nodiscard]] std::optional<size_t> definition_position(uint64_t id) const;
   void remove(uint64_t id) { entries_.erase(id); }
   void clear() { entries_.clear(); }
   [[nodiscard]] size_t size() const { return entries_.size(); }
@@ -105,6 +122,7 @@ struct SqlEffect {
   // deallocate_all: what the client and the server had, put back when it did not run.
   std::vector<std::pair<std::string, SqlStatementRef>> client_had{};
   ServerSqlStatements::Entries server_had{};
+  size_t server_position = 0;  // deallocate: the server's Entry::definition_position
 };
 
 // A span of the Query as sent that differs from the client's (a name, an inserted PREPARE):
@@ -114,6 +132,18 @@ struct SqlEdit {
   size_t sent_length = 0;
   size_t client_offset = 0;
   size_t client_length = 0;
+  // An inserted PREPARE: its statement (held by the plan's effects).
+  const SqlStatement* inserted = nullptr;
+};
+
+// A statement of the Query as sent that executes a SQL prepared statement (EXECUTE, EXPLAIN
+// EXECUTE, CREATE TABLE … AS EXECUTE): an error at it may point into its own text or, when the
+// server analysed the definition again, into the text that prepared it there.
+struct SqlExecution {
+  size_t statement = 0;  // counted in the Query as sent
+  SqlStatementRef sql_statement{};
+  size_t sent_offset = 0;  // the statement's bytes in the Query as sent
+  size_t sent_length = 0;
 };
 
 // The reply side of one renamed Query or Parse (kept with its pending replies).
@@ -123,6 +153,7 @@ class SqlQueryPlan {
   // SqlPlanMode::parse: the statements the server lacks, prepared before the Parse (hidden).
   std::vector<SqlStatementRef> prepares;
   std::vector<SqlEdit> edits;
+  std::vector<SqlExecution> executions;
   // Server name → client name, for the messages of errors ("prepared statement "p" …").
   std::vector<std::pair<std::string, std::string>> names;
   std::string client_sql;  // the Query as the client wrote it (error positions)
@@ -139,8 +170,17 @@ class SqlQueryPlan {
     on_error(client, server);
   }
   // The ErrorResponse body the client gets: the pooler's names replaced by the client's in the
-  // message, detail and hint, the position moved back into the client's text. Nullopt: as is.
-  [[nodiscard]] std::optional<std::string> client_error(std::string_view body) const;
+  // message, detail and hint, the position (`server` has the statements) moved back into the
+  // client's text (client_position). Nullopt: as is.
+  [[nodiscard]] std::optional<std::string> client_error(std::string_view body,
+                                                        const ServerSqlStatements& server) const;
+  // An error position of the Query as sent, as PostgreSQL would have given it to the client:
+  // in an inserted PREPARE's definition, or in a definition analysed again at the failing
+  // statement's EXECUTE, counted from the start of the client's PREPARE text (the position
+  // PostgreSQL gives when it analyses a statement again); in the client's own text, moved back
+  // through the edits. Nullopt: in the pooler's own text, there is none.
+  [[nodiscard]] std::optional<size_t> client_position(size_t position,
+                                                      const ServerSqlStatements& server) const;
 
  private:
   size_t completed_ = 0;
@@ -169,5 +209,10 @@ std::optional<SqlQueryPlan> plan_sql_query(std::string_view sql,
 // through `edits`; inside an edit it points at the edit's start. UTF-8 characters.
 size_t map_error_position(size_t position, std::string_view sent, std::string_view client,
                           const std::vector<SqlEdit>& edits);
+
+// The ErrorResponse body the client gets for an error of the PREPARE the pooler sent alone
+// (SqlStatement::prepare_text, before a client's Parse): its position moved into the client's
+// PREPARE text, as PostgreSQL gives it for the EXECUTE. Nullopt: as is.
+std::optional<std::string> hidden_prepare_error(std::string_view body, const SqlStatement& stmt);
 
 }  // namespace pgsluice

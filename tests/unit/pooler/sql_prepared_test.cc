@@ -6,7 +6,9 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
+#include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/session_state.h"
 #include "pgsluice/protocol/writer.h"
 
@@ -107,7 +109,7 @@ TEST(SqlPrepared, DuplicatePrepareIsSentUnderTheLiveName) {
                              .message = "prepared statement \"" + srv + "\" already exists",
                              .detail = {},
                              .hint = {}});
-  auto body = p->client_error(std::string_view(error).substr(5));
+  auto body = p->client_error(std::string_view(error).substr(5), second);
   ASSERT_TRUE(body);
   EXPECT_NE(body->find("prepared statement \"p\" already exists"), std::string::npos);
   EXPECT_EQ(body->find(srv), std::string::npos);
@@ -197,6 +199,77 @@ TEST(SqlPrepared, ErrorPositionsPointIntoTheClientsText) {
   EXPECT_EQ(map_error_position(sent_position, p->sent_sql, sql, p->edits), client_position);
   // Inside the inserted PREPARE: the start of the statement that needed it.
   EXPECT_EQ(map_error_position(3, p->sent_sql, sql, p->edits), 1u);
+}
+
+// An ErrorResponse body with a position.
+std::string error_at(size_t position) {
+  std::string body;
+  for (const auto& [type, value] : {std::pair<char, std::string>{'S', "ERROR"},
+                                    {'C', "42703"},
+                                    {'M', "column \"nosuch\" does not exist"},
+                                    {'P', std::to_string(position)}}) {
+    body.push_back(type);
+    body.append(value);
+    body.push_back('\0');
+  }
+  body.push_back('\0');
+  return body;
+}
+
+TEST(SqlPrepared, AnErrorInAnInsertedPrepareHasThePositionOfTheClientsPrepare) {
+  // PostgreSQL analyses a changed statement again at EXECUTE and counts the error's position in
+  // the text the PREPARE came in: so does the pooler for the PREPARE it inserts.
+  ClientSqlStatements client;
+  ServerSqlStatements first;
+  const std::string_view prepare = "SELECT 'a first statement'; PREPARE p AS SELECT nosuch FROM t";
+  ASSERT_TRUE(plan(prepare, client, first));
+  const size_t direct = prepare.find("nosuch") + 1;
+  EXPECT_EQ(client.at("p")->definition_position(), prepare.find(" AS"));
+  ServerSqlStatements second;
+  auto p = plan("EXECUTE p", client, second);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->client_position(p->sent_sql.find("nosuch") + 1, second), direct);
+  // In the pooler's own words ("PREPARE pgsluice_s<n>"): no position, as for the EXECUTE.
+  EXPECT_EQ(p->client_position(3, second), std::nullopt);
+  auto body = p->client_error(error_at(3), second);
+  ASSERT_TRUE(body);
+  EXPECT_EQ(pp::parse_error_fields(*body).value.field('P'), "");
+  body = p->client_error(error_at(p->sent_sql.find("nosuch") + 1), second);
+  ASSERT_TRUE(body);
+  EXPECT_EQ(pp::parse_error_fields(*body).value.field('P'), std::to_string(direct));
+}
+
+TEST(SqlPrepared, AnErrorOfADefinitionAnalysedAgainAtExecute) {
+  ClientSqlStatements client;
+  ServerSqlStatements server;
+  const std::string_view prepare = "PREPARE p (int) AS\n  SELECT nosuch + $1";
+  ASSERT_TRUE(plan(prepare, client, server));
+  const size_t direct = prepare.find("nosuch") + 1;
+  // The server counts from the start of the PREPARE it got, with the pooler's longer name.
+  const std::string sent = "PREPARE " + server_name(client, "p") + " (int) AS\n  SELECT nosuch";
+  const size_t on_server = sent.find("nosuch") + 1;
+  const std::string_view sql = "SELECT 0; EXECUTE p(1)";
+  auto p = plan(sql, client, server);
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->on_command_complete());  // SELECT 0: the EXECUTE failed
+  EXPECT_EQ(p->client_position(on_server, server), direct);
+  // A position in the EXECUTE's own text (its argument) is the client's.
+  EXPECT_EQ(p->client_position(p->sent_sql.find("(1)") + 2, server), sql.find("(1)") + 2);
+  // Neither in the EXECUTE nor in the server's definition: none.
+  EXPECT_EQ(p->client_position(2, server), std::nullopt);
+}
+
+TEST(SqlPrepared, AnErrorOfThePoolersOwnPrepareBeforeAParse) {
+  ClientSqlStatements client;
+  ServerSqlStatements first;
+  const std::string_view prepare = "PREPARE p AS SELECT nosuch";
+  ASSERT_TRUE(plan(prepare, client, first));
+  const SqlStatement& stmt = *client.at("p");
+  EXPECT_EQ(stmt.prepare_text(), "PREPARE " + stmt.server_name() + " AS SELECT nosuch");
+  auto body = hidden_prepare_error(error_at(stmt.prepare_text().find("nosuch") + 1), stmt);
+  ASSERT_TRUE(body);
+  EXPECT_EQ(pp::parse_error_fields(*body).value.field('P'),
+            std::to_string(prepare.find("nosuch") + 1));
 }
 
 TEST(SqlPrepared, AParsesPreparesAreListedNotInserted) {
