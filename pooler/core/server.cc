@@ -1,6 +1,5 @@
 // A server connection's life once logged in: serve linked clients, be cleaned, close (connecting
-// and login: server_login.cc; prepared statements: server_statements.cc; stale plans:
-// server_statements.cc).
+// and login: server_login.cc; prepared statements and stale plans: server_statements.cc).
 #include "pooler/core/server.h"
 
 #include <spdlog/spdlog.h>

@@ -570,8 +570,6 @@ class Server final : public ChannelOwner {
   // set_state(idle) and the pool's on_server_idle, unless cancels are in flight: then held.
   void go_idle();
 
-  // SQL statements no client holds any more (sql_prepared.h): their DEALLOCATE queries.
-  std::vector<std::string> dead_sql_statement_queries();
   // The session-state guard's view of this session (server_session.h).
   ServerSessionState session_;
   RoleCheck role_check_;  // check_role()'s sink

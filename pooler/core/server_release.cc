@@ -186,7 +186,9 @@ void Server::clean_and_release(bool session_ended) {
   }
   // Before any DISCARD ALL or DEALLOCATE ALL, after which they would not exist.
   if (rewrite_.sql.may_have_dead()) {
-    for (std::string& q : dead_sql_statement_queries()) queries.push_back(std::move(q));
+    // SQL statements no client holds any more (sql_prepared.h).
+    for (const std::string& name : rewrite_.sql.take_dead())
+      queries.push_back("DEALLOCATE " + name);
   }
   const std::string& reset_query = worker_->settings().server_reset_query;
   // server_reset_query_always: after every transaction in transaction mode too (PgBouncer's).

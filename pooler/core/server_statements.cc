@@ -144,14 +144,6 @@ void Server::statements_may_be_gone() {
   session_.dirty.add(all);
 }
 
-std::vector<std::string> Server::dead_sql_statement_queries() {
-  std::vector<std::string> queries;
-  for (const std::string& name : rewrite_.sql.take_dead()) {
-    queries.push_back("DEALLOCATE " + name);
-  }
-  return queries;
-}
-
 void Server::send_made_up_replies() {
   // Queries ahead of them are answered first (their last ReadyForQuery comes back here).
   if (client_ == nullptr || rewrite_.retry.holding_error || rewrite_.plain_queries_ahead > 0)
