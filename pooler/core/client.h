@@ -17,6 +17,7 @@
 
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/frontend.h"
+#include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/startup.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/auth/client_auth.h"
@@ -254,8 +255,19 @@ class Client final : public ChannelOwner {
   bool may_stream(char type);
   // CopyData, CopyDone and CopyFail of a COPY whose server already ended it (an error there, whose
   // ReadyForQuery released the server) are dropped as PostgreSQL drops them outside COPY, not
-  // given a server (PgBouncer 1.26, #1471). False while the last one is still arriving.
-  bool drop_late_copy_messages();
+  // given a server (PgBouncer 1.26, #1471). False while the last one is still arriving. Inline:
+  // every message of an idle client asks, and its type byte alone almost always answers.
+  bool drop_late_copy_messages() {
+    if (late_copy_remaining_ == 0) {
+      const protocol::FrameReader& in = channel_.input();
+      if (in.unread_size() == 0) return true;
+      const char first = in.unread().front();
+      namespace fe = protocol::frontend;
+      if (first != fe::kCopyData && first != fe::kCopyDone && first != fe::kCopyFail) return true;
+    }
+    return drop_late_copy_messages_now();
+  }
+  bool drop_late_copy_messages_now();
   void process_auth_input();
   void auth_succeeded();
   // A queued client's input beyond this stops its reading until a server is linked (what it
@@ -283,8 +295,10 @@ class Client final : public ChannelOwner {
   // The queue passed session_state_relay_queue: FATAL 54000 and the connection closes.
   void relay_overflow(size_t limit);
   void leave_relay();
-  // At the end of a link: what was held goes out; false when that closed the client.
-  bool deliver_relayed_after_release();
+  // At the end of a link: what was held goes out; false when that closed the client. Inline:
+  // a client that listens on nothing holds nothing.
+  bool deliver_relayed_after_release() { return listen_.relayed.empty() || deliver_held_relayed(); }
+  bool deliver_held_relayed();
   // A message a logged-in client may not send: one no client sends then (an unknown type, a
   // PasswordMessage), or a Query under disable_pqexec. refuse_type fails the client for it.
   [[nodiscard]] bool refused_type(char type) const;

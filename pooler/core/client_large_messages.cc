@@ -44,15 +44,8 @@ void Client::refuse_oversized_message(const pp::MessageHeader& header) {
                                  channel_.input().max_length()));
 }
 
-bool Client::drop_late_copy_messages() {
+bool Client::drop_late_copy_messages_now() {
   pp::FrameReader& in = channel_.input();
-  // Every message of an idle client comes here: when nothing is left to drop, its type byte
-  // alone says it is no COPY message, without reading its header.
-  if (late_copy_remaining_ == 0) {
-    if (in.unread_size() == 0) return true;
-    const char first = in.unread().front();
-    if (first != fe::kCopyData && first != fe::kCopyDone && first != fe::kCopyFail) return true;
-  }
   while (true) {
     if (late_copy_remaining_ > 0) {
       const size_t n = std::min(late_copy_remaining_, in.unread_size());

@@ -90,8 +90,7 @@ void Client::deliver_relayed() {
   listen_.relayed.drain_into(channel_.output());
 }
 
-bool Client::deliver_relayed_after_release() {
-  if (listen_.relayed.empty()) return true;
+bool Client::deliver_held_relayed() {
   deliver_relayed();
   channel_.flush();
   return state_ != State::closing;

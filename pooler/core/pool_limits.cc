@@ -44,13 +44,4 @@ int min_pool_deficit(int min_pool_size, int pool_size, int pool_servers, bool en
   return std::max(0, std::min(min_pool_size, pool_size) - pool_servers);
 }
 
-uint64_t staggered_lifetime_ms(uint64_t lifetime_ms, uint32_t random) {
-  // quarter * random / 2^32, in two halves so that the product cannot overflow 64 bits for any
-  // lifetime below 2^48 ms (the high half) while the low half keeps the precision.
-  const uint64_t quarter = lifetime_ms / 4;
-  const uint64_t extra =
-      (quarter >> 16) * random / (uint64_t{1} << 16) + ((quarter & 0xffff) * random >> 32);
-  return lifetime_ms + extra;
-}
-
 }  // namespace pgsluice

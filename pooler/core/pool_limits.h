@@ -49,7 +49,15 @@ int min_pool_deficit(int min_pool_size, int pool_size, int pool_servers, bool en
 // server_lifetime, staggered: a server lives lifetime_ms plus up to a quarter more, drawn from
 // `random` (any 32-bit value). Servers opened together then do not all reconnect in the same
 // janitor tick; none is closed before server_lifetime, which is what PgBouncer promises.
-uint64_t staggered_lifetime_ms(uint64_t lifetime_ms, uint32_t random);
+// Inline: every release asks (Pool::on_server_idle).
+inline uint64_t staggered_lifetime_ms(uint64_t lifetime_ms, uint32_t random) {
+  // quarter * random / 2^32, in two halves so that the product cannot overflow 64 bits for any
+  // lifetime below 2^48 ms (the high half) while the low half keeps the precision.
+  const uint64_t quarter = lifetime_ms / 4;
+  const uint64_t extra =
+      (quarter >> 16) * random / (uint64_t{1} << 16) + ((quarter & 0xffff) * random >> 32);
+  return lifetime_ms + extra;
+}
 
 // A released or idle server past its (staggered) lifetime goes; 0 means "used only once", as in
 // PgBouncer: every released server is past it.
