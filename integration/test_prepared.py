@@ -15,6 +15,7 @@ import psycopg.errors
 import pytest
 
 import harness
+from hopping import Holders
 
 
 
@@ -733,3 +734,111 @@ def test_schema_change_other_client_fails_like_postgresql_in_and_out_of_a_block(
         # Counted when sent: the skipped one too.
         assert row["stale_plan_refusal_count"] == "4", row
         assert row["generation"] == "4" and row["clients"] == "2", row
+
+
+def test_unnamed_statement_kept_across_transactions_and_servers(pg, make_pooler):
+    # PostgreSQL keeps a session's unnamed statement until its next unnamed Parse, a Query or a
+    # Close of it: a Describe or Bind of it in a later transaction (psql's \gdesc, pgx's
+    # describe-exec mode) may run on the other server of a pool of 2 (B), or on the same one
+    # after another client's unnamed Parse (A). Every reply is PostgreSQL's on a direct
+    # connection, byte for byte.
+    steps = [
+        ("A", [parse("", "SELECT 1 AS a, 'x'::text AS b"), SYNC]),
+        ("other", None),
+        ("B", [describe("S", ""), SYNC]),
+        ("A", [describe("S", ""), SYNC]),
+        ("B", [bind(""), describe("P", ""), execute(), SYNC]),
+        ("B", [bind(""), execute(), SYNC]),
+        # A Parse that fails drops the statement first.
+        ("A", [parse("", "SELEC 1"), SYNC]),
+        ("B", [describe("S", ""), SYNC]),
+        ("A", [bind(""), execute(), SYNC]),
+        # A Close of it, and a Query, end it too.
+        ("A", [parse("", "SELECT 2 AS c"), SYNC]),
+        ("B", [close("S", ""), SYNC]),
+        ("A", [describe("S", ""), SYNC]),
+        ("A", [parse("", "SELECT 3 AS d"), SYNC]),
+        ("B", "SELECT 4"),
+        ("A", [describe("S", ""), SYNC]),
+        # What drivers send per query; the statement stays for a later Bind, elsewhere too.
+        ("A", [parse("", "SELECT $1::int + 1 AS e", (23,)), bind("", ("41",)), execute(), SYNC]),
+        ("B", [bind("", ("1",)), execute(), SYNC]),
+        ("A", [bind("", ("2",)), execute(), SYNC]),
+        # In a transaction block, with the pooler's own unnamed statement in between (SQL
+        # PREPARE kept: a statement that EXECUTEs q prepares q first on a server lacking it).
+        ("B", "PREPARE q AS SELECT 'q' AS q"),
+        ("A", "BEGIN"),
+        ("A", [parse("", "SELECT 6 AS f"), SYNC]),
+        ("A", [parse("g", "EXECUTE q"), bind("g"), execute(), SYNC]),
+        ("A", [describe("S", ""), bind(""), execute(), SYNC]),
+        ("A", "COMMIT"),
+        ("B", "DEALLOCATE q"),
+    ]
+
+    def run(c, other, messages):
+        if messages is None:
+            send_batch(other, [parse("", "SELECT 'other' AS z"), bind(""), execute(), SYNC])
+            return read_until_ready(other)
+        if isinstance(messages, str):
+            c.send(b"Q", messages.encode() + b"\0")
+            return read_until_ready(c)
+        send_batch(c, messages)
+        return read_until_ready(c)
+
+    def direct():
+        return harness.RawClient(pg.host, pg.port, "app", "app", "app")
+
+    with direct() as c, direct() as other:
+        expected = [run(c, other, m) for _, m in steps]
+    pooler = make_pooler(default_pool_size=2)
+    holders = Holders(pooler)
+    try:
+        with pooler.raw() as c, pooler.raw() as other:
+            a = int(c.scalar("SELECT pg_backend_pid()"))
+            b = holders.hold_other_than(a)
+            holders.release()
+            got = []
+            for where, messages in steps:
+                with holders.holding(a if where == "B" else b):
+                    got.append(run(c, other, messages))
+    finally:
+        holders.close()
+    for (where, messages), want, have in zip(steps, expected, got):
+        assert have == want, f"{where} {messages}: PostgreSQL {want}, through pgsluice {have}"
+    assert types_of(expected[2]) == "tTZ" and types_of(expected[7]) == "EZ", expected
+
+
+def test_psql_gdesc_among_other_clients(pg, make_pooler):
+    # psql's \gdesc parses the unnamed statement in one exchange and describes it in the next;
+    # between them other clients' unnamed statements take the pool's two servers.
+    pooler = make_pooler(default_pool_size=2)
+    script = "".join(f"SELECT {i} AS n{i}, 'x'::text AS t{i}, now() AS at \\gdesc\n"
+                     for i in range(60))
+    cmd = ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-At", "-h", pg.host, "-p", str(pg.port),
+           "-U", "app", "-d", "app"]
+    rc, want, err = harness.run(cmd, input=script, env=pooler.client_env("app"))
+    assert rc == 0, err
+    assert want.splitlines()[:3] == ["n0|integer", "t0|text", "at|timestamp with time zone"]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def noise(i: int) -> None:
+        try:
+            with pooler.connect(autocommit=True) as conn:
+                while not stop.is_set():
+                    conn.cursor(binary=True).execute(f"SELECT {i} AS noise{i}").fetchall()
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=noise, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        rc, got, err = pooler.psql(input=script)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert not errors, errors
+    assert rc == 0, err
+    assert got == want

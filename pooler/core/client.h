@@ -175,6 +175,11 @@ class Client final : public ChannelOwner {
   void note_stale_plan_seen(const PreparedStatement& stmt);
   // Its SQL prepared statements, when SQL PREPARE is kept (client_sql_prepare.cc).
   ClientSqlStatements& sql_statements() { return prepared_.sql; }
+  // Its unnamed statement is gone (client_unnamed_statement.cc): a Query or a Close ended it, or
+  // its last unnamed Parse failed or was skipped.
+  void forget_unnamed_statement() {
+    if (prepared_.unnamed.serial != 0) drop_unnamed_statement();
+  }
 
   // --- the LISTEN relay (client_relay.cc, listen_relay.h) ---
   // Its LISTENs are relayed (transaction mode, the listen kind's action is `relay`).
@@ -348,6 +353,13 @@ class Client final : public ChannelOwner {
   // The Execute after a renamed Parse carries its plan; a Sync before one drops it.
   Routed route_execute_or_sync(const protocol::Message& message, std::string& out);
   void drop_unexecuted_sql_parse();
+  // The client's unnamed statement (client_unnamed_statement.cc): its Parse goes to the server
+  // and is kept (route_parse; renamed, a SQL PREPARE kept's); a Describe or Bind of it on a
+  // server that lacks it parses it there first (hidden), or, when the client has none, closes
+  // the server's (PostgreSQL's 26000 follows).
+  void keep_renamed_unnamed_parse(const protocol::Parse& parse);
+  void prepare_unnamed_statement(std::string& out);
+  void drop_unnamed_statement();
   // A named Parse whose text only EXECUTEs the client's SQL prepared statements: renamed, with
   // those statements in `prepares` (the protocol-level statement's dependencies). Nullopt: as is
   // (a PREPARE or DEALLOCATE in a named statement runs at every execution: not renamed).

@@ -139,7 +139,16 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
   auto parse = pp::parse_parse(message.body);
   if (!parse) return Routed::as_is;
   if (parse.value.statement.empty()) {
-    if (std::optional<Routed> routed = route_sql_parse(parse.value, out)) return *routed;
+    // The client's unnamed statement, kept (client_unnamed_statement.cc). PostgreSQL drops its
+    // unnamed statement before it reads the Parse: the client's earlier one is gone whatever
+    // becomes of this one (an error or a skip: Server::skip_pending_to_sync).
+    UnnamedStatement& unnamed = prepared_.unnamed;
+    unnamed.serial = ++unnamed.parses;
+    server.note_unnamed_statement(id_, unnamed.serial);
+    if (std::optional<Routed> routed = route_sql_parse(parse.value, out)) {
+      keep_renamed_unnamed_parse(parse.value);
+      return *routed;
+    }
     // psycopg sends DEALLOCATE ALL through the extended protocol after a ROLLBACK: it drops
     // the pooler's statements on the server too.
     pp::DeallocateCommand command = pp::parse_deallocate_command(parse.value.query);
@@ -148,6 +157,9 @@ Client::Routed Client::route_parse(const pp::Message& message, std::string& out)
       forget_all_statements();
       server.statements_may_be_gone();
     }
+    // Forwarded as it is, its reply queued as any forwarded Parse's.
+    unnamed.parse.assign(message.wire);
+    if (!unnamed.sql_dependencies.empty()) unnamed.sql_dependencies.clear();
     return Routed::as_is;
   }
   std::string name(parse.value.statement);
@@ -245,8 +257,14 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
   Server& server = *server_;
   auto bind = pp::parse_bind(message.body);
   if (!bind) return Routed::as_is;
-  // As PgBouncer, Binds of named statements only: the unnamed one is not in the registry.
-  if (bind.value.statement.empty()) return Routed::as_is;
+  // As PgBouncer, Binds of named statements only: the unnamed one is not in the registry, but
+  // the client's own, parsed again where the server lacks it (client_unnamed_statement.cc).
+  if (bind.value.statement.empty()) {
+    if (!server.has_unnamed_statement(id_, prepared_.unnamed.serial)) {
+      prepare_unnamed_statement(out);
+    }
+    return Routed::as_is;
+  }
   ++pool_->counters().bind_count;
   auto it = find_statement(bind.value.statement);
   // Unknown to the pooler: the server answers with PostgreSQL's own error (26000).
@@ -300,8 +318,11 @@ Client::Routed Client::route_bind(const pp::Message& message, std::string& out) 
 Client::Routed Client::route_describe(const pp::Message& message, std::string& out) {
   Server& server = *server_;
   auto describe = pp::parse_describe(message.body);
-  if (!describe || describe.value.target() != pp::DescribeTarget::statement ||
-      describe.value.name.empty()) {
+  if (!describe || describe.value.target() != pp::DescribeTarget::statement) return Routed::as_is;
+  if (describe.value.name.empty()) {
+    if (!server.has_unnamed_statement(id_, prepared_.unnamed.serial)) {
+      prepare_unnamed_statement(out);
+    }
     return Routed::as_is;
   }
   auto it = find_statement(describe.value.name);
@@ -320,8 +341,13 @@ Client::Routed Client::route_describe(const pp::Message& message, std::string& o
 Client::Routed Client::route_close(const pp::Message& message) {
   Server& server = *server_;
   auto close = pp::parse_close(message.body);
-  if (!close || close.value.target() != pp::DescribeTarget::statement || close.value.name.empty())
+  if (!close || close.value.target() != pp::DescribeTarget::statement) return Routed::as_is;
+  if (close.value.name.empty()) {
+    // PostgreSQL drops the unnamed statement (whoever's the server has).
+    forget_unnamed_statement();
+    server.note_unnamed_statement(0, 0);
     return Routed::as_is;
+  }
   // The statement stays on the servers for other clients; only this client's name goes.
   prepared_.by_name.erase(std::string(close.value.name));
   drop_unrun_statement(close.value.name);
@@ -353,6 +379,9 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
     case pp::DeallocateCommand::Kind::deallocate_name:
       drop_unrun_statement(command.name);
       if (prepared_.by_name.erase(command.name) == 0) return Routed::as_is;  // an SQL PREPARE's
+      // Answered here, still a Query: the unnamed statement goes (as a Query sent does, in
+      // Server::note_client_message).
+      forget_unnamed_statement();
       {
         PendingReply reply{.kind = PendingKind::made_command_done};
         pp::write_command_complete(reply.answer, "DEALLOCATE");

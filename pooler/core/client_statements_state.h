@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -15,6 +16,18 @@
 #include "pooler/session_state/sql_prepared.h"
 
 namespace pgsluice {
+
+// The client's unnamed statement (client_unnamed_statement.cc). PostgreSQL keeps it until the
+// next unnamed Parse, a Query or a Close of it, across transactions: a Describe or Bind of it
+// may come in a later transaction, on another server.
+struct UnnamedStatement {
+  uint64_t serial = 0;  // the Parse that made it (ServerStatements::unnamed); 0: none
+  uint64_t parses = 0;  // the client's unnamed Parses so far: the next one's serial follows
+  // The Parse as sent, parsed again (hidden) on a server that lacks the statement; empty when it
+  // cannot be (a PREPARE or DEALLOCATE in it, SQL PREPARE kept): it lives where it was parsed.
+  std::string parse;
+  std::vector<SqlStatementRef> sql_dependencies;  // SQL prepared statements it EXECUTEs
+};
 
 struct ClientPreparedStatements {
   std::unordered_map<std::string, ClientStatement> by_name;
@@ -32,6 +45,7 @@ struct ClientPreparedStatements {
   ClientSqlStatements sql;
   // A renamed unnamed Parse whose Execute has not come yet (Client::route_execute_or_sync).
   std::shared_ptr<SqlQueryPlan> unexecuted_sql_parse;
+  UnnamedStatement unnamed;
   std::vector<std::string> refused;  // see Client::bind_refused_statement()
 };
 

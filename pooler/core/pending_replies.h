@@ -101,4 +101,17 @@ inline void reset_slot(PendingReply& reply) {
 
 using PendingReplies = RingQueue<PendingReply>;
 
+// The reply of an unnamed Parse: a client's, forwarded (a named one has its statement's id), or
+// the pooler's own (a SQL PREPARE's, or a client's unnamed statement parsed again).
+inline bool is_unnamed_parse(const PendingReply& reply) {
+  return (reply.kind == PendingKind::parse || reply.kind == PendingKind::parse_hidden) &&
+         reply.statement_id == 0;
+}
+inline bool unnamed_parse_pending(const PendingReplies& pending) {
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (is_unnamed_parse(pending[i])) return true;
+  }
+  return false;
+}
+
 }  // namespace pgsluice

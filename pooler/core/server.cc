@@ -147,6 +147,7 @@ void Server::send_internal_query(const std::string& sql, std::string_view what) 
   }
   pp::write_query(channel_.output(), sql);
   replies_.on_internal_query();
+  rewrite_.unnamed = {};  // a Query drops the unnamed statement
   channel_.flush();
 }
 
@@ -188,8 +189,11 @@ void Server::note_client_message(char type, bool queue_reply, std::string_view w
   }
   if (type == fe::kQuery || type == fe::kFunctionCall || type == fe::kParse || type == fe::kBind ||
       type == fe::kExecute) {
-    // stats: the query (and transaction) clock starts
-    timing.on_request(worker_->turn_now_us(), pool_->counters());
+    timing.on_request(worker_->turn_now_us(), pool_->counters());  // the query's clock starts
+    if (type == fe::kQuery && rewrite_.cache != nullptr) {         // it drops the unnamed statement
+      rewrite_.unnamed = {};
+      if (client_ != nullptr) client_->forget_unnamed_statement();
+    }
   }
   session_.link_untouched = false;
   replies_.on_client_message(type);

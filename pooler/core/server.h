@@ -193,6 +193,14 @@ class Server final : public ChannelOwner {
 
   // --- protocol-level prepared statements (transaction mode, max_prepared_statements > 0) ---
   [[nodiscard]] bool rewrites_statements() const { return rewrite_.cache != nullptr; }
+  // The server has the unnamed statement of client `client`'s Parse `serial` (UnnamedStatement,
+  // client_unnamed_statement.cc); note_unnamed_statement: it will have (0, 0: not known).
+  [[nodiscard]] bool has_unnamed_statement(uint64_t client, uint64_t serial) const {
+    return serial != 0 && rewrite_.unnamed.serial == serial && rewrite_.unnamed.client == client;
+  }
+  void note_unnamed_statement(uint64_t client, uint64_t serial) {
+    rewrite_.unnamed = {.client = client, .serial = serial};
+  }
   void expect(PendingReply reply);
   // A Bind or Describe 'S' of `stmt`, rewritten as `wire` (server_statements.cc): from here to the
   // end of the batch the requests are kept, for a retry after a stale plan (0A000).

@@ -455,6 +455,7 @@ bool Server::run_query(std::string_view messages, ServerQuerySink& sink) {
   set_state(State::resetting);
   channel_.output().append(messages);
   replies_.on_internal_query();  // the replies take the internal path (handle_internal_reply)
+  rewrite_.unnamed = {};         // its Parse or Query replaces the unnamed statement
   channel_.flush();
   return true;
 }

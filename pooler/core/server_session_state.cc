@@ -326,6 +326,7 @@ void Server::finish_listen_read_back() {
 void Server::send_listener_query(const std::string& sql) {
   if (log_enabled(spdlog::level::debug)) spdlog::debug("{} relay query: {}", log_id(), sql);
   pp::write_query(channel_.output(), sql);
+  rewrite_.unnamed = {};
   channel_.flush();
 }
 

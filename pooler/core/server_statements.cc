@@ -90,7 +90,9 @@ void Server::prepare_statement_again(const PreparedStatement& stmt, std::string&
 void Server::prepare_sql_statement(const SqlStatementRef& stmt, std::string& out) {
   // Believed from now on; forgotten if it fails or is skipped.
   rewrite_.sql.add(stmt, stmt->prepare_text_position());
-  // The unnamed statement and portal: the client's Parse that follows replaces both.
+  // The unnamed statement and portal: the client's Parse that follows replaces both (a client's
+  // Bind of its unnamed statement parses it again first: client_unnamed_statement.cc).
+  rewrite_.unnamed = {};
   size_t mark = out.size();
   pp::write_parse(out, "", stmt->prepare_text(), {});
   expect_sent(PendingReply{.kind = PendingKind::parse_hidden}, out, mark);
@@ -107,6 +109,7 @@ void Server::forget_statements() {
   if (rewrite_.cache != nullptr) rewrite_.cache->clear();
   if (rewrite_.cache_off != nullptr) rewrite_.cache_off->clear();
   rewrite_.sql.clear();
+  rewrite_.unnamed = {};
 }
 
 // As PgBouncer reads max_prepared_statements at each use, a SET on the console applies to the
@@ -119,6 +122,7 @@ void Server::apply_statement_settings() {
   const int max = worker_->settings().max_prepared_statements;
   if (!shares_servers(pool_->mode()) || max <= 0) {
     if (rewrite_.cache != nullptr) rewrite_.cache_off = std::move(rewrite_.cache);
+    rewrite_.unnamed = {};  // the clients' Parses go untracked
     return;
   }
   if (rewrite_.cache == nullptr && rewrite_.cache_off != nullptr) {
@@ -191,9 +195,18 @@ void Server::skip_pending_to_sync() {
     PendingReply reply = std::move(rewrite_.pending.front());
     rewrite_.pending.pop_front();
     if (reply.kind == PendingKind::close_hidden) {
-      // The server skipped the Close: the statement is still there, out of the cache.
-      rewrite_.cache->mark_to_close(std::move(reply.server_name));
+      // The server skipped the Close: the statement is still there, out of the cache (not the
+      // unnamed one closed before a client's 26000: that one is not known anyway).
+      if (!reply.server_name.empty()) rewrite_.cache->mark_to_close(std::move(reply.server_name));
       continue;
+    }
+    // An unnamed Parse that failed (the statement is dropped first) or was skipped (the one
+    // before stays): unless a later one is on its way, the server has none of a client's, and
+    // the client none it knows (client_unnamed_statement.cc).
+    if (is_unnamed_parse(reply) && !unnamed_parse_pending(rewrite_.pending)) {
+      rewrite_.unnamed = {};
+      if (client_ != nullptr && reply.kind == PendingKind::parse)
+        client_->forget_unnamed_statement();
     }
     // SQL PREPARE kept: a PREPARE of the pooler's, or the client's Execute of a renamed
     // statement, that did not run.

@@ -40,6 +40,14 @@ struct ServerStatements {
   // is queued, later Queries queue behind it (Server::note_client_message).
   uint32_t plain_queries_ahead = 0;
   bool skipping_to_sync = false;  // after an error in a batch, PostgreSQL skips to the Sync
+  // Whose unnamed statement the server has: a client's id and its Parse's serial
+  // (UnnamedStatement). Zero: none of a client's, or not known (a Query or the pooler's own
+  // unnamed Parse replaced it, the Parse failed or was skipped, rewriting was off). Beside
+  // `pending`: a Query writes it.
+  struct UnnamedOwner {
+    uint64_t client = 0;
+    uint64_t serial = 0;
+  } unnamed;
   // Server::check_statement_shape's statement until its answer (or the error that skipped it).
   PreparedStatementRef shape_check;
   StalePlanRetry retry;

@@ -538,6 +538,10 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
     wait_for_pin();
     return true;
   }
+  // A refused unnamed Parse ends the unnamed statement as its error would (a Query: as sent).
+  if (message.type == fe::kParse && pp::parse_parse(message.body).value.statement.empty()) {
+    forget_unnamed_statement();
+  }
   if (message.type == fe::kParse && server_->rewrites_statements()) {
     refuse_until_sync(sqlstate::kFeatureNotSupported, text, hint);
     server_->note_client_message(message.type, /*queue_reply=*/false);

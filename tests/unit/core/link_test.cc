@@ -318,6 +318,67 @@ TEST(LinkPrepared, AMadeUpParseCompleteWaitsForTheQueryAheadOfIt) {
   EXPECT_EQ(l.server->state(), Server::State::idle);
 }
 
+TEST(LinkUnnamed, TheUnnamedStatementIsTheClientsInItsNextTransaction) {
+  // PostgreSQL keeps a session's unnamed statement until its next unnamed Parse, a Query or its
+  // Close, across transactions. psql's \gdesc parses it and describes it in two exchanges,
+  // between which another client may use the server (or the client get another).
+  LinkHarness h("max_prepared_statements = 10\n");
+  ClientAndServer l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  // What most drivers send per query goes as it is, with nothing added.
+  const std::string select_one =
+      wire::parse("", "SELECT 1") + wire::bind("") + wire::execute() + wire::sync();
+  expect_forwarded(h, l, select_one, select_one);
+  const std::string one = wire::parse_complete() + wire::bind_complete() + wire::data_row("1") +
+                          wire::command_complete("SELECT 1") + wire::ready('I');
+  expect_delivered(h, l, one, one);
+  // \gdesc's first exchange.
+  const std::string gdesc = wire::parse("", "SELECT 2 AS a") + wire::sync();
+  expect_forwarded(h, l, gdesc, gdesc);
+  const std::string parsed = wire::parse_complete() + wire::ready('I');
+  expect_delivered(h, l, parsed, parsed);
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+
+  // Another client's unnamed statement takes the server's place of it.
+  TestEnd* second = h.log_in_client(/*answer_server_login=*/false);
+  ASSERT_NE(second, nullptr);
+  second->take();
+  second->send(select_one);
+  ASSERT_TRUE(h.pump_until_received(*l.pg, select_one.size(), "the second client's query"));
+  EXPECT_EQ(show_wire(l.pg->take()), show_wire(select_one));
+  l.pg->send(one);
+  ASSERT_TRUE(h.pump_until_received(*second, one.size(), "the second client's result"));
+  second->take();
+
+  // \gdesc's second exchange: the client's statement is parsed again first, hidden.
+  const std::string describe = wire::describe_statement("") + wire::sync();
+  expect_forwarded(h, l, describe, wire::parse("", "SELECT 2 AS a") + describe);
+  const std::string description =
+      wire::no_parameters() + wire::row_description("a", protocol::kOidInt4) + wire::ready('I');
+  expect_delivered(h, l, wire::parse_complete() + description, description);
+  // The server has it now: a Bind of it in the next transaction goes as it is.
+  const std::string run = wire::bind("") + wire::execute() + wire::sync();
+  expect_forwarded(h, l, run, run);
+  const std::string two = wire::bind_complete() + wire::data_row("2") +
+                          wire::command_complete("SELECT 1") + wire::ready('I');
+  expect_delivered(h, l, two, two);
+
+  // A Query ends the unnamed statement: the Describe gets PostgreSQL's own 26000, whatever the
+  // server's unnamed statement is (the pooler's Close goes first).
+  const std::string select_three = wire::query("SELECT 3");
+  expect_forwarded(h, l, select_three, select_three);
+  const std::string three = wire::row_description("?column?", protocol::kOidInt4) +
+                            wire::data_row("3") + wire::command_complete("SELECT 1") +
+                            wire::ready('I');
+  expect_delivered(h, l, three, three);
+  expect_forwarded(h, l, describe, wire::close_statement("") + describe);
+  const std::string missing =
+      wire::error("26000", "unnamed prepared statement does not exist") + wire::ready('I');
+  expect_delivered(h, l, wire::close_complete() + missing, missing);
+  EXPECT_EQ(l.server->state(), Server::State::idle);
+  EXPECT_EQ(h.connections_waiting(), 0u);
+}
+
 TEST(LinkTerminate, AClientLeavingBetweenTransactionsLeavesItsServerInThePool) {
   LinkHarness h;
   ClientAndServer l = log_in(h);

@@ -48,6 +48,16 @@ inline std::string execute() {
   pp::write_execute(out, "", 0);
   return out;
 }
+inline std::string describe_statement(std::string_view statement) {
+  std::string out;
+  pp::write_describe(out, 'S', statement);
+  return out;
+}
+inline std::string close_statement(std::string_view statement) {
+  std::string out;
+  pp::write_close(out, 'S', statement);
+  return out;
+}
 inline std::string sync() {
   std::string out;
   pp::write_sync(out);
@@ -99,6 +109,17 @@ inline std::string data_row(std::optional<std::string_view> value) {
 inline std::string parse_complete() {
   std::string out;
   pp::write_parse_complete(out);
+  return out;
+}
+inline std::string close_complete() {
+  std::string out;
+  pp::write_close_complete(out);
+  return out;
+}
+// A ParameterDescription of a statement without parameters.
+inline std::string no_parameters() {
+  std::string out;
+  pp::MessageWriter(out, 't').i16(0);
   return out;
 }
 inline std::string bind_complete() {
