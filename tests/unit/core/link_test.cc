@@ -120,6 +120,15 @@ void expect_delivered(LinkHarness& h, ClientAndServer& l, const std::string& rep
   EXPECT_EQ(show_wire(l.client->take()), show_wire(delivered));
 }
 
+// The first client prepares `SELECT 1` as s1: the process's first statement, PGSLUICE_1 on
+// the server whatever the client called it.
+void prepare_s1(LinkHarness& h, ClientAndServer& l) {
+  expect_forwarded(h, l, wire::parse("s1", "SELECT 1") + wire::sync(),
+                   wire::parse("PGSLUICE_1", "SELECT 1") + wire::sync());
+  const std::string parsed = wire::parse_complete() + wire::ready('I');
+  expect_delivered(h, l, parsed, parsed);
+}
+
 TEST(LinkPipeline, TwoSyncsKeepTheServerUntilTheSecondReadyForQuery) {
   LinkHarness h;
   ClientAndServer l = log_in(h);
@@ -254,11 +263,7 @@ TEST(LinkPrepared, AStatementIsPreparedOncePerServerUnderThePoolersName) {
   LinkHarness h("max_prepared_statements = 10\n");
   ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
-  // The process's first statement is PGSLUICE_1, whatever the client called it.
-  expect_forwarded(h, l, wire::parse("s1", "SELECT 1") + wire::sync(),
-                   wire::parse("PGSLUICE_1", "SELECT 1") + wire::sync());
-  const std::string parsed = wire::parse_complete() + wire::ready('I');
-  expect_delivered(h, l, parsed, parsed);
+  prepare_s1(h, l);
   EXPECT_EQ(l.server->state(), Server::State::idle);
   EXPECT_EQ(l.server->prepared_statement_count(), 1u);
 
@@ -292,10 +297,7 @@ TEST(LinkPrepared, AMadeUpParseCompleteWaitsForTheQueryAheadOfIt) {
   LinkHarness h("max_prepared_statements = 10\n");
   ClientAndServer l = log_in(h);
   ASSERT_NE(l.server, nullptr);
-  expect_forwarded(h, l, wire::parse("s1", "SELECT 1") + wire::sync(),
-                   wire::parse("PGSLUICE_1", "SELECT 1") + wire::sync());
-  const std::string parsed = wire::parse_complete() + wire::ready('I');
-  expect_delivered(h, l, parsed, parsed);
+  prepare_s1(h, l);
 
   TestEnd* second = h.log_in_client(/*answer_server_login=*/false);
   ASSERT_NE(second, nullptr);
