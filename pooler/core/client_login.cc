@@ -46,6 +46,15 @@ bool Client::read_startup_parameters(const pp::StartupPacket& packet) {
                        settings.ignore_startup_parameters.end(),
                        [name](const std::string& p) { return iequals(p, name); });
   };
+  // A parameter PostgreSQL reports is kept under its canonical name; any other is an extra.
+  auto keep = [this](std::string_view name, std::string_view value) {
+    std::string_view tracked = tracked_parameter_name(name);
+    if (tracked.empty()) {
+      params_.extras.set(name, value);
+    } else {
+      params_.reported.set(tracked, value);
+    }
+  };
   for (const auto& [name, value] : packet.parameters) {
     if (name == "user" || name == "database" || name == "replication" ||
         name.starts_with("_pq_.")) {
@@ -68,22 +77,11 @@ bool Client::read_startup_parameters(const pp::StartupPacket& packet) {
         return false;
       }
       for (const auto& [n, v] : settings_in_options) {
-        if (ignored(n)) continue;
-        std::string_view tracked = tracked_parameter_name(n);
-        if (tracked.empty()) {
-          params_.extras.set(n, v);
-        } else {
-          params_.reported.set(tracked, v);
-        }
+        if (!ignored(n)) keep(n, v);
       }
       continue;
     }
-    std::string_view tracked = tracked_parameter_name(name);
-    if (tracked.empty()) {
-      params_.extras.set(name, value);
-    } else {
-      params_.reported.set(tracked, value);
-    }
+    keep(name, value);
   }
   params_.settings = params_.extras;
   if (settings.application_name_add_host) {

@@ -95,8 +95,8 @@ struct ServerStatements {
     retry.keep_wire = false;
     retry.batch_reached_client = false;
     retry.holding_error = false;
-    if (!retry.held_error.empty()) retry.held_error.clear();
-    if (!retry.held_batch.empty()) retry.held_batch.clear();
+    retry.held_error.clear();
+    retry.held_batch.clear();
   }
   // The link ended (released, or cleaned for the next): nothing of the client's is expected.
   void forget_client_requests() {
