@@ -121,6 +121,10 @@ std::string_view word_before(std::string_view sql, size_t from, size_t end, size
 
 constexpr size_t kNoName = std::string_view::npos;
 
+bool is_number_tail_glue(char c) {
+  return c == '.' || c == '+' || c == '-';
+}
+
 // Where the quoted identifier whose closing '"' is at `end - 1` opens; kNoName when its text
 // holds a doubled quote ("a""b"), which this pass does not follow backwards. Why it is safe to
 // read backwards: a '"' ends no token but a quoted identifier, and nothing but a doubled quote
@@ -161,7 +165,10 @@ bool follows_column_list_intro(std::string_view sql, size_t from, size_t name_st
   }
   size_t intro_start = 0;
   const std::string_view intro = word_before(sql, from, before, intro_start, buf);
-  return !intro.empty() && is_column_list_intro(intro);
+  if (intro.empty() || !is_column_list_intro(intro)) return false;
+  // The keyword must be a token of its own: behind a '.', '+' or '-' the word may be the tail of
+  // a number (the token pass reads 5.INTO and 5e+INTO as one number), so hand those over.
+  return intro_start == from || !is_number_tail_glue(sql[intro_start - 1]);
 }
 
 // Whether the '(' at `paren` opens no call the token pass would flag, judged from the bytes just

@@ -226,6 +226,10 @@ const PrefilterCase kQuickPassCases[] = {
     {"WITH c (a) AS (SELECT 1) SELECT * FROM c", false},
     {"SELECT aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa(1)", true},
     {"/* SET */ SELECT 1", false},
+    // A keyword glued to a number is part of it (the fuzz target's find): not an INTO.
+    {"5.INTO r(", true},
+    {"SELECT 5e+INTO r(1)", true},
+    {"SELECT 5e-into r (1)", true},
     {"", false},
     {"  -- only a comment", false},
 };
