@@ -133,6 +133,24 @@ def test_the_last_server_is_never_pinned(make_pooler):
     assert "temp_object|t_b|definite|reject" in out, out
 
 
+def test_a_pool_no_larger_than_its_reserve_refuses_at_once(make_pooler):
+    # A pool of 1 with the default reserve of 1 never has a server to pin: the statement is
+    # refused at once, not after query_wait_timeout (it used to wait the full two minutes),
+    # whether it comes as a Query or as a Parse of its own, and the client goes on.
+    pooler = make_pooler(default_pool_size=1)
+    with pooler.connect(autocommit=True) as a:
+        for run in (lambda: a.execute("SELECT pg_advisory_lock(45)"),
+                    lambda: a.execute("SELECT pg_advisory_lock(%s)", (45,), prepare=True)):
+            started = time.monotonic()
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+                run()
+            assert time.monotonic() - started < 5
+            assert "session_state_pin_reserve" in str(e.value), str(e.value)
+            assert a.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                             ).fetchone()[0] == 0
+        assert a.execute("SELECT 1").fetchone()[0] == 1
+
+
 class InBackground:
     """Runs fn() in a thread: a statement that waits for a pin while the test goes on."""
 

@@ -265,6 +265,9 @@ bool may_wait_for_pin(Worker& worker, const Client& client, const Server& server
       server.transaction_status() == pp::TransactionStatus::failed) {
     return false;
   }
+  // A pool no larger than its reserve never has a server to pin: waiting would only delay the
+  // refusal by query_wait_timeout (a pool of 1 held every such statement for two minutes).
+  if (server.pool().pool_size() <= worker.settings().session_state_pin_reserve) return false;
   if (client.wait.pin_since_ms == 0) return true;
   auto limit = static_cast<uint64_t>(
       worker.config().query_wait_timeout_for(client.pool()->database(), client.user()).count());
