@@ -503,4 +503,120 @@ void Server::abandon_query(std::string_view reason) {
   if (sink != nullptr) sink->on_query_lost(reason);
 }
 
+// ------------------------------------------------------------------------------------------------
+// The replies to the pooler's own queries (send_internal_query, run_query): hidden from the
+// client; rows go to the query that awaits them, the last ReadyForQuery finishes what they were
+// for.
+
+// A row of the pooler's own queries goes to the one that awaits rows: they run one at a time
+// (a read-back, a pin check), or in the cleaning's order (the function lookup, then verify).
+void Server::on_internal_row(std::string_view body) {
+  if (session_.listen.awaiting()) {
+    session_.listen.on_row(body);
+  } else if (session_.kept.awaiting()) {
+    session_.kept.on_row(body);
+  } else if (session_.pin.check_awaiting) {
+    on_pin_check_row(body);
+  } else if (session_.lookup.awaiting()) {
+    session_.lookup.on_row(body);
+  } else if (session_.verifier.awaiting()) {
+    session_.verifier.on_data_row(body);
+  }
+}
+
+bool Server::handle_internal_reply(const pp::Message& message) {
+  if (query_sink_ != nullptr && deliver_query_reply(message)) return true;
+  switch (message.type) {
+    case be::kParameterStatus: {
+      auto ps = pp::parse_parameter_status(message.body);
+      if (ps && may_track_parameter(ps.value.name)) {
+        tracked_.set(ps.value.name, ps.value.value);
+        if (client_ != nullptr) client_->on_server_parameter(ps.value.name, ps.value.value);
+      }
+      return true;
+    }
+    case be::kReadyForQuery: {
+      if (!replies_.on_internal_ready(ReplyQueue::status_of(message)) && state_ == State::idle) {
+        close("unexpected ReadyForQuery from an idle server");
+        return false;
+      }
+      const bool synced = parameter_sync_owed_ && replies_.internal_ready_owed() == 0;
+      if (synced && !finish_parameter_sync()) return false;
+      if (session_.listen.awaiting() && replies_.internal_ready_owed() == 0)
+        finish_listen_read_back();
+      if (session_.kept.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
+      if (session_.pin.check_awaiting && replies_.internal_ready_owed() == 0) finish_pin_check();
+      if (query_sink_ != nullptr && replies_.internal_ready_owed() == 0) finish_query();
+      if (state_ == State::resetting && replies_.internal_ready_owed() == 0) {
+        if (internal_failed_ || replies_.transaction_status() != TransactionStatus::idle) {
+          close(life.checking ? "server_check_query failed" : "cleaning the server failed");
+          return false;
+        }
+        if (session_.verifier.awaiting() && finish_verify()) return true;
+        go_idle();
+        return state_ == State::idle || state_ == State::active;
+      }
+      if (state_ == State::active && replies_.internal_ready_owed() == 0 && detach_pending_) {
+        detach_pending_ = false;
+        clean_and_release(/*session_ended=*/true);
+        return state_ == State::idle || state_ == State::active || state_ == State::resetting;
+      }
+      if (state_ == State::active && replies_.internal_ready_owed() == 0 && client_ != nullptr) {
+        if (synced && client_->input_held_for_read_back()) {
+          // The server is in the client's state now: what the client sent goes on.
+          client_->resume_input_after_read_back();
+          if (state_ != State::active || client_ == nullptr) return state_ != State::closing;
+        }
+        // The link's parameter sync may have been all the server owed (the pooler answered
+        // the client's DEALLOCATE itself): the link ends here, or nothing else would end it.
+        release_if_nothing_owed();
+        resume_client_after_read_back();
+        return state_ != State::closing;
+      }
+      return true;
+    }
+    case be::kErrorResponse: {
+      auto error = pp::parse_error_fields(message.body);
+      std::string text = error ? std::string(error.value.message) : "malformed ErrorResponse";
+      if (state_ == State::idle) {
+        // An error on an idle connection is the server ending it (shutdown, termination).
+        close(fmt::format("server error on an idle connection: {}", text));
+        return false;
+      }
+      internal_failed_ = true;
+      spdlog::warn("{} pooler query failed: {}", log_id(), text);
+      // The link's sync failed: the client's held request is refused at its ReadyForQuery
+      // (finish_parameter_sync). Reading kept settings back is the pooler's business:
+      // finish_kept_settings() closes the server, the client is not told.
+      if (parameter_sync_owed_ && client_ != nullptr && sync_failure_.empty()) {
+        note_sync_failure(error ? &error.value : nullptr);
+      }
+      return true;
+    }
+    case be::kNotificationResponse:
+      if (state_ == State::idle) note_orphan_notification(message);
+      return true;
+    case be::kDataRow:
+      on_internal_row(message.body);
+      return true;
+    case be::kCommandComplete:
+      // The LISTEN read-back's SELECT completed: no row then means no channel.
+      if (session_.listen.awaiting() && message.body.starts_with("SELECT"))
+        session_.listen.on_select_complete();
+      // The function lookup's SELECT (the first SELECT of the cleaning): the rows that follow
+      // are the verify query's.
+      if (session_.lookup.awaiting() && message.body.starts_with("SELECT")) {
+        session_.lookup.finish(worker_->now_ms());
+      }
+      return true;
+    case be::kNoticeResponse:
+    case be::kRowDescription:
+    case be::kEmptyQueryResponse:
+      return true;
+    default:
+      close(fmt::format("unexpected message '{}' from the server", message.type));
+      return false;
+  }
+}
+
 }  // namespace pgsluice
