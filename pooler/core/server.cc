@@ -141,12 +141,13 @@ void Server::link(Client& client) {
   client.on_server_linked(*this);
 }
 
-void Server::send_internal_query(const std::string& sql, std::string_view what) {
+void Server::send_internal_query(const std::string& sql, std::string_view what,
+                                 InternalQuery whose) {
   if (log_enabled(spdlog::level::debug)) {
     spdlog::debug("{} {}: {}", log_id(), what, sql);
   }
   pp::write_query(channel_.output(), sql);
-  replies_.on_internal_query();
+  replies_.on_internal_query(static_cast<uint8_t>(whose));
   rewrite_.unnamed = {};  // a Query drops the unnamed statement
   channel_.flush();
 }

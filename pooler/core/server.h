@@ -426,7 +426,11 @@ class Server final : public ChannelOwner {
   // The request written to `out` from `mark` on is kept with the last queued reply.
   void keep_request(const std::string& out, size_t mark);
   // Logged at debug level as "<what>: <sql>".
-  void send_internal_query(const std::string& sql, std::string_view what = "internal query");
+  void send_internal_query(const std::string& sql, std::string_view what = "internal query",
+                           InternalQuery whose = InternalQuery::other);
+  void send_internal_query(const std::string& sql, InternalQuery whose) {
+    send_internal_query(sql, "internal query", whose);
+  }
   void release_to_pool();
   // At a transaction boundary with settings noted under `keep`: the query that reads them back
   // is sent, and the server stays linked until its answer (false: nothing to read).
@@ -496,6 +500,9 @@ class Server final : public ChannelOwner {
   // the server goes on resetting (a DISCARD ALL for what was hidden), false to go idle.
   bool finish_verify();
   void on_internal_row(std::string_view data_row_body);
+  [[nodiscard]] InternalQuery internal_front() const {
+    return static_cast<InternalQuery>(replies_.internal_front());
+  }
   // `severity`: PostgreSQL's (FATAL), when the login ended in its ErrorResponse.
   void login_failed(std::string_view code, std::string_view message,
                     std::string_view severity = {});

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -176,7 +177,9 @@ void Server::clean_and_release(bool session_ended) {
   std::vector<std::string> queries;
   if (replies_.transaction_status() != TransactionStatus::idle) queries.emplace_back("ROLLBACK");
   // Before the cleaning, which may reset the search_path the calls were resolved on.
+  size_t lookup_at = SIZE_MAX;  // none
   if (!session_.lookup_names.empty()) {
+    lookup_at = queries.size();
     queries.push_back(function_lookup_query(session_.lookup_names));
     const std::string* path = extras_.get("search_path");
     session_.lookup.start(std::move(session_.lookup_names),
@@ -221,7 +224,9 @@ void Server::clean_and_release(bool session_ended) {
     if (q.find("DISCARD ALL") != std::string::npos) session_.verifier.track().clear();
   }
   // Last, after the cleaning: it sees what the cleaning left.
+  size_t verify_at = SIZE_MAX;  // none
   if (session_.verifier.awaiting()) {
+    verify_at = queries.size();
     queries.push_back(
         verify_query(pool_->credentials().user, session_.verifier.strict() ? &extras_ : nullptr));
   }
@@ -234,7 +239,11 @@ void Server::clean_and_release(bool session_ended) {
   }
   internal_failed_ = false;
   set_state(State::resetting);
-  for (const std::string& q : queries) send_internal_query(q);
+  for (size_t i = 0; i < queries.size(); ++i) {
+    send_internal_query(queries[i], i == lookup_at   ? InternalQuery::function_lookup
+                                    : i == verify_at ? InternalQuery::verify
+                                                     : InternalQuery::other);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -454,8 +463,9 @@ bool Server::run_query(std::string_view messages, ServerQuerySink& sink) {
   internal_failed_ = false;
   set_state(State::resetting);
   channel_.output().append(messages);
-  replies_.on_internal_query();  // the replies take the internal path (handle_internal_reply)
-  rewrite_.unnamed = {};         // its Parse or Query replaces the unnamed statement
+  // The replies take the internal path (handle_internal_reply).
+  replies_.on_internal_query(static_cast<uint8_t>(InternalQuery::run_query));
+  rewrite_.unnamed = {};  // its Parse or Query replaces the unnamed statement
   channel_.flush();
   return true;
 }
@@ -508,19 +518,27 @@ void Server::abandon_query(std::string_view reason) {
 // client; rows go to the query that awaits them, the last ReadyForQuery finishes what they were
 // for.
 
-// A row of the pooler's own queries goes to the one that awaits rows: they run one at a time
-// (a read-back, a pin check), or in the cleaning's order (the function lookup, then verify).
+// A row of the pooler's own queries goes to the query it answers: the oldest owed.
 void Server::on_internal_row(std::string_view body) {
-  if (session_.listen.awaiting()) {
-    session_.listen.on_row(body);
-  } else if (session_.kept.awaiting()) {
-    session_.kept.on_row(body);
-  } else if (session_.pin.check_awaiting) {
-    on_pin_check_row(body);
-  } else if (session_.lookup.awaiting()) {
-    session_.lookup.on_row(body);
-  } else if (session_.verifier.awaiting()) {
-    session_.verifier.on_data_row(body);
+  switch (internal_front()) {
+    case InternalQuery::listen_read_back:
+      session_.listen.on_row(body);
+      return;
+    case InternalQuery::kept_read_back:
+      session_.kept.on_row(body);
+      return;
+    case InternalQuery::pin_check:
+      on_pin_check_row(body);
+      return;
+    case InternalQuery::function_lookup:
+      session_.lookup.on_row(body);
+      return;
+    case InternalQuery::verify:
+      session_.verifier.on_data_row(body);
+      return;
+    case InternalQuery::other:
+    case InternalQuery::run_query:
+      return;
   }
 }
 
@@ -540,14 +558,22 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
-      const bool synced = parameter_sync_owed_ && replies_.internal_ready_owed() == 0;
+      // The finishing steps wait for the last of the pooler's queries sent together; each may
+      // send another, and the steps after it then wait for that one's answer.
+      const auto still_owed = [this] { return replies_.internal_ready_owed() > 0; };
+      if (still_owed()) return true;
+      const bool synced = parameter_sync_owed_;
       if (synced && !finish_parameter_sync()) return false;
-      if (session_.listen.awaiting() && replies_.internal_ready_owed() == 0)
-        finish_listen_read_back();
-      if (session_.kept.awaiting() && replies_.internal_ready_owed() == 0) finish_kept_settings();
-      if (session_.pin.check_awaiting && replies_.internal_ready_owed() == 0) finish_pin_check();
-      if (query_sink_ != nullptr && replies_.internal_ready_owed() == 0) finish_query();
-      if (state_ == State::resetting && replies_.internal_ready_owed() == 0) {
+      if (still_owed()) return true;
+      if (session_.listen.awaiting()) finish_listen_read_back();
+      if (still_owed()) return true;
+      if (session_.kept.awaiting()) finish_kept_settings();
+      if (still_owed()) return true;
+      if (session_.pin.check_awaiting) finish_pin_check();
+      if (still_owed()) return true;
+      if (query_sink_ != nullptr) finish_query();
+      if (still_owed()) return true;
+      if (state_ == State::resetting) {
         if (internal_failed_ || replies_.transaction_status() != TransactionStatus::idle) {
           close(life.checking ? "server_check_query failed" : "cleaning the server failed");
           return false;
@@ -556,12 +582,12 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         go_idle();
         return state_ == State::idle || state_ == State::active;
       }
-      if (state_ == State::active && replies_.internal_ready_owed() == 0 && detach_pending_) {
+      if (state_ == State::active && detach_pending_) {
         detach_pending_ = false;
         clean_and_release(/*session_ended=*/true);
         return state_ == State::idle || state_ == State::active || state_ == State::resetting;
       }
-      if (state_ == State::active && replies_.internal_ready_owed() == 0 && client_ != nullptr) {
+      if (state_ == State::active && client_ != nullptr) {
         if (synced && client_->input_held_for_read_back()) {
           // The server is in the client's state now: what the client sent goes on.
           client_->resume_input_after_read_back();
@@ -600,12 +626,10 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       on_internal_row(message.body);
       return true;
     case be::kCommandComplete:
+      if (!message.body.starts_with("SELECT")) return true;
       // The LISTEN read-back's SELECT completed: no row then means no channel.
-      if (session_.listen.awaiting() && message.body.starts_with("SELECT"))
-        session_.listen.on_select_complete();
-      // The function lookup's SELECT (the first SELECT of the cleaning): the rows that follow
-      // are the verify query's.
-      if (session_.lookup.awaiting() && message.body.starts_with("SELECT")) {
+      if (internal_front() == InternalQuery::listen_read_back) session_.listen.on_select_complete();
+      if (internal_front() == InternalQuery::function_lookup) {
         session_.lookup.finish(worker_->now_ms());
       }
       return true;

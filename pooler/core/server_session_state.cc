@@ -71,7 +71,7 @@ bool Server::read_back_kept_settings() {
   }
   // Sent at a transaction boundary with nothing owed: its replies come before anything the
   // client sends next, and the server stays linked until they have come.
-  send_internal_query(query);
+  send_internal_query(query, InternalQuery::kept_read_back);
   return true;
 }
 
@@ -251,7 +251,7 @@ bool Server::check_pin() {
   session_.pin.checked_ms = now;
   session_.pin.check_awaiting = true;
   session_.pin.check_held = -1;
-  send_internal_query(std::string(kPinCheckQuery));
+  send_internal_query(std::string(kPinCheckQuery), InternalQuery::pin_check);
   return true;
 }
 
@@ -305,7 +305,7 @@ void Server::flush_client_output() {
 void Server::read_back_listen(std::string_view ready_wire) {
   session_.held_ready.assign(ready_wire);
   // At a boundary with nothing owed: its replies come before anything the client sends next.
-  send_internal_query(session_.listen.begin_query());
+  send_internal_query(session_.listen.begin_query(), InternalQuery::listen_read_back);
 }
 
 void Server::finish_listen_read_back() {

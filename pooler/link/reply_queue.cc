@@ -24,8 +24,8 @@ void ReplyQueue::on_client_ready(protocol::TransactionStatus status) {
 
 bool ReplyQueue::on_internal_ready(protocol::TransactionStatus status) {
   tx_status_ = status;
-  if (internal_ready_owed_ == 0) return false;
-  --internal_ready_owed_;
+  if (internal_.empty()) return false;
+  internal_.erase(internal_.begin());
   return true;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "pgsluice/protocol/backend.h"
 #include "pgsluice/protocol/frame.h"
@@ -55,8 +56,10 @@ class ReplyQueue {
         break;
     }
   }
-  // A Query the pooler sends itself: its ReadyForQuery is the pooler's.
-  void on_internal_query() { ++internal_ready_owed_; }
+  // A Query the pooler sends itself: its ReadyForQuery is the pooler's. `tag` says whose
+  // query it is, for the replies that come before that ReadyForQuery (internal_front); the
+  // link gives it no meaning (the server's InternalQuery, server_query.h, does).
+  void on_internal_query(uint8_t tag = 0) { internal_.push_back(tag); }
 
   // --- server → client ---
   // A reply that goes to the client: ReadyForQuery and the COPY messages count; others pass.
@@ -71,7 +74,7 @@ class ReplyQueue {
   static protocol::TransactionStatus status_of(const protocol::Message& ready);
   // A ReadyForQuery for the client: one fewer owed, and no COPY survives it.
   void on_client_ready(protocol::TransactionStatus status);
-  // A ReadyForQuery for the pooler's own query; false when none was owed.
+  // A ReadyForQuery for the pooler's own query, the oldest owed; false when none was owed.
   bool on_internal_ready(protocol::TransactionStatus status);
   // CopyInResponse, CopyOutResponse, CopyBothResponse or the server's CopyDone (other types
   // change nothing).
@@ -82,7 +85,11 @@ class ReplyQueue {
   // --- questions ---
   [[nodiscard]] protocol::TransactionStatus transaction_status() const { return tx_status_; }
   [[nodiscard]] uint32_t client_ready_owed() const { return client_ready_owed_; }
-  [[nodiscard]] uint32_t internal_ready_owed() const { return internal_ready_owed_; }
+  [[nodiscard]] uint32_t internal_ready_owed() const {
+    return static_cast<uint32_t>(internal_.size());
+  }
+  // The tag of the pooler's query whose replies come now (the oldest owed); 0 when none is.
+  [[nodiscard]] uint8_t internal_front() const { return internal_.empty() ? 0 : internal_.front(); }
   [[nodiscard]] bool extended_open() const { return extended_open_; }
   [[nodiscard]] Copy copy() const { return copy_; }
   [[nodiscard]] bool copy_in() const { return copy_ == Copy::in || copy_ == Copy::both; }
@@ -90,8 +97,7 @@ class ReplyQueue {
   // A request is under way: a reply is owed, a batch or a COPY is open. A client that leaves
   // now leaves a server that cannot be finished for anyone else.
   [[nodiscard]] bool request_open() const {
-    return copy_ != Copy::none || client_ready_owed_ > 0 || extended_open_ ||
-           internal_ready_owed_ > 0;
+    return copy_ != Copy::none || client_ready_owed_ > 0 || extended_open_ || !internal_.empty();
   }
   // Nothing owed to anyone and no transaction open: the link may end here.
   [[nodiscard]] bool at_transaction_boundary() const {
@@ -114,10 +120,13 @@ class ReplyQueue {
 
   protocol::TransactionStatus tx_status_ = protocol::TransactionStatus::idle;
   static constexpr uint32_t kTrackedOwed = 64;
-  uint32_t client_ready_owed_ = 0;    // one per Query, FunctionCall and Sync
-  uint64_t owed_syncs_ = 0;           // of the first kTrackedOwed owed, which are Syncs
-  uint32_t internal_ready_owed_ = 0;  // one per query of the pooler's own
-  bool extended_open_ = false;        // a Parse … Flush without its Sync yet
+  uint32_t client_ready_owed_ = 0;  // one per Query, FunctionCall and Sync
+  uint64_t owed_syncs_ = 0;         // of the first kTrackedOwed owed, which are Syncs
+  // One tag per query of the pooler's own, oldest first: a few at most (a cleaning sends its
+  // reset, cleanup, lookup and verify queries at once), so the vector's capacity, once grown,
+  // is kept for the server's life.
+  std::vector<uint8_t> internal_;
+  bool extended_open_ = false;  // a Parse … Flush without its Sync yet
   Copy copy_ = Copy::none;
 };
 

@@ -327,6 +327,29 @@ TEST_F(ReplyQueueTest, InternalQueriesAreOwedApart) {
   EXPECT_FALSE(queue.on_internal_ready(TransactionStatus::idle));  // none was owed
 }
 
+// Several of the pooler's queries sent at once (a cleaning's reset, lookup and verify): the
+// replies before each ReadyForQuery are the oldest owed one's, whose tag internal_front gives.
+TEST_F(ReplyQueueTest, InternalQueriesAnswerInTheOrderSent) {
+  EXPECT_EQ(queue.internal_front(), 0);
+  queue.on_internal_query(3);
+  queue.on_internal_query(0);
+  queue.on_internal_query(5);
+  EXPECT_EQ(queue.internal_ready_owed(), 3u);
+  EXPECT_EQ(queue.internal_front(), 3);
+  EXPECT_TRUE(queue.on_internal_ready(TransactionStatus::idle));
+  EXPECT_EQ(queue.internal_front(), 0);
+  EXPECT_TRUE(queue.on_internal_ready(TransactionStatus::idle));
+  EXPECT_EQ(queue.internal_front(), 5);
+  queue.on_internal_query(7);  // sent while the others are answered: after them
+  EXPECT_TRUE(queue.on_internal_ready(TransactionStatus::in_block));
+  EXPECT_EQ(queue.transaction_status(), TransactionStatus::in_block);
+  EXPECT_EQ(queue.internal_front(), 7);
+  EXPECT_TRUE(queue.on_internal_ready(TransactionStatus::idle));
+  EXPECT_EQ(queue.internal_ready_owed(), 0u);
+  EXPECT_EQ(queue.internal_front(), 0);
+  EXPECT_TRUE(queue.at_transaction_boundary());
+}
+
 TEST_F(ReplyQueueTest, MalformedReadyForQueryCountsAsFailed) {
   std::string query;
   pp::write_query(query, "SELECT 1");
