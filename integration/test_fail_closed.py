@@ -132,6 +132,41 @@ def test_a_sync_that_fails_runs_nothing_and_the_client_carries_on(roles, pg, mak
     assert "could not apply" in pooler.log()
 
 
+@pytest.mark.parametrize("options, message, sqlstate", [
+    ("-c work_mem=abc", 'invalid value for parameter "work_mem": "abc"', "22023"),
+    ("-c datestyle=bogus", 'invalid value for parameter "DateStyle": "bogus"', "22023"),
+    ("-c no_such_setting=1", 'unrecognized configuration parameter "no_such_setting"', "42704"),
+])
+def test_a_startup_setting_no_server_takes_ends_the_session_as_postgresql_does(
+        pg, make_pooler, options, message, sqlstate):
+    # PostgreSQL refuses the login with FATAL; pgsluice logs the client in without a server, so
+    # the first statement gets PostgreSQL's FATAL and the connection closes, instead of an error
+    # per statement for ever. The statement runs nowhere; other clients are not disturbed.
+    with pytest.raises(psycopg.OperationalError) as direct:
+        psycopg.connect(f"host={pg.host} port={pg.port} dbname=app user=app password=app",
+                        options=options)
+    assert message in str(direct.value), direct.value
+    pooler = make_pooler(default_pool_size=1)
+    with pooler.connect(autocommit=True) as other:
+        with psycopg.connect(pooler.dsn("app"), autocommit=True, options=options) as c:
+            with pytest.raises(psycopg.OperationalError) as info:
+                c.execute("SELECT 1")
+            assert message in str(info.value), info.value
+            assert c.closed or c.broken
+        # On the wire: PostgreSQL's ErrorResponse as FATAL, then the end of the connection.
+        with pooler.raw(params={"options": options}) as raw:
+            raw.send_query("SELECT 1")
+            kind, body = raw.read_message()
+            assert kind == b"E", (kind, body)
+            fields = raw._fields(body)
+            assert (fields.get("V"), fields.get("C")) == ("FATAL", sqlstate), fields
+            assert fields.get("M") == message, fields
+            with pytest.raises(ConnectionError):
+                raw.read_message()
+        assert other.execute("SHOW work_mem").fetchone()[0] == "4MB"
+    assert "could not apply the startup parameters" in pooler.log()
+
+
 def test_currval_is_never_another_clients_value(pg, make_pooler):
     # currval/lastval read the session's last nextval: on a pooled server that may be another
     # client's. When other clients used the server since its sequence values were last

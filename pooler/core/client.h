@@ -92,6 +92,13 @@ class Client final : public ChannelOwner {
   // that was held for it is answered with `error_response` (a whole ErrorResponse) instead of
   // running anywhere; the client stays connected, and its next request links a server anew.
   void refuse_held_request(std::string error_response);
+  // No server ever took the settings of the client's startup packet and the first sync failed:
+  // as PostgreSQL refuses such a login with FATAL, the client gets `fatal_response` (a whole
+  // ErrorResponse, PostgreSQL's own fields) and is closed, instead of an error per statement.
+  void end_with_startup_error(std::string fatal_response);
+  // Whether a server has been in this client's settings once (ClientParameters::taken_once).
+  [[nodiscard]] bool settings_taken() const { return params_.taken_once; }
+  void note_settings_taken() { params_.taken_once = true; }
   // The pool has a pin free, maybe: the statement that waited for one asks for a server again.
   void retry_after_pin_wait();
   // The server's socket took what this client sent: reading may resume.

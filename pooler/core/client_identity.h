@@ -25,6 +25,9 @@ struct ClientParameters {
   ParameterSet settings;          // what the client wants now: extras, then what `keep` kept
   ParameterSet extras;            // startup settings the server does not report
   ParameterSet startup_reported;  // startup settings it reports (Client::startup_reported())
+  // A server has been in these settings once (a link that needed no sync, or a sync that
+  // worked): until then a sync that fails is the startup packet's fault (Client::settings_taken).
+  bool taken_once = false;
 };
 
 }  // namespace pgsluice

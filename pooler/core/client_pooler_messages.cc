@@ -79,6 +79,14 @@ void Client::refuse_held_request(std::string error_response) {
   process_regular_input();
 }
 
+void Client::end_with_startup_error(std::string fatal_response) {
+  server_ = nullptr;
+  held_.for_read_back = false;
+  if (state_ == State::closing) return;
+  channel_.output().append(fatal_response);
+  close("a startup parameter no server takes");
+}
+
 bool Client::answer_held_request() {
   pp::FrameReader& in = channel_.input();
   while (!held_.error.empty()) {

@@ -134,7 +134,7 @@ void Server::link(Client& client) {
   apply_statement_settings();
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
   session_.on_link(client.id());
-  sync_parameters(client);
+  if (!sync_parameters(client)) client.note_settings_taken();
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(session_.verifier, client);
   }

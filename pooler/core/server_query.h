@@ -14,6 +14,7 @@ namespace pgsluice {
 // rows and CommandComplete go to that one, in the order the queries were sent.
 enum class InternalQuery : uint8_t {
   other,             // no rows to read: the parameter sync, a reset, a cleanup, LISTEN sync
+  settings_only,     // the link's sync when it only sets values: nothing of another's to reset
   listen_read_back,  // the client's channels after its transaction (listen_channels.h)
   kept_read_back,    // the settings kept for the client (kept_settings.h)
   pin_check,         // whether a pinned session still holds anything (server_session_state.cc)

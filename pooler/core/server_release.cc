@@ -537,6 +537,7 @@ void Server::on_internal_row(std::string_view body) {
       session_.verifier.on_data_row(body);
       return;
     case InternalQuery::other:
+    case InternalQuery::settings_only:
     case InternalQuery::run_query:
       return;
   }

@@ -81,7 +81,11 @@ bool Server::sync_parameters(const Client& client) {
   if (sync.empty()) return false;
   // PgBouncer's name for this step (its varcache_apply sends the SETs of the client's
   // parameters when it links a server), which its log readers and test suite look for.
-  send_internal_query(sync, "varcache_apply");
+  // Without a RESET it only sets the client's values (and defaults): a refusal then is the
+  // client's settings' own (note_sync_failure).
+  send_internal_query(sync, "varcache_apply",
+                      sync.find("RESET ") == std::string::npos ? InternalQuery::settings_only
+                                                               : InternalQuery::other);
   parameter_sync_owed_ = true;
   sync_failure_.clear();
   return true;
@@ -105,6 +109,7 @@ bool Server::finish_parameter_sync() {
   parameter_sync_owed_ = false;
   if (sync_failure_.empty()) {
     adopt_canonical_values();
+    if (client_ != nullptr) client_->note_settings_taken();
     return true;
   }
   std::string error = std::move(sync_failure_);
@@ -112,9 +117,28 @@ bool Server::finish_parameter_sync() {
   Client* client = client_;
   client_ = nullptr;
   close("could not apply a client's session parameters");
-  if (client != nullptr) client->refuse_held_request(std::move(error));
+  if (client == nullptr) return false;
+  // note_sync_failure wrote a FATAL (its first field) when the client's startup settings are
+  // at fault: the session ends as PostgreSQL would have ended its login.
+  constexpr std::string_view kFatal = "SFATAL";
+  if (std::string_view(error).substr(5, kFatal.size()) == kFatal) {
+    client->end_with_startup_error(std::move(error));
+  } else {
+    client->refuse_held_request(std::move(error));
+  }
   return false;
 }
+
+namespace {
+
+// What PostgreSQL answers a setting it does not take: a bad value (class 22), an unknown name or
+// a missing privilege (class 42), a parameter fixed at server start (55P02). Anything else (the
+// server shutting down under the sync) is no fault of the client's settings.
+bool refuses_a_setting(std::string_view sqlstate) {
+  return sqlstate.starts_with("22") || sqlstate.starts_with("42") || sqlstate == "55P02";
+}
+
+}  // namespace
 
 void Server::note_sync_failure(const pp::ErrorFields* error) {
   std::string names;
@@ -126,6 +150,20 @@ void Server::note_sync_failure(const pp::ErrorFields* error) {
   }
   const std::string_view text = error != nullptr ? error->message : "malformed ErrorResponse";
   sync_failure_.clear();
+  if (client_ != nullptr && !client_->settings_taken() && error != nullptr &&
+      internal_front() == InternalQuery::settings_only && refuses_a_setting(error->code)) {
+    // The startup packet's settings: PostgreSQL refuses such a login with this error as FATAL
+    // (invalid value for parameter "work_mem": "abc"), and so does the pooler, at the first
+    // statement since the login itself needed no server.
+    pp::write_error_response(sync_failure_, pp::ErrorNotice{.severity = "FATAL",
+                                                            .code = error->code,
+                                                            .message = error->message,
+                                                            .detail = error->detail,
+                                                            .hint = error->hint});
+    spdlog::warn("{} could not apply the startup parameters of {}: {}; the client is refused",
+                 log_id(), client_->log_id(), text);
+    return;
+  }
   pp::write_error_response(
       sync_failure_,
       pp::ErrorNotice{
