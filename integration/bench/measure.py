@@ -25,6 +25,38 @@ def proc_cpu_seconds(pid: int) -> float | None:
         return None
 
 
+def postgres_cpu_seconds(postmaster_pid: int | None) -> float | None:
+    """CPU seconds (user + system) that the PostgreSQL server has used so far: the postmaster's
+    own, that of its children that have exited (cutime + cstime: the kernel adds a child's
+    times to its parent's when the parent reaps it, so a backend that lived and died between
+    two readings is counted whole), and that of its children alive now (backends, background
+    workers, checkpointer ...). The difference of two readings is what the server spent in
+    between, whether its backends outlived the interval (a pooler's servers) or not (direct
+    clients, one backend per connection under pgbench -C). A child reaped between the two
+    reads inside this function is missed or counted twice: read once the backends of a run
+    have gone or while they stay."""
+    if postmaster_pid is None:
+        return None
+    try:
+        with open(f"/proc/{postmaster_pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # After the ")" of comm: utime, stime, cutime, cstime are fields 14-17, index 11-14.
+        total = sum(int(x) for x in fields[11:15])
+    except (OSError, IndexError, ValueError):
+        return None
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == postmaster_pid:
+                total += sum(int(x) for x in fields[11:15])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / CLK_TCK
+
+
 def smaps_rollup(pid: int) -> dict:
     """kB of rss, pss, pss_anon, pss_shmem from /proc/PID/smaps_rollup ({} if unreadable: the
     process is gone, or we may not ptrace it)."""
@@ -202,12 +234,16 @@ def parse_pgbench(out: str, err: str, rc: int) -> dict:
 
     r = {
         "rc": rc,
-        "tps": num(r"^tps = ([\d.]+) \(without initial connection time\)"),
+        # Under -C (a connection per transaction) pgbench counts the connections in: "tps = …
+        # (including reconnection times)" and "average connection time", per connection.
+        "tps": num(r"^tps = ([\d.]+) \((?:without initial connection|including reconnection) "
+                   r"times?\)"),
         "transactions": num(r"^number of transactions actually processed: (\d+)", conv=int),
         "failed": num(r"^number of failed transactions: (\d+)", conv=int),
         "skipped": num(r"^number of transactions skipped: (\d+)", conv=int),
         "latency_ms": num(r"^latency average = ([\d.]+) ms"),
         "connect_ms": num(r"^initial connection time = ([\d.]+) ms"),
+        "connection_avg_ms": num(r"^average connection time = ([\d.]+) ms"),  # under -C
     }
     aborted = "Run was aborted" in out + err or rc != 0
     errors: dict[str, int] = {}
