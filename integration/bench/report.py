@@ -127,17 +127,21 @@ def markdown(res: dict) -> str:
         w("## Throughput (closed model: each client sends its next transaction when the last "
           "one is answered)\n")
         w("TPS is pgbench's \"without initial connection time\"; mean latency is pgbench's "
-          "(in a closed model ≈ clients / TPS); CPU µs/txn is the pooler process's utime+stime "
-          "over the run (from /proc/PID/stat, connection set-up included) ÷ transactions. "
+          "(in a closed model ≈ clients / TPS); pooler CPU µs/txn is the pooler process's "
+          "utime+stime over the run (from /proc/PID/stat, connection set-up included) ÷ "
+          "transactions; whole-machine CPU µs/txn is that of everything the transaction runs "
+          "through — pooler + PostgreSQL (postmaster, backends alive or exited, background "
+          "processes) + pgbench — ÷ transactions. "
           "Cells are median (min–max) over the repeats. Ratios are of medians, on the pgsluice "
           "row.\n")
         w("| Scenario | Target | TPS | Mean latency, ms | Failed txns | Pooler CPU µs/txn | "
-          "pgsluice / PgBouncer | pgsluice / direct |")
-        w("|---|---|---:|---:|---:|---:|---|---|")
+          "Whole-machine CPU µs/txn | pgsluice / PgBouncer | pgsluice / direct |")
+        w("|---|---|---:|---:|---:|---:|---:|---|---|")
         for name, sc in closed:
             runs = sc["runs"]
             tps = {t: field(runs.get(t, []), "tps") for t in TARGETS}
             cpu = {t: field(runs.get(t, []), "cpu_us_per_txn") for t in TARGETS}
+            tot = {t: field(runs.get(t, []), "total_cpu_us_per_txn") for t in TARGETS}
             for t in TARGETS:
                 rr = runs.get(t, [])
                 if not rr:
@@ -154,10 +158,12 @@ def markdown(res: dict) -> str:
                 r_b = r_d = ""
                 if t == "pgsluice":
                     r_b = f"TPS {ratio(tps['pgsluice'], tps['pgbouncer'])}, " \
-                          f"CPU {ratio(cpu['pgsluice'], cpu['pgbouncer'])}"
-                    r_d = f"TPS {ratio(tps['pgsluice'], tps['direct'])}"
+                          f"CPU {ratio(cpu['pgsluice'], cpu['pgbouncer'])}, " \
+                          f"machine {ratio(tot['pgsluice'], tot['pgbouncer'])}"
+                    r_d = f"TPS {ratio(tps['pgsluice'], tps['direct'])}, " \
+                          f"machine {ratio(tot['pgsluice'], tot['direct'])}"
                 w(f"| {TITLE.get(name, name)} | {LABEL[t]} | {tps_cell} | {lat} | {failed_cell} | "
-                  f"{cpu_cell} | {r_b} | {r_d} |")
+                  f"{cpu_cell} | {fmt_range(tot[t], 1)} | {r_b} | {r_d} |")
         w("")
 
     rate = res.get("scenarios", {}).get("rate_select_20")
@@ -174,8 +180,8 @@ def markdown(res: dict) -> str:
           + ("" if lim else " No -L: nothing is skipped, the whole tail is in the percentiles.")
           + "\n")
         w("| Target | Achieved TPS | p50, ms | p95, ms | p99, ms | max, ms | Skipped % | "
-          "Mean schedule lag, ms | Pooler CPU µs/txn |")
-        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "Mean schedule lag, ms | Pooler CPU µs/txn | Whole-machine CPU µs/txn |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         p99 = {}
         for t in TARGETS:
             rr = rate["runs"].get(t, [])
@@ -188,7 +194,8 @@ def markdown(res: dict) -> str:
               f"{fmt_range(p99[t], 3)} | {fmt_range(field(rr, 'max_ms'), 1)} | "
               f"{fmt_range(field(rr, 'skipped_pct'), 2)} | "
               f"{fmt_range(field(rr, 'mean_lag_ms'), 3)} | "
-              f"{fmt_range(field(rr, 'cpu_us_per_txn'), 1) if t != 'direct' else ''} |")
+              f"{fmt_range(field(rr, 'cpu_us_per_txn'), 1) if t != 'direct' else ''} | "
+              f"{fmt_range(field(rr, 'total_cpu_us_per_txn'), 1)} |")
         sat = [LABEL[t] for t in TARGETS
                if (x := field(rate["runs"].get(t, []), "tps")) and x[0] < 0.97 * rate["rate"]]
         if sat:
@@ -292,8 +299,9 @@ def markdown(res: dict) -> str:
 
     w("## Every run\n")
     w("| Scenario | Round | Target | Status | TPS | Mean lat., ms | p99, ms | Pooler CPU µs/txn | "
-      "pgbench CPU µs/txn | Connect, ms | Machine busy % | Load avg |")
-    w("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "PostgreSQL CPU µs/txn | pgbench CPU µs/txn | Whole-machine CPU µs/txn | Connect, ms | "
+      "Machine busy % | Load avg |")
+    w("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, sc in res.get("scenarios", {}).items():
         if sc.get("kind") in ("idle", "sequential"):  # no pgbench runs
             continue
@@ -303,10 +311,12 @@ def markdown(res: dict) -> str:
             w(f"| {SHORT.get(name, name)} | {r.get('round')} | {LABEL[r['target']]} | "
               f"{r.get('status')} | {fmt(r.get('tps'))} | {fmt(r.get('latency_ms'), 2)} | "
               f"{fmt(r.get('p99_ms'), 3)} | {fmt(r.get('cpu_us_per_txn'), 1)} | "
-              f"{fmt(r.get('pgbench_cpu_us_per_txn'), 1)} | {fmt(r.get('connect_ms'))} | "
+              f"{fmt(r.get('pg_cpu_us_per_txn'), 1)} | "
+              f"{fmt(r.get('pgbench_cpu_us_per_txn'), 1)} | "
+              f"{fmt(r.get('total_cpu_us_per_txn'), 1)} | {fmt(r.get('connect_ms'))} | "
               f"{fmt(r.get('machine_busy_pct'))} | {fmt(r.get('loadavg_before'), 2)} |")
     w("")
-    w("Machine busy % is the whole machine's non-idle CPU time during the run (/proc/stat), "
+    w("Whole-machine CPU is pooler + PostgreSQL + pgbench. Machine busy % is the whole machine's non-idle CPU time during the run (/proc/stat), "
       "including pgbench, PostgreSQL, the pooler and anything else running; raw pgbench output "
       "of every run is in raw/, the pooler and PostgreSQL logs in logs/. See "
       "integration/bench/README.md for the method and the caveats.")
