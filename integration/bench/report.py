@@ -24,11 +24,19 @@ TITLE = {
     "select_only_1000": "select-only (-S), 1,000 clients",
     "tpcb_200": "tpcb-like, 200 clients",
     "prepared_select_50": "-M prepared -S, 50 clients",
+    "tls_select_200": "select-only (-S), 200 clients, TLS (sslmode=require)",
+    "connect_select_50": "-C -S (a connection per transaction), 50 clients",
+    "tls_connect_select_50": "-C -S (a connection per transaction), 50 clients, TLS",
     "rate_select_20": "-S at a fixed rate, 20 clients",
+    "rate_select_1000_25": "-S at a fixed rate, 1,000 clients, 25 % of direct",
+    "rate_select_1000_75": "-S at a fixed rate, 1,000 clients, 75 % of direct",
 }
 SHORT = {
     "select_only_20": "-S 20", "select_only_200": "-S 200", "select_only_1000": "-S 1000",
-    "tpcb_200": "tpcb 200", "prepared_select_50": "prep. 50",
+    "tpcb_200": "tpcb 200", "prepared_select_50": "prep. 50", "tls_select_200": "TLS 200",
+    "connect_select_50": "-C 50", "tls_connect_select_50": "TLS -C 50",
+    "rate_select_20": "rate 20", "rate_select_1000_25": "rate 1000 25%",
+    "rate_select_1000_75": "rate 1000 75%",
 }
 
 
@@ -91,6 +99,12 @@ def kb(v) -> str:
     return "—" if v is None else f"{v / 1024:.1f} MB"
 
 
+def connect_cell(r: dict) -> str:
+    if r.get("connection_avg_ms") is not None:  # -C: the average per connection
+        return f"{r['connection_avg_ms']:.2f} each"
+    return fmt(r.get("connect_ms"))
+
+
 # --------------------------------------------------------------------------------------------
 # Markdown
 
@@ -120,13 +134,24 @@ def markdown(res: dict) -> str:
     w(f"- each run: `pgbench -n -j 2 -T {s.get('duration_s')}`; {s.get('repeats')} repeat(s) per "
       f"target, targets interleaved in rounds (round r starts at target r: D,B,S / B,S,D / "
       f"S,D,B); a {s.get('warmup_s')} s warm-up per target before the first measured run, "
-      "discarded\n")
+      "discarded")
+    tls = res.get("tls")
+    if tls:
+        neg = tls.get("negotiated", {})
+        w(f"- TLS scenarios: pgbench with `sslmode=require`; PostgreSQL `ssl = on` for direct; "
+          "a second instance of each pooler with `client_tls_sslmode = require` (otherwise the "
+          f"same config), certificate {tls.get('certificate')}; negotiated: "
+          + "; ".join(f"{LABEL.get(t, t)} `{v}`" for t, v in neg.items())
+          + ". Plain scenarios: `sslmode=disable`. The poolers' hop to PostgreSQL is plaintext "
+          "in every scenario (`server_tls_sslmode = disable`)")
+    w("")
 
     closed = [(n, sc) for n, sc in res.get("scenarios", {}).items() if sc.get("kind") == "closed"]
     if closed:
         w("## Throughput (closed model: each client sends its next transaction when the last "
           "one is answered)\n")
-        w("TPS is pgbench's \"without initial connection time\"; mean latency is pgbench's "
+        w("TPS is pgbench's \"without initial connection time\" (under -C, a connection per "
+          "transaction, its \"including reconnection times\"); mean latency is pgbench's "
           "(in a closed model ≈ clients / TPS); pooler CPU µs/txn is the pooler process's "
           "utime+stime over the run (from /proc/PID/stat, connection set-up included) ÷ "
           "transactions; whole-machine CPU µs/txn is that of everything the transaction runs "
@@ -166,10 +191,16 @@ def markdown(res: dict) -> str:
                   f"{cpu_cell} | {fmt_range(tot[t], 1)} | {r_b} | {r_d} |")
         w("")
 
-    rate = res.get("scenarios", {}).get("rate_select_20")
-    if rate:
+    for name, rate in res.get("scenarios", {}).items():
+        if rate.get("kind") != "rate":
+            continue
         lim = rate.get("latency_limit_ms")
-        w("## Latency at a fixed rate (open model)\n")
+        nc = f"{rate['clients']:,}"
+        w(f"## Latency at a fixed rate (open model), {nc} clients, "
+          f"{100 * rate.get('rate_fraction', 0.5):g} % of direct\n")
+        if rate.get("error"):
+            w(f"**Not run**: {rate['error']}\n")
+            continue
         w(f"`pgbench -S -c {rate['clients']} -j 2 --rate={rate['rate']}"
           + (f" -L {lim}" if lim else "") + f" -l`: the rate is "
           f"{rate.get('rate_fraction', 0.5):g} × the direct ceiling "
@@ -201,10 +232,11 @@ def markdown(res: dict) -> str:
         if sat:
             w(f"\n**Saturated: {', '.join(sat)}** — median achieved TPS is more than 3 % below "
               f"the scheduled rate, so transactions queue without bound and the percentiles "
-              "measure that queue (and the run's length), not the latency a pooler adds. On 2 "
-              "shared cores a pooler's own 20-client ceiling is about half the direct one, so "
-              "half the direct ceiling sits at the edge; a busier machine tips it over. "
-              "A lower `--rate-fraction` (the default is 0.25) measures below saturation.")
+              "measure that queue (and the run's length), not the latency a pooler adds."
+              + (" On 2 shared cores a pooler's own 20-client ceiling is about half the direct "
+                 "one, so half the direct ceiling sits at the edge; a busier machine tips it "
+                 "over. A lower `--rate-fraction` (the default is 0.25) measures below "
+                 "saturation." if rate["clients"] == 20 else ""))
         if p99.get("direct"):
             added = [f"{LABEL[t]} {p99[t][0] - p99['direct'][0]:+.3f} ms"
                      for t in ("pgbouncer", "pgsluice") if p99.get(t)]
@@ -313,10 +345,12 @@ def markdown(res: dict) -> str:
               f"{fmt(r.get('p99_ms'), 3)} | {fmt(r.get('cpu_us_per_txn'), 1)} | "
               f"{fmt(r.get('pg_cpu_us_per_txn'), 1)} | "
               f"{fmt(r.get('pgbench_cpu_us_per_txn'), 1)} | "
-              f"{fmt(r.get('total_cpu_us_per_txn'), 1)} | {fmt(r.get('connect_ms'))} | "
+              f"{fmt(r.get('total_cpu_us_per_txn'), 1)} | {connect_cell(r)} | "
               f"{fmt(r.get('machine_busy_pct'))} | {fmt(r.get('loadavg_before'), 2)} |")
     w("")
-    w("Whole-machine CPU is pooler + PostgreSQL + pgbench. Machine busy % is the whole machine's non-idle CPU time during the run (/proc/stat), "
+    w("Connect is pgbench's initial connection time of all clients, or under -C its average "
+      "per connection (marked \"each\"). Whole-machine CPU is pooler + PostgreSQL + pgbench. "
+      "Machine busy % is the whole machine's non-idle CPU time during the run (/proc/stat), "
       "including pgbench, PostgreSQL, the pooler and anything else running; raw pgbench output "
       "of every run is in raw/, the pooler and PostgreSQL logs in logs/. See "
       "integration/bench/README.md for the method and the caveats.")
@@ -352,7 +386,7 @@ def engine_bars(res: dict) -> list[tuple[str, str, str]]:
                          f"pgsluice {pc:.1f} µs, PgBouncer {bc:.1f} µs: ratio {pc / bc:.2f}",
                          verdict(pc <= limit * bc, f"needs ≤ {limit * bc:.1f} µs")))
     r = sc.get("rate_select_20")
-    if r:
+    if r and not r.get("error"):
         kept = all((x := med("rate_select_20", t, "tps")) and x >= 0.97 * r["rate"]
                    for t in TARGETS)
         for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
@@ -488,7 +522,8 @@ def svg(res: dict) -> str:
     sc = res.get("scenarios", {})
     panels = []
     closed = [n for n in ("select_only_20", "select_only_200", "select_only_1000",
-                          "prepared_select_50", "tpcb_200") if n in sc]
+                          "prepared_select_50", "tpcb_200", "tls_select_200",
+                          "connect_select_50", "tls_connect_select_50") if n in sc]
     if closed:
         data = {}
         for n in closed:
@@ -508,7 +543,7 @@ def svg(res: dict) -> str:
                 cdata[SHORT[n]][t] = s if s else ("failed" if rr else None)
         panels.append(("Pooler CPU per transaction", "µs of CPU / transaction",
                        [SHORT[n] for n in closed], ["pgbouncer", "pgsluice"], cdata))
-    if "rate_select_20" in sc:
+    if "rate_select_20" in sc and not sc["rate_select_20"].get("error"):
         r = sc["rate_select_20"]
         data = {}
         for q in ("p50", "p95", "p99"):
@@ -522,7 +557,20 @@ def svg(res: dict) -> str:
         panels.append((f"Latency at --rate={r['rate']} (-S, 20 clients)"
                        + (" — SATURATED" if sat else ""), "ms",
                        ["p50", "p95", "p99"], TARGETS, data))
-    W, H = 1200, 380
+    many = [n for n in ("rate_select_1000_25", "rate_select_1000_75")
+            if n in sc and not sc[n].get("error")]
+    if many:
+        data = {}
+        for n in many:
+            data[SHORT[n]] = {}
+            for t in TARGETS:
+                rr = sc[n]["runs"].get(t, [])
+                s = field(rr, "p99_ms")
+                data[SHORT[n]][t] = s if s else ("failed" if rr else None)
+        panels.append(("p99 at fixed rates, 1,000 clients", "ms", [SHORT[n] for n in many],
+                       TARGETS, data))
+    # Wider with more panels, so that eight closed scenarios' bars stay readable.
+    W, H = max(1200, 400 * len(panels)), 380
     pw = W / max(1, len(panels))
     body = []
     for i, (title, ylabel, groups, series, data) in enumerate(panels):
