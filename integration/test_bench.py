@@ -123,8 +123,11 @@ def test_the_1000_client_ceiling_is_measured_once_or_taken_from_select_only_1000
     results = {"scenarios": {}}
     assert run.direct_ceiling(results, bench, args, 1000)[0] == 3000.0
     assert run.direct_ceiling(results, bench, args, 1000)[0] == 3000.0  # 25 % and 75 %: one run
-    # At least 5 s: pgbench's -T counts the 1,000 logins, and 2 s measured no transaction.
-    assert bench.calls == [("direct", 1000, 5, ["-S"])]
+    # A count per client, not -T: pgbench's -T counts the 1,000 logins, which took over 5 s.
+    assert bench.calls == [("direct", 1000, None, ["-S", "-t", "10"])]
+    bench20 = FakeBench(20000.0)
+    assert run.direct_ceiling(results, bench20, args, 20)[0] == 20000.0  # as before: -T
+    assert bench20.calls == [("direct", 20, 2, ["-S"])]
     results["scenarios"]["select_only_1000"] = {"runs": {"direct": [
         {"status": "ok", "tps": 5000.0}, {"status": "ok", "tps": 7000.0},
         {"status": "failed", "tps": 1.0}]}}
