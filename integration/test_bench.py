@@ -144,6 +144,29 @@ def test_the_1000_client_ceiling_is_measured_once_or_taken_from_select_only_1000
     assert run.client_env(tls=True)["PGSSLMODE"] == "require"
 
 
+def test_the_1000_client_fixed_rates_count_transactions_from_the_end_of_the_logins(tmp_path):
+    """-T would include 1,000 direct logins (seconds); -t N holds --duration seconds of the
+    timetable, which pgbench starts after them. 20 clients keep -T."""
+    run = load_run()
+    calls = []
+
+    def pgbench(target, clients, duration, extra, label, tls=False):
+        calls.append((clients, duration, extra))
+        return {"tps": 1.0, "status": "ok", "errors": {}, "machine_busy_pct": 0.0}
+
+    fake = types.SimpleNamespace(
+        args=types.SimpleNamespace(repeats=1, duration=5, latency_limit=None),
+        logs_dir=str(tmp_path), order=lambda rnd: list(run.TARGETS), pgbench=pgbench)
+    res = run.Bench.rate(fake, "rate_select_1000_25", 1000, ["-S"], 754.4)
+    assert res["rate"] == 754 and res["transactions_per_client"] == 4  # 754 × 5 s / 1,000
+    assert len(calls) == 3 and all(c[1] is None and c[2][-2:] == ["-t", "4"] for c in calls)
+    assert calls[0][2][:2] == ["-S", "--rate=754"]
+    calls.clear()
+    res = run.Bench.rate(fake, "rate_select_20", 20, ["-S"], 5000.0)
+    assert res["transactions_per_client"] is None
+    assert all(c[1] == 5 and "-t" not in c[2] for c in calls)
+
+
 def one(target, tps, cpu=None, total=None, **more):
     r = {"target": target, "status": "ok", "tps": tps, "round": 1, "transactions": 1000,
          "total_cpu_us_per_txn": total, "latency_ms": 1.0}
@@ -161,6 +184,7 @@ def closed(d, b, s):
 
 def test_report_shows_whole_machine_cpu_tls_and_judges_issue_46():
     rate = {"kind": "rate", "clients": 1000, "rate": 1000, "rate_fraction": 0.25,
+            "transactions_per_client": 5,
             "direct_ceiling_tps": 4000, "ceiling_source": "one direct -S -c 1000 run",
             "runs": {"direct": one("direct", 600, None, 5000.0, p99_ms=600.0),
                      "pgbouncer": one("pgbouncer", 995, 100.0, 400.0, p99_ms=5.0),
@@ -190,6 +214,7 @@ def test_report_shows_whole_machine_cpu_tls_and_judges_issue_46():
     assert "`client_tls_sslmode = require`" in md and "TLSv1.3" in md
     assert "200 clients, TLS (sslmode=require)" in md and "a connection per transaction" in md
     assert "## Latency at a fixed rate (open model), 1,000 clients, 25 % of direct" in md
+    assert "`pgbench -S -c 1000 -j 2 --rate=1000 -t 5 -l`" in md
     assert "**Not run**: direct -S -c 1000 measured no ceiling" in md
     assert "**Saturated: direct**" in md
 

@@ -201,14 +201,18 @@ def markdown(res: dict) -> str:
         if rate.get("error"):
             w(f"**Not run**: {rate['error']}\n")
             continue
+        per = rate.get("transactions_per_client")
         w(f"`pgbench -S -c {rate['clients']} -j 2 --rate={rate['rate']}"
-          + (f" -L {lim}" if lim else "") + f" -l`: the rate is "
+          + (f" -t {per}" if per else "") + (f" -L {lim}" if lim else "") + f" -l`: the rate is "
           f"{rate.get('rate_fraction', 0.5):g} × the direct ceiling "
           f"({fmt(rate.get('direct_ceiling_tps'))} TPS, {rate.get('ceiling_source')}). "
           "Percentiles are computed from the per-transaction logs (every transaction of the run; "
           "under --rate a transaction's latency runs from its scheduled start, so queueing "
           "behind a stall counts), nearest rank; cells are median (min–max) over the repeats."
           + ("" if lim else " No -L: nothing is skipped, the whole tail is in the percentiles.")
+          + (f" `-t {per}` rather than -T: as many transactions per client as the run's "
+             "duration holds at that rate, counted from the end of the logins (-T would "
+             "include them, and 1,000 direct logins take seconds)." if per else "")
           + "\n")
         w("| Target | Achieved TPS | p50, ms | p95, ms | p99, ms | max, ms | Skipped % | "
           "Mean schedule lag, ms | Pooler CPU µs/txn | Whole-machine CPU µs/txn |")
