@@ -263,6 +263,9 @@ def test_tls_and_connection_per_transaction_scenarios_run(tmp_path):
     for t in report.TARGETS:  # what libpq negotiated with each TLS target
         neg = res["tls"]["negotiated"][t]
         assert neg.startswith("SSL connection (protocol: TLSv1."), res["tls"]
+        # and the key exchange group, which openssl s_client reads ("Server Temp Key")
+        hs = res["tls"]["handshake"][t]
+        assert hs.startswith("key exchange ") and not hs.startswith("key exchange ?"), hs
     assert "client_tls_sslmode = require" in res["configs"]["pgsluice-tls"]
     assert "client_tls_sslmode" not in res["configs"]["pgsluice"]
     for name in ("pgbouncer", "pgsluice", "pgbouncer-tls", "pgsluice-tls"):

@@ -142,6 +142,9 @@ def markdown(res: dict) -> str:
           "a second instance of each pooler with `client_tls_sslmode = require` (otherwise the "
           f"same config), certificate {tls.get('certificate')}; negotiated: "
           + "; ".join(f"{LABEL.get(t, t)} `{v}`" for t, v in neg.items())
+          + (" (openssl s_client: " + "; ".join(f"{LABEL.get(t, t)} {v}" for t, v in
+                                                 tls["handshake"].items()) + ")"
+             if tls.get("handshake") else "")
           + ". Plain scenarios: `sslmode=disable`. The poolers' hop to PostgreSQL is plaintext "
           "in every scenario (`server_tls_sslmode = disable`)")
     w("")
