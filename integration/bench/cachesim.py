@@ -8,12 +8,13 @@ the counters are zeroed (`callgrind_control -z`), a measured pgbench runs, the c
 dumped (`callgrind_control -d`), and the dump's totals are divided by the transactions:
 
     /usr/bin/python3 integration/bench/cachesim.py BINARY [BINARY ...] \
-        [--clients 20] [--transactions 500] [--tpcb] [--keep DIR]
+        [--clients 20] [--transactions 500] [--tpcb] [--connect] [--keep DIR]
 
 The simulated first-level caches are the CPU's (32 KiB, 8-way here). The counts do not move
 with the machine's load, which makes them the A/B measure for a change of a few tenths of a
-microsecond (docs/profile.md 0i); the client logins of the measured run are in them. --keep
-leaves the dumps in DIR for `callgrind_annotate`.
+microsecond (docs/profile.md 0i); the client logins of the measured run are in them. --connect
+measures a new connection per transaction (pgbench -C: a login, md5, one transaction, the
+close), the login path's cost. --keep leaves the dumps in DIR for `callgrind_annotate`.
 """
 import argparse
 import glob
@@ -69,6 +70,7 @@ def measure(pg, binary: str, out: str, args) -> dict[str, float]:
         pooler.start(timeout=120)
         workload = [] if args.tpcb else ["-S"]
         base = ["-n", *workload, "-c", str(args.clients), "-j", "2", "--no-vacuum"]
+        measured = base + (["-C"] if args.connect else [])
         # Warm until the pool is full: a server login in the measured run (SCRAM towards
         # PostgreSQL: millions of instructions) would outweigh the transactions' own work.
         for _ in range(10):
@@ -80,7 +82,7 @@ def measure(pg, binary: str, out: str, args) -> dict[str, float]:
         else:
             raise SystemExit(f"{name} did not open {POOL_SIZE} servers while warming up")
         control(pooler, "-z")
-        rc, outp, err = pooler.pgbench(base + ["-t", str(args.transactions)], timeout=1800)
+        rc, outp, err = pooler.pgbench(measured + ["-t", str(args.transactions)], timeout=1800)
         if rc != 0:
             raise SystemExit(f"pgbench failed through {name}: {outp}\n{err[-2000:]}")
         control(pooler, "-d")
@@ -100,6 +102,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--transactions", type=int, default=500, help="per client")
     ap.add_argument("--tpcb", action="store_true", help="tpcb-like instead of select-only")
+    ap.add_argument("--connect", action="store_true",
+                    help="a new connection per transaction (pgbench -C)")
     ap.add_argument("--keep", help="a directory for the callgrind dumps (kept)")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
@@ -123,7 +127,8 @@ def main() -> None:
         pg.stop()
         if not args.keep:
             shutil.rmtree(out, ignore_errors=True)
-    workload = "tpcb-like" if args.tpcb else "select-only"
+    workload = ("tpcb-like" if args.tpcb else "select-only") + \
+        (", a new connection per transaction (-C)" if args.connect else "")
     print(f"{workload}, {args.clients} clients x {args.transactions} transactions, per "
           "transaction (callgrind; L1 = simulated first-level cache)\n")
     print("| pooler | instructions | L1 data read misses | L1 data write misses | "
