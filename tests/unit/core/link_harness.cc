@@ -247,9 +247,9 @@ TestEnd* LinkHarness::accept_and_log_in_server() {
   return pg;
 }
 
-TestEnd* LinkHarness::log_in_client(bool answer_server_login) {
+TestEnd* LinkHarness::log_in_client(bool answer_server_login, const std::string& startup_packet) {
   TestEnd& client = connect_client();
-  client.send(wire::startup("alice", "app"));
+  client.send(startup_packet.empty() ? wire::startup("alice", "app") : startup_packet);
   if (answer_server_login && accept_and_log_in_server() == nullptr) return nullptr;
   const std::string ready = wire::ready('I');
   const bool greeted =

@@ -82,7 +82,8 @@ class LinkHarness {
   // connect_client, then StartupMessage (user alice, database app) and the greeting up to
   // ReadyForQuery 'I'. The pool's first client makes it log in a server: `answer_server_login`
   // plays PostgreSQL's side of it. Returns null (with a test failure) when the login stalls.
-  TestEnd* log_in_client(bool answer_server_login);
+  // `startup_packet`, when given, is sent instead of that StartupMessage.
+  TestEnd* log_in_client(bool answer_server_login, const std::string& startup_packet = {});
   // PostgreSQL's end of the next server connection the pooler made (null, with a test
   // failure: none within kMaxTurns).
   TestEnd* accept_server();

@@ -395,6 +395,35 @@ TEST(LinkTerminate, AClientLeavingBetweenTransactionsLeavesItsServerInThePool) {
   EXPECT_EQ(h.worker().client_count(), 0u);
 }
 
+TEST(LinkFailClosed, AStartupSettingNoServerTakesEndsTheSessionWithPostgresqlsFatal) {
+  // PostgreSQL refuses a login whose startup packet sets work_mem=abc with FATAL. The pooler
+  // logs the client in without a server; at its first statement the sync (only the client's
+  // own values to set) is refused: the client gets PostgreSQL's error as FATAL and is closed,
+  // the server too (its state is unknown), and the statement runs nowhere.
+  LinkHarness h;
+  TestEnd* client = h.log_in_client(/*answer_server_login=*/true,
+                                    wire::startup_with("alice", "app", "work_mem", "abc"));
+  ASSERT_NE(client, nullptr);
+  client->take();
+  TestEnd& pg = h.pg();
+  client->send(wire::query("SELECT 1"));
+  const std::string sync = wire::query("SELECT pg_catalog.set_config('work_mem', 'abc', false);");
+  ASSERT_TRUE(h.pump_until_received(pg, sync.size(), "the sync at PostgreSQL"));
+  EXPECT_EQ(show_wire(pg.take()), show_wire(sync));
+  pg.send(wire::error("22023", "invalid value for parameter \"work_mem\": \"abc\"") +
+          wire::ready('I'));
+  ASSERT_TRUE(h.pump_until([&] { return client->peer_closed(); }, "the client's close"));
+  const std::vector<wire::Message> answer = wire::split(client->take());
+  ASSERT_EQ(answer.size(), 1u);
+  EXPECT_EQ(answer[0].type, 'E');
+  EXPECT_NE(answer[0].body.find(std::string("SFATAL\0", 7)), std::string::npos);
+  EXPECT_NE(answer[0].body.find("C22023"), std::string::npos);
+  EXPECT_NE(answer[0].body.find("invalid value for parameter \"work_mem\""), std::string::npos);
+  ASSERT_TRUE(h.pump_until([&] { return !pg.received().empty() || pg.peer_closed(); },
+                           "the server's close"));
+  EXPECT_EQ(show_wire(pg.take()), show_wire(wire::terminate()));
+}
+
 TEST(LinkFailClosed, AFailedSyncClosesTheServerAndTheStatementNeverRunsThere) {
   // Issue 42's first rule: a client's statement never runs on a server that is not in the
   // client's state. The first client leaves search_path = a on the pool's only server; the

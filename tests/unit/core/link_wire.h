@@ -26,6 +26,15 @@ inline std::string startup(std::string_view user, std::string_view database,
   pp::write_startup_message(out, version, params);
   return out;
 }
+// A StartupMessage with one setting besides user and database (`work_mem=abc`).
+inline std::string startup_with(std::string_view user, std::string_view database,
+                                std::string_view name, std::string_view value) {
+  std::string out;
+  const std::pair<std::string_view, std::string_view> params[] = {
+      {"user", user}, {"database", database}, {name, value}};
+  pp::write_startup_message(out, 3 << 16, params);
+  return out;
+}
 inline std::string query(std::string_view sql) {
   std::string out;
   pp::write_query(out, sql);
