@@ -7,6 +7,7 @@ which rewrites results.md and results.svg next to the JSON file.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -375,18 +376,24 @@ def markdown(res: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def scenario_median(sc: dict, name: str, target: str, key: str):
+    """The median of `key` over `target`'s runs of scenario `name`; None when not measured."""
+    x = sc.get(name, {}).get("runs", {}).get(target)
+    s = field(x, key) if x else None
+    return s[0] if s else None
+
+
+def verdict(ok_: bool, how: str = "") -> str:
+    """A bar's verdict column: met, or missed with what it needs."""
+    return ("met" if ok_ else "**missed**") + (f" ({how})" if how and not ok_ else "")
+
+
 def engine_bars(res: dict) -> list[tuple[str, str, str]]:
     """The bars of issue 17 ("the engine"), judged on this run's medians."""
     sc = res.get("scenarios", {})
     rows = []
 
-    def med(name, target, key):
-        x = sc.get(name, {}).get("runs", {}).get(target)
-        s = field(x, key) if x else None
-        return s[0] if s else None
-
-    def verdict(ok_, how=""):
-        return ("met" if ok_ else "**missed**") + (f" ({how})" if how and not ok_ else "")
+    med = functools.partial(scenario_median, sc)
 
     for name, what in (("select_only_20", "select-only, 20 clients"),
                        ("select_only_1000", "select-only, 1,000 clients"),
@@ -443,13 +450,7 @@ def production_bars(res: dict) -> list[tuple[str, str, str]]:
     sc = res.get("scenarios", {})
     rows = []
 
-    def med(name, target, key):
-        x = sc.get(name, {}).get("runs", {}).get(target)
-        s = field(x, key) if x else None
-        return s[0] if s else None
-
-    def verdict(ok_, how=""):
-        return ("met" if ok_ else "**missed**") + (f" ({how})" if how and not ok_ else "")
+    med = functools.partial(scenario_median, sc)
 
     for name in ("select_only_20", "select_only_1000", "tpcb_200", "tls_select_200",
                  "connect_select_50", "tls_connect_select_50"):
