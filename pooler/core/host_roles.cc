@@ -44,4 +44,21 @@ std::string_view role_mismatch(TargetSessionAttrs attrs, const ServerRole& role,
   return {};
 }
 
+std::optional<bool> role_worth_a_login(TargetSessionAttrs attrs, bool primary) {
+  switch (attrs) {
+    case TargetSessionAttrs::any:
+      return std::nullopt;
+    case TargetSessionAttrs::read_write:
+    case TargetSessionAttrs::primary:
+      return primary;
+    case TargetSessionAttrs::standby:
+      return !primary;
+    case TargetSessionAttrs::read_only:
+    case TargetSessionAttrs::prefer_standby:
+      if (!primary) return true;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace pgsluice

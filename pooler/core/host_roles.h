@@ -5,6 +5,7 @@
 // closed instead of reused).
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "pooler/config/config.h"
@@ -30,5 +31,12 @@ ServerRole role_of(const ParameterSet& reported);
 // of the entry is left that might be a standby (libpq's second pass).
 std::string_view role_mismatch(TargetSessionAttrs attrs, const ServerRole& role,
                                bool standby_may_exist);
+
+// What a host's role, as another pool learned it (HostRoleBoard: a primary or a standby,
+// nothing of default_transaction_read_only), says to an entry: true when a login to it may
+// serve (its skip for a wrong role ends), false when it certainly would not (the host is
+// skipped without a login), nothing when the role alone does not tell (read-only and
+// prefer-standby against a primary, which may be read-only or the only host left; `any`).
+std::optional<bool> role_worth_a_login(TargetSessionAttrs attrs, bool primary);
 
 }  // namespace pgsluice

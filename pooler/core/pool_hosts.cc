@@ -54,10 +54,33 @@ void PoolHosts::learn_failed(size_t i, uint64_t until_ms) {
   if (hosts_[i].skip_until_ms < until_ms) login_failed(i, until_ms);
 }
 
-void PoolHosts::role_mismatched(size_t i, uint64_t now_ms, bool primary) {
-  hosts_[i].skip_until_ms = now_ms + kRoleRecheckMs;
+void PoolHosts::role_mismatched(size_t i, uint64_t now_ms, bool primary, uint64_t recheck_ms) {
+  hosts_[i].skip_until_ms = now_ms + recheck_ms;
   hosts_[i].mismatched = true;
+  hosts_[i].mismatched_ms = now_ms;
   hosts_[i].known_primary = primary;
+}
+
+void PoolHosts::hasten_role_rechecks(uint64_t recheck_ms) {
+  for (Host& h : hosts_) {
+    if (h.mismatched && h.skip_until_ms > h.mismatched_ms + recheck_ms) {
+      h.skip_until_ms = h.mismatched_ms + recheck_ms;
+    }
+  }
+}
+
+void PoolHosts::role_may_fit(size_t i) {
+  if (!hosts_[i].mismatched) return;  // skipped for a failed login, or not at all
+  hosts_[i].skip_until_ms = 0;
+  hosts_[i].mismatched = false;
+}
+
+uint64_t PoolHosts::next_usable_ms(uint64_t now_ms) const {
+  uint64_t next = 0;
+  for (const Host& h : hosts_) {
+    if (h.skip_until_ms > now_ms && (next == 0 || h.skip_until_ms < next)) next = h.skip_until_ms;
+  }
+  return next;
 }
 
 void PoolHosts::logged_in(size_t i) {

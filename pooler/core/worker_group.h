@@ -20,6 +20,7 @@
 #include "pooler/config/config.h"
 #include "pooler/core/auth_cache.h"
 #include "pooler/core/extensions.h"
+#include "pooler/core/host_role_board.h"
 #include "pooler/core/listen_relay.h"
 #include "pooler/core/prepared_statements.h"
 #include "pooler/core/refusals.h"
@@ -65,6 +66,8 @@ class WorkerGroup {
   SharedLimits& limits() { return limits_; }
   SharedFindings& findings() { return findings_; }
   SharedWelcomes& welcomes() { return welcomes_; }
+  // Each server host's role as any pool learned it (host_role_board.h).
+  HostRoleBoard& host_roles() { return host_roles_; }
   // Every pool's LISTEN relay (listen_relay.h).
   ListenRelays& relays() { return relays_; }
   // Prepared statements are one registry per process: one name and one stale-plan generation
@@ -109,6 +112,7 @@ class WorkerGroup {
   SharedLimits limits_;
   SharedFindings findings_;
   SharedWelcomes welcomes_;
+  HostRoleBoard host_roles_;
   ListenRelays relays_;
   PreparedRegistry prepared_;
   AuthCache auth_cache_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "pooler/core/host_role_board.h"
 #include "pooler/core/host_roles.h"
 #include "pooler/session_state/params.h"
 
@@ -153,6 +154,84 @@ TEST(PoolHosts, ARoleChangeIsTheRoleItHadBefore) {
   EXPECT_EQ(hosts.primary(0), std::optional<bool>(true));
   hosts.reset(three_hosts(LoadBalanceHosts::round_robin));
   EXPECT_FALSE(hosts.primary(0));  // a reload forgets what was learned
+}
+
+TEST(PoolHosts, RoleRechecksHastenDuringAnOutage) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::disable));
+  hosts.login_failed(0, 5000);  // the primary is gone, for server_login_retry
+  hosts.role_mismatched(1, 100, /*primary=*/false);
+  hosts.role_mismatched(2, 150, false);
+  EXPECT_EQ(hosts.next_usable_ms(200), 100 + PoolHosts::kRoleRecheckMs);
+  // No host left: each standby is asked again 100 ms after it answered, the failed host only
+  // after its server_login_retry.
+  hosts.hasten_role_rechecks(PoolHosts::kFastRoleRecheckMs);
+  EXPECT_EQ(hosts.next_usable_ms(150), 100 + PoolHosts::kFastRoleRecheckMs);
+  EXPECT_EQ(hosts.pick(199, 0), PoolHosts::kNone);
+  EXPECT_TRUE(hosts.recheck_due(1, 200));
+  EXPECT_FALSE(hosts.recheck_due(2, 200));
+  EXPECT_EQ(hosts.pick(200, 0), 1u);
+  EXPECT_FALSE(hosts.recheck_due(0, 6000));  // a failed host is no recheck
+}
+
+TEST(PoolHosts, AHostLearnedToFitIsUsableAtOnce) {
+  PoolHosts hosts(three_hosts(LoadBalanceHosts::disable));
+  hosts.login_failed(0, 5000);
+  hosts.role_mismatched(1, 100, false);
+  hosts.role_may_fit(1);  // another pool saw it promoted
+  EXPECT_EQ(hosts.pick(101, 0), 1u);
+  hosts.role_may_fit(0);  // a failed login is not a role: still skipped
+  EXPECT_TRUE(hosts.skipped(0, 101));
+}
+
+TEST(HostRoles, WhatAHostsRoleSaysToAnEntry) {
+  using T = TargetSessionAttrs;
+  EXPECT_EQ(role_worth_a_login(T::read_write, true), std::optional<bool>(true));
+  EXPECT_EQ(role_worth_a_login(T::read_write, false), std::optional<bool>(false));
+  EXPECT_EQ(role_worth_a_login(T::primary, false), std::optional<bool>(false));
+  EXPECT_EQ(role_worth_a_login(T::standby, true), std::optional<bool>(false));
+  EXPECT_EQ(role_worth_a_login(T::standby, false), std::optional<bool>(true));
+  // A primary may be read-only (default_transaction_read_only), or prefer-standby's last host.
+  EXPECT_FALSE(role_worth_a_login(T::read_only, true));
+  EXPECT_FALSE(role_worth_a_login(T::prefer_standby, true));
+  EXPECT_FALSE(role_worth_a_login(T::any, true));
+}
+
+TEST(HostRoleBoard, ARoleChangeIsNewsForEveryPool) {
+  HostRoleBoard board;
+  std::optional<bool> was;
+  const uint64_t first = board.tell("h1:5432", /*primary=*/false, was);
+  EXPECT_FALSE(was);  // the first word on the host: no change to announce
+  EXPECT_EQ(board.news(), 1u);
+  // Another pool tells the same: no news.
+  EXPECT_EQ(board.tell("h1:5432", false, was), first);
+  EXPECT_EQ(board.news(), 1u);
+  const uint64_t promoted = board.tell("h1:5432", true, was);
+  EXPECT_EQ(was, std::optional<bool>(false));
+  EXPECT_GT(promoted, first);
+  ASSERT_TRUE(board.known("h1:5432"));
+  EXPECT_TRUE(board.known("h1:5432")->primary);
+  EXPECT_EQ(board.known("h1:5432")->seq, promoted);
+  EXPECT_FALSE(board.known("h2:5432"));
+}
+
+TEST(HostRoleBoard, OneCheckPerHostAtATime) {
+  HostRoleBoard board;
+  EXPECT_TRUE(board.may_check("h1:5432", 1000, 100));
+  board.begin_check("h1:5432", 1000);
+  EXPECT_FALSE(board.may_check("h1:5432", 1050, 100));  // in flight
+  EXPECT_TRUE(board.may_check("h2:5432", 1050, 100));   // another host
+  board.end_check("h1:5432");
+  EXPECT_FALSE(board.may_check("h1:5432", 1050, 100));  // over, but asked 50 ms ago
+  EXPECT_TRUE(board.may_check("h1:5432", 1100, 100));
+  // A check whose login never ends is not waited for longer than kCheckTimeoutMs.
+  board.begin_check("h1:5432", 2000);
+  EXPECT_FALSE(board.may_check("h1:5432", 2500, 100));
+  EXPECT_TRUE(board.may_check("h1:5432", 2000 + HostRoleBoard::kCheckTimeoutMs, 100));
+  // A told role ends the check.
+  board.begin_check("h1:5432", 5000);
+  std::optional<bool> was;
+  board.tell("h1:5432", true, was);
+  EXPECT_TRUE(board.may_check("h1:5432", 5100, 100));
 }
 
 }  // namespace
