@@ -102,6 +102,7 @@ Server* Pool::launch_listener(ListenRelay& relay) {
 void Pool::launch_server() {
   // try_launch saw a usable host; it is still there (nothing ran in between).
   const size_t host = pick_host(worker_.now_ms());
+  begin_role_recheck(host, worker_.now_ms());
   // The server deletes itself when its socket is closed.
   auto* server = new Server(*this, worker_.next_socket_id(), host, hosts_.at(host));
   server->timing.connect_ms = worker_.now_ms();
@@ -572,6 +573,7 @@ void Pool::apply_config(const DatabaseEntry& db, PoolMode mode, int pool_size) {
   note_limits();     // Worker::apply_config has the new config in place
   if (address_changed) {
     hosts_.reset(db_);
+    role_news_seen_ = 0;
     trouble_since_ms_ = 0;
     no_usable_host_ = false;
     if (!db.password.empty()) credentials_.password = db.password;
@@ -605,6 +607,7 @@ void Pool::on_server_tls_changed() {
   // The failed attempts were made with other settings: the next login may well succeed.
   SharedLimits::login_succeeded(limit_slots_);
   hosts_.reset(db_);
+  role_news_seen_ = 0;
   trouble_since_ms_ = 0;
   no_usable_host_ = false;
   if (!paused_) launch_for_waiters();

@@ -18,6 +18,7 @@
 #include "pooler/config/config.h"
 #include "pooler/config/server_address.h"
 #include "pooler/core/client.h"
+#include "pooler/core/host_role_board.h"
 #include "pooler/core/host_roles.h"
 #include "pooler/core/pool_hosts.h"
 #include "pooler/core/pool_limits.h"
@@ -271,7 +272,20 @@ class Pool {
   // The host the next server logs in to (PoolHosts::pick, 0 when every host is skipped), after
   // learning which hosts the other workers' shares found failing (pool_failover.cc).
   size_t pick_host(uint64_t now_ms);
-  void learn_host_failures(uint64_t now_ms);
+  // What the other workers' shares and the other pools learned of the hosts: which failed
+  // (this pool's, every share), which role each has (HostRoleBoard, every pool).
+  void learn_host_news(uint64_t now_ms);
+  void learn_host_roles(uint64_t now_ms);
+  void adopt_host_role(size_t i, const HostRoleBoard::Known& known, uint64_t now_ms);
+  // Some share of the pool has no usable host (a failover is under way).
+  [[nodiscard]] bool in_outage() const;
+  // How long a host of the wrong role is skipped: less while no host is usable.
+  [[nodiscard]] uint64_t role_recheck_ms() const;
+  // A login to `host` starts; when the host was skipped for its role, it is the process's
+  // check of that host (HostRoleBoard::begin_check).
+  void begin_role_recheck(size_t host, uint64_t now_ms);
+  // Every host is skipped: the worker looks again when the first one is due.
+  void wake_at_next_usable_host(uint64_t now_ms);
   // Host `server` logged in to failed: skipped here and by every worker's share until `until_ms`.
   void skip_host(const Server& server, uint64_t until_ms);
   // Failover events (pool_failover.cc): logged with their timing.
@@ -328,6 +342,7 @@ class Pool {
   // server of the right role since, and whether every host was skipped meanwhile.
   uint64_t trouble_since_ms_ = 0;
   bool no_usable_host_ = false;
+  uint64_t role_news_seen_ = 0;  // HostRoleBoard::news() when learn_host_roles last read it
   // pool_idle_timeout: when this share last changed a server's state or was seen in use, and
   // whether it ever started a LISTEN relay listener (whose closing connection still points here
   // while it lingers, without counting among closing_open_: such a share is never freed).

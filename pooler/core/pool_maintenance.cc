@@ -43,8 +43,11 @@ bool Pool::try_launch(bool evict, bool ask_first) {
   if (paused_ || worker_.stopping() || login_retry_blocked(worker_.now_ms())) return false;
   // Every host of a multi-host entry is skipped for now (failed, or of the wrong role during a
   // failover): the clients wait, and the janitor's next round asks again.
-  learn_host_failures(worker_.now_ms());
-  if (!hosts_.any_usable(worker_.now_ms())) return false;
+  learn_host_news(worker_.now_ms());
+  if (!hosts_.any_usable(worker_.now_ms())) {
+    wake_at_next_usable_host(worker_.now_ms());
+    return false;
+  }
   const LaunchVerdict verdict = launch_verdict(launch_input());
   if (launch_allowed(verdict) && limits_shared()) {
     // Under max_db_connections / max_user_connections a free slot goes to the pool whose

@@ -12,6 +12,10 @@
 namespace pgsluice {
 
 bool Pool::accept_role(Server& server) {
+  // The login may have been the process's check of a host skipped for its role: it is over.
+  if (hosts_.mismatched(server.host_index())) {
+    worker_.group().host_roles().end_check(server.address().to_string());
+  }
   return !close_if_wrong_role(server, "wrong role at login");
 }
 
@@ -29,8 +33,9 @@ bool Pool::close_if_wrong_role(Server& server, std::string_view what) {
   // Not a failed login: the host answered, with the wrong role (a standby for a read-write
   // entry, a primary before its promotion is over, or a standby just promoted). Waiting clients
   // go on waiting: the next host is tried now, this one again in a moment.
-  hosts_.role_mismatched(server.host_index(), now, !role->hot_standby);
+  hosts_.role_mismatched(server.host_index(), now, !role->hot_standby, role_recheck_ms());
   note_host_trouble(now);
+  SharedLimits::count_role_refusal(limit_slots_);
   spdlog::info("{}: {}: {} (target_session_attrs = {}), trying another host", server.log_id(), what,
                why, to_string(db_.target_session_attrs));
   server.close(fmt::format("{}: {}", what, why));

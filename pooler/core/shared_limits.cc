@@ -258,4 +258,18 @@ uint64_t SharedLimits::host_skip_until(const LimitSlots& slots, const std::strin
   return it == slots.pool->host_skip_until_ms.end() ? 0 : it->second;
 }
 
+void SharedLimits::begin_trouble(const LimitSlots& slots, uint64_t now_ms) {
+  uint64_t none = 0;
+  slots.pool->trouble_since_ms.compare_exchange_strong(none, now_ms == 0 ? 1 : now_ms,
+                                                       std::memory_order_acq_rel);
+}
+
+SharedLimits::Trouble SharedLimits::end_trouble(const LimitSlots& slots) {
+  Trouble t;
+  t.since_ms = slots.pool->trouble_since_ms.exchange(0, std::memory_order_acq_rel);
+  t.outage = slots.pool->outage.exchange(false, std::memory_order_acq_rel);
+  t.role_refusals = slots.pool->outage_role_refusals.exchange(0, std::memory_order_acq_rel);
+  return t;
+}
+
 }  // namespace pgsluice

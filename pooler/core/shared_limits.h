@@ -62,6 +62,13 @@ struct LimitCounter {
   // share starts it (PoolHosts::pick): one turn for the pool, as in PgBouncer's one process.
   // Only the pool's own counter keeps it.
   std::atomic<uint64_t> host_turn{0};
+  // A multi-host pool's failover over every worker's share (pool_failover.cc): since when a
+  // host failed or refused for its role (now_ms; 0: none since a server of the right role),
+  // whether some share then had no usable host at all, and how many servers had the wrong role
+  // meanwhile. Only the pool's own counter keeps them.
+  std::atomic<uint64_t> trouble_since_ms{0};
+  std::atomic<bool> outage{false};
+  std::atomic<uint64_t> outage_role_refusals{0};
   // pool_idle_timeout: the last janitor round (now_ms) at which some worker's share of the pool
   // had a client or a server, so that no share is freed while another one is in use. Only the
   // pool's own counter keeps it.
@@ -167,6 +174,25 @@ class SharedLimits {
   [[nodiscard]] static std::atomic<uint64_t>& host_turn(const LimitSlots& slots) {
     return slots.pool->host_turn;
   }
+  // The pool's failover, over every share: trouble began (kept if it began before), some share
+  // has no usable host, a server had the wrong role; end_trouble() ends it and returns what it
+  // was (since 0 when another share ended it first).
+  static void begin_trouble(const LimitSlots& slots, uint64_t now_ms);
+  static void note_outage(const LimitSlots& slots) {
+    slots.pool->outage.store(true, std::memory_order_release);
+  }
+  [[nodiscard]] static bool outage(const LimitSlots& slots) {
+    return slots.pool->outage.load(std::memory_order_acquire);
+  }
+  static void count_role_refusal(const LimitSlots& slots) {
+    slots.pool->outage_role_refusals.fetch_add(1, std::memory_order_relaxed);
+  }
+  struct Trouble {
+    uint64_t since_ms = 0;
+    bool outage = false;
+    uint64_t role_refusals = 0;
+  };
+  static Trouble end_trouble(const LimitSlots& slots);
   static void add_logged_in(const LimitSlots& slots, int delta) {
     slots.pool->logged_in.fetch_add(delta, std::memory_order_acq_rel);
   }

@@ -58,6 +58,8 @@ Worker::Worker(WorkerGroup& group, int index, std::shared_ptr<const Config> conf
   sighup_.data = this;
   uv_timer_init(&loop_, &janitor_);
   janitor_.data = this;
+  uv_timer_init(&loop_, &hosts_due_);
+  hosts_due_.data = this;
   // The primary starts its janitor once it listens; the others run theirs from the start.
   if (index_ != 0) uv_timer_start(&janitor_, on_janitor, kJanitorPeriodMs, kJanitorPeriodMs);
   uv_async_init(&loop_, &wake_, on_wake);
@@ -113,6 +115,25 @@ void Worker::retry_starving(const LimitSlots& slots) {
       pool->launch_for_waiters(/*evict=*/false);
     }
   }
+}
+
+void Worker::on_host_role_news() {
+  for (auto& [key, pool] : pools_) pool->launch_for_waiters(/*evict=*/false);
+}
+
+void Worker::wake_pools_at(uint64_t due_ms) {
+  if (stopping_) return;
+  const uint64_t now = now_ms();
+  if (hosts_due_ms_ > now && hosts_due_ms_ <= due_ms) return;  // armed for sooner
+  hosts_due_ms_ = due_ms;
+  uv_timer_start(
+      &hosts_due_,
+      [](uv_timer_t* timer) {
+        auto* self = static_cast<Worker*>(timer->data);
+        self->hosts_due_ms_ = 0;
+        self->on_host_role_news();
+      },
+      due_ms > now ? due_ms - now : 0, 0);
 }
 
 void Worker::take_handed_slot(const LimitSlots& slots) {
@@ -380,6 +401,8 @@ void Worker::stop() {
   if (peer_forwarder_) peer_forwarder_->stop();
   uv_timer_stop(&janitor_);
   uv_close(reinterpret_cast<uv_handle_t*>(&janitor_), nullptr);
+  uv_timer_stop(&hosts_due_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&hosts_due_), nullptr);
   uv_prepare_stop(&turn_);
   uv_close(reinterpret_cast<uv_handle_t*>(&turn_), nullptr);
   // From here on writes go out at once: the handles that sent the batch are closing.

@@ -82,6 +82,12 @@ class Worker {
   void adopt_cancel_key(Client& client);
   // Another worker freed a slot this worker starved for: its pools of those keys try again.
   void retry_starving(const LimitSlots& slots);
+  // A host's role as the process knows it changed (host_role_board.h): pools with waiting
+  // clients look for a host again, on this worker's thread (posted by whoever learned it).
+  void on_host_role_news();
+  // Pools whose hosts are all skipped ask again at `due_ms` (a role recheck within the
+  // janitor's period during a failover); an earlier call's sooner time is kept.
+  void wake_pools_at(uint64_t due_ms);
   // Another worker's server went and its slots passed to this worker's share of the pool.
   void take_handed_slot(const LimitSlots& slots);
   // Another worker starves for a slot: idle servers of these keys that no client here waits
@@ -264,6 +270,8 @@ class Worker {
   std::vector<TakeoverSocket> taken_over_;  // set_taken_over, until listen() used them
   uv_signal_t sighup_{};
   uv_timer_t janitor_{};
+  uv_timer_t hosts_due_{};     // wake_pools_at
+  uint64_t hosts_due_ms_ = 0;  // when it fires; 0: not armed
   // Runs before each wait for events: the next turn reads the clock again (turn_now_us).
   uv_prepare_t turn_{};
   // This turn's writes (loop_.data points here): sent after the turn's I/O callbacks (turn_end_)
