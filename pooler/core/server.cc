@@ -578,8 +578,7 @@ void Server::on_channel_error(Channel&, int status) {
                              status == UV_EOF ? "end of file" : uv_strerror(status)));
     return;
   }
-  close(status == UV_EOF ? "server closed the connection"
-                         : fmt::format("server connection failed: {}", uv_strerror(status)));
+  lose(status);
 }
 
 void Server::on_channel_drained(Channel&) {

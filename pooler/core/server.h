@@ -488,6 +488,9 @@ class Server final : public ChannelOwner {
   // (rejection_statement): its CONTEXT names that statement, which is the pooler's, not the
   // client's; the error goes to the client without it. False for any other error.
   bool strip_refusal_context(const protocol::Message& error);
+  // --- a lost connection (server_loss.cc) ---
+  // The connection failed or was closed by PostgreSQL (libuv's `status`) while logged in.
+  void lose(int status);
   // An error of a Query whose SQL prepared statements were renamed: the client's names and
   // positions in its text (SqlQueryPlan::client_error) go in `replacement_`. False: as is.
   bool rename_sql_error(const protocol::Message& error);
