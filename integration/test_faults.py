@@ -3,7 +3,9 @@ middle of a transaction, a COPY (in and out) and an extended-protocol pipeline; 
 accepts TCP and never answers; PostgreSQL restarted under pgbench load; and, last because it makes
 the postmaster restart every backend, a backend killed with SIGKILL. Each time the client whose
 server died gets an error, nothing of its transaction is committed, and the pool heals: new
-clients (more of them at once than the pool has servers) are served at once."""
+clients (more of them at once than the pool has servers) are served at once. (Outside a COPY the
+client keeps its connection to pgsluice: test_ha.py's test_a_client_keeps_its_connection_when_
+its_server_dies checks what it is told and that it carries on.)"""
 
 from __future__ import annotations
 

@@ -282,3 +282,100 @@ def test_idle_servers_follow_a_promotion_without_traffic(topology, make_pooler):
     # process, where each pool (and each worker's share) used to log its own.
     told = re.findall(r"host 127\.0\.0\.1:%d is now a primary" % primary.port, p.log())
     assert len(told) == 1, p.log()[-3000:]
+
+
+def terminate_backend_of(cluster, pid: int) -> None:
+    assert cluster.psql(f"SELECT pg_terminate_backend({pid})") == "t"
+
+
+def test_a_client_keeps_its_connection_when_its_server_dies(topology, make_pooler):
+    """Issue 45: PostgreSQL ends a backend (pg_terminate_backend here; a fast shutdown or a
+    crash alike) under a client of the read-write entry. The client gets PostgreSQL's error
+    (57P01) and a ReadyForQuery instead of losing its connection: inside a transaction block a
+    failed one ('E'), whose ROLLBACK the pooler answers; its next transaction runs on a new
+    server, over the same connection. Nothing of the terminated transaction is committed."""
+    primary, (s1, s2) = topology
+    # After the tests above the old primary is the primary again, s1 is stopped.
+    assert primary.psql("SELECT pg_is_in_recovery()") == "f"
+    primary.psql("CREATE TABLE IF NOT EXISTS kept (tag text)", db="app")
+    primary.psql("GRANT ALL ON kept TO app", db="app")
+    p = make_pooler(databases={"rw": entry([s1, primary, s2], "read-write")},
+                    default_pool_size=2, server_login_retry=1)
+    conn = psycopg.connect(p.dsn(db="rw"))
+    try:
+        # Idle in its transaction block when its backend goes: the next statement hears it.
+        conn.execute("INSERT INTO kept VALUES ('idle in block')")
+        terminate_backend_of(primary, conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        time.sleep(0.3)
+        with pytest.raises(psycopg.errors.AdminShutdown) as info:
+            conn.execute("SELECT 1")
+        assert "terminating connection due to administrator command" in str(info.value)
+        assert not conn.closed
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        # PostgreSQL's answer in a failed transaction block, until it ends.
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            conn.execute("SELECT 2")
+        conn.rollback()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        conn.execute("INSERT INTO kept VALUES ('next')")
+        conn.commit()
+
+        # In the middle of a statement of a block.
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        killer = threading.Timer(0.5, terminate_backend_of, (primary, pid))
+        killer.start()
+        with pytest.raises(psycopg.errors.AdminShutdown):
+            conn.execute("INSERT INTO kept SELECT 'mid statement' FROM pg_sleep(5)")
+        killer.join()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM kept").fetchone()[0] == 1
+        conn.commit()
+
+        # An autocommit statement: outside a block, the next statement simply runs.
+        conn.autocommit = True
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        killer = threading.Timer(0.5, terminate_backend_of, (primary, pid))
+        killer.start()
+        with pytest.raises(psycopg.errors.AdminShutdown):
+            conn.execute("SELECT pg_sleep(5)")
+        killer.join()
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.execute("SELECT 42").fetchone()[0] == 42
+    finally:
+        conn.close()
+
+    # The simple protocol, and COMMIT in the failed block: PostgreSQL's ROLLBACK, nothing kept.
+    with p.raw(db="rw") as c:
+        c.query("BEGIN")
+        c.query("INSERT INTO kept VALUES ('raw')")
+        terminate_backend_of(primary, int(c.scalar("SELECT pg_backend_pid()")))
+        time.sleep(0.3)
+        c.send_query("SELECT 1")
+        with pytest.raises(harness.PgError) as raised:
+            c.read_result()
+        assert raised.value.fields["C"] == "57P01", raised.value.fields
+        assert raised.value.fields["S"] == "ERROR", raised.value.fields
+        c.send_query("COMMIT")
+        assert c.read_result()[1:] == ("ROLLBACK", "I")
+        assert c.scalar("SELECT count(*) FROM kept") == "1"
+        # Not told yet: a COMMIT hears of the loss (it did not commit), a ROLLBACK is answered
+        # (what it asked is what happened).
+        for end, told in (("COMMIT", True), ("ROLLBACK", False)):
+            c.query("BEGIN")
+            c.query(f"INSERT INTO kept VALUES ('raw {end}')")
+            terminate_backend_of(primary, int(c.scalar("SELECT pg_backend_pid()")))
+            time.sleep(0.3)
+            c.send_query(end)
+            if told:
+                with pytest.raises(harness.PgError) as raised:
+                    c.read_result()
+                assert raised.value.fields["C"] == "57P01", raised.value.fields
+                assert c.query("ROLLBACK") == []
+            else:
+                assert c.read_result()[1:] == ("ROLLBACK", "I")
+            assert c.scalar("SELECT count(*) FROM kept") == "1"
+    assert primary.psql("SELECT string_agg(tag, ',') FROM kept", db="app") == "next"
+    assert p.wait_for_log(r"server connection lost \(57P01: terminating connection due to "
+                          r"administrator command\): the client keeps its connection, in a "
+                          r"failed transaction")

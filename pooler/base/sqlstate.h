@@ -19,6 +19,7 @@ inline constexpr const char* kProgramLimitExceeded = "54000";
 inline constexpr const char* kInternalError = "XX000";
 inline constexpr const char* kIdleInTransactionSessionTimeout = "25P03";
 inline constexpr const char* kTransactionTimeout = "25P04";  // PostgreSQL 17
+inline constexpr const char* kInFailedSqlTransaction = "25P02";
 inline constexpr const char* kInvalidSqlStatementName = "26000";
 inline constexpr const char* kInvalidCursorName = "34000";
 inline constexpr const char* kInsufficientPrivilege = "42501";

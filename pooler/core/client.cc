@@ -461,6 +461,7 @@ void Client::process_regular_input() {
   }
   if (state_ != State::idle || !drop_late_copy_messages()) return;
   if (held_.answering && !answer_held_request()) return;
+  if (lost_.active && !answer_after_server_loss()) return;
   // Its statement waits for a pin (wait_for_pin): the pool asks again when one may be free.
   if (wait.pin_since_ms != 0 && !wait.on_pin_list && channel_.input().unread_size() > 0) {
     set_state(State::waiting);

@@ -27,6 +27,7 @@
 #include "pooler/core/client_identity.h"
 #include "pooler/core/client_listen_state.h"
 #include "pooler/core/client_login_state.h"
+#include "pooler/core/client_lost_server.h"
 #include "pooler/core/client_queue_wait.h"
 #include "pooler/core/client_statements_state.h"
 #include "pooler/core/prepared_statements.h"
@@ -81,6 +82,12 @@ class Client final : public ChannelOwner {
   // --- from the linked server ---
   void on_server_released();
   void on_server_lost(std::string_view message);
+  // The linked server's connection was lost and the client can carry on (client_lost_server.h):
+  // the requests in flight are answered with the error, the client stays connected.
+  void keep_after_server_loss(const ServerLoss& loss);
+  // A large message of the client's is on its way to the server in pieces (its rest would
+  // arrive without a server to take it).
+  [[nodiscard]] bool mid_message() const { return passthrough_remaining_ > 0; }
   // The linked server has read its settings back: what the client sent meanwhile goes on (true
   // when something was held, which the server's parameter sync must then come before).
   [[nodiscard]] bool input_held_for_read_back() const { return held_.for_read_back; }
@@ -379,6 +386,10 @@ class Client final : public ChannelOwner {
   // Sync skipped, a ReadyForQuery. False while the request has not come whole (or the client
   // was closed).
   bool answer_held_request();
+  // What the client sends while lost_ is active, answered by the pooler; false while a message
+  // has not come whole (or the client was closed).
+  bool answer_after_server_loss();
+  void answer_lost_message(char type, std::string_view body);
   // Its statement's pin is refused by the reserve (SessionCheckResult::wait_for_pin): the
   // statement was given back to the input, the server goes back to the pool.
   void wait_for_pin();
@@ -399,6 +410,7 @@ class Client final : public ChannelOwner {
   bool discard_until_sync_ = false;
   bool admin_console_ = false;
   ClientHeldRequest held_;  // client_listen_state.h
+  ClientLostServer lost_;   // client_lost_server.h
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   Pool* pool_ = nullptr;
   Server* server_ = nullptr;

@@ -374,6 +374,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
     case be::kErrorResponse:
       // A SET that failed, or a statement after it: what the SETs gave is read back.
       session_.kept.forget_literals();
+      if (swallow_server_fatal(message)) return Reply::swallow;
       if (rename_sql_error(message)) return Reply::replace;
       return strip_refusal_context(message) ? Reply::replace : Reply::forward;
     case be::kCommandComplete:

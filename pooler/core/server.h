@@ -488,9 +488,18 @@ class Server final : public ChannelOwner {
   // (rejection_statement): its CONTEXT names that statement, which is the pooler's, not the
   // client's; the error goes to the client without it. False for any other error.
   bool strip_refusal_context(const protocol::Message& error);
-  // --- a lost connection (server_loss.cc) ---
-  // The connection failed or was closed by PostgreSQL (libuv's `status`) while logged in.
+  // --- a lost connection (server_loss.cc, client_lost_server.h) ---
+  // An error on its way to the client: a FATAL (PostgreSQL ends the connection: terminated,
+  // shutting down) is kept instead when the client can carry on (true), and told to it in
+  // PostgreSQL's words, as an ERROR, when the connection goes (lose).
+  bool swallow_server_fatal(const protocol::Message& error);
+  // The connection failed or was closed by PostgreSQL (libuv's `status`): the linked client
+  // keeps its connection when it can carry on, else it is failed with the server (close).
   void lose(int status);
+  [[nodiscard]] bool client_may_carry_on() const;
+  // The pending replies of the requests in flight (statement rewriting), as after an error:
+  // the client's statements they would have prepared are not there.
+  void drop_pending_replies();
   // An error of a Query whose SQL prepared statements were renamed: the client's names and
   // positions in its text (SqlQueryPlan::client_error) go in `replacement_`. False: as is.
   bool rename_sql_error(const protocol::Message& error);
@@ -537,6 +546,11 @@ class Server final : public ChannelOwner {
   bool idle_after_cancels_ = false;  // released while cancels were in flight (cancels_)
   // The client left while only the pooler's own query was under way: cleaned after its answer.
   bool detach_pending_ = false;
+  // swallow_server_fatal: PostgreSQL's FATAL, kept for the client.
+  struct LossNote {
+    std::string code;
+    std::string message;
+  } loss_note_;
   // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.
   bool parameter_sync_owed_ = false;
   Client* client_ = nullptr;
