@@ -17,9 +17,10 @@ namespace pp = pgsluice::protocol;
 bool Client::export_state(TakeoverClient& out) const {
   // Only what the new process can rebuild from these fields: a client between transactions with
   // no server (a linked server's session, a TLS session, prepared statements and LISTENs live
-  // in this process and cannot move), nothing half-read or unsent.
+  // in this process and cannot move), nothing half-read or unsent, and not in a failed block
+  // whose server was lost (its state is this process's: client_lost_server.h).
   if (state_ != State::idle || server_ != nullptr || pool_ == nullptr || admin_console_ ||
-      replication_ != pp::ReplicationMode::none || channel_.tls() != nullptr ||
+      lost_.active || replication_ != pp::ReplicationMode::none || channel_.tls() != nullptr ||
       !prepared_.by_name.empty() || !prepared_.sql.empty() || !listen_.channels.empty() ||
       listen_.relay != nullptr || !listen_.relayed.empty() || !channel_.idle_for_takeover()) {
     return false;
