@@ -488,7 +488,7 @@ class Server final : public ChannelOwner {
   // (rejection_statement): its CONTEXT names that statement, which is the pooler's, not the
   // client's; the error goes to the client without it. False for any other error.
   bool strip_refusal_context(const protocol::Message& error);
-  // --- a lost connection (server_loss.cc, client_lost_server.h) ---
+  // --- a lost connection (server.cc, client_lost_server.h) ---
   // An error on its way to the client: a FATAL (PostgreSQL ends the connection: terminated,
   // shutting down) is kept instead when the client can carry on (true), and told to it in
   // PostgreSQL's words, as an ERROR, when the connection goes (lose).
