@@ -284,7 +284,7 @@ void Server::process_session_input() {
         break;
       case Reply::replace:
         flush_batch();
-        if (client_ != nullptr) client_->channel().output().append(replacement_);
+        if (client_ != nullptr) client_->channel().output().append(held_messages_.replacement);
         break;
     }
     if (rewrite_.shape_check != nullptr) {
@@ -418,8 +418,8 @@ bool Server::strip_refusal_context(const pp::Message& error) {
       !fields.value.message.starts_with("pgsluice refused")) {
     return false;
   }
-  replacement_.clear();
-  pp::MessageWriter w(replacement_, be::kErrorResponse);
+  held_messages_.replacement.clear();
+  pp::MessageWriter w(held_messages_.replacement, be::kErrorResponse);
   for (const auto& [type, value] : fields.value.fields) {
     if (type != 'W') w.i8(static_cast<uint8_t>(type)).cstring(value);
   }
@@ -613,8 +613,8 @@ bool Server::swallow_server_fatal(const pp::Message& error) {
   // The connection ends next. A client that stays must not see a FATAL (a client library may
   // take it for the end of its connection): it gets the error when the connection goes, as an
   // ERROR, in answer to its request (its next one, when none is in flight).
-  loss_note_.code = std::string(fields.value.code);
-  loss_note_.message = std::string(fields.value.message);
+  held_messages_.loss_code = std::string(fields.value.code);
+  held_messages_.loss_message = std::string(fields.value.message);
   return true;
 }
 
@@ -647,9 +647,11 @@ void Server::lose(int status) {
   loss.in_block = replies_.transaction_status() != pp::TransactionStatus::idle;
   loss.owed = replies_.client_ready_owed();
   loss.batch_open = replies_.extended_open();
-  loss.code = loss_note_.code.empty() ? sqlstate::kConnectionFailure : loss_note_.code;
-  loss.message = loss_note_.code.empty() ? fmt::format("server connection lost: {}", reason)
-                                         : loss_note_.message;
+  loss.code =
+      held_messages_.loss_code.empty() ? sqlstate::kConnectionFailure : held_messages_.loss_code;
+  loss.message = held_messages_.loss_code.empty()
+                     ? fmt::format("server connection lost: {}", reason)
+                     : held_messages_.loss_message;
   if (rewrite_.cache != nullptr) drop_pending_replies();
   Client* client = client_;
   client_ = nullptr;  // told below, not failed by close()

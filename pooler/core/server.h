@@ -365,7 +365,7 @@ class Server final : public ChannelOwner {
   // How long a closing server waits for PostgreSQL to close the connection after Terminate.
   static constexpr uint64_t kLingerMs = 2000;
 
-  // replace: `replacement_` goes to the client instead of the message.
+  // replace: `held_messages_.replacement` goes to the client instead of the message.
   enum class Reply { forward, swallow, forward_and_release, replace };
   enum class Match {
     forward,
@@ -501,7 +501,8 @@ class Server final : public ChannelOwner {
   // the client's statements they would have prepared are not there.
   void drop_pending_replies();
   // An error of a Query whose SQL prepared statements were renamed: the client's names and
-  // positions in its text (SqlQueryPlan::client_error) go in `replacement_`. False: as is.
+  // positions in its text (SqlQueryPlan::client_error) go in `held_messages_.replacement`. False:
+  // as is.
   bool rename_sql_error(const protocol::Message& error);
   // Rolls back, resets (session end in session mode) and cleans what the client left, then
   // goes idle; closes instead when the state cannot be undone.
@@ -546,11 +547,6 @@ class Server final : public ChannelOwner {
   bool idle_after_cancels_ = false;  // released while cancels were in flight (cancels_)
   // The client left while only the pooler's own query was under way: cleaned after its answer.
   bool detach_pending_ = false;
-  // swallow_server_fatal: PostgreSQL's FATAL, kept for the client.
-  struct LossNote {
-    std::string code;
-    std::string message;
-  } loss_note_;
   // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.
   bool parameter_sync_owed_ = false;
   Client* client_ = nullptr;
@@ -576,17 +572,23 @@ class Server final : public ChannelOwner {
   size_t host_index_;
   ServerAddress address_;
   ServerAddress cancel_address_;  // address_ with the IP the login connected to (start_connect)
-  // Reply::replace: what the client gets instead of the server's message.
-  std::string replacement_;
+  // What the pooler holds for the client in place of, or after, the server's own messages.
+  struct HeldMessages {
+    // Reply::replace: what the client gets instead of the server's message.
+    std::string replacement;
+    // The link's sync failed: the ErrorResponse its client's held request gets instead of
+    // running (finish_parameter_sync); empty otherwise.
+    std::string sync_failure;
+    // swallow_server_fatal: PostgreSQL's FATAL, kept for a client that carries on (lose()).
+    std::string loss_code;
+    std::string loss_message;
+  } held_messages_;
   // A RowDescription or NoData that answers a Describe 'S' of a rewritten statement: the shape
   // is noted for this server's copy, and for the client that asked (ClientStatement).
   void note_statement_shape(const PendingReply& describe, const protocol::Message& message);
   // The shape check's answer came, or an error skipped it (its Parse failed; the error has
   // reached the client): the client's input goes on, skipped by the server up to its Sync.
   void finish_shape_check_if_answered();
-  // The link's sync failed: the ErrorResponse its client's held request gets instead of running
-  // (finish_parameter_sync); empty otherwise.
-  std::string sync_failure_;
   ServerHandles handles_;  // libuv's, besides the channel's (server_handles.h)
   ServerMoveOut move_;     // while moving to another worker
   ServerLoginState login_;

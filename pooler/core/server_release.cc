@@ -615,7 +615,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       // The link's sync failed: the client's held request is refused at its ReadyForQuery
       // (finish_parameter_sync). Reading kept settings back is the pooler's business:
       // finish_kept_settings() closes the server, the client is not told.
-      if (parameter_sync_owed_ && client_ != nullptr && sync_failure_.empty()) {
+      if (parameter_sync_owed_ && client_ != nullptr && held_messages_.sync_failure.empty()) {
         note_sync_failure(error ? &error.value : nullptr);
       }
       return true;

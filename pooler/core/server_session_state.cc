@@ -87,7 +87,7 @@ bool Server::sync_parameters(const Client& client) {
                       sync.find("RESET ") == std::string::npos ? InternalQuery::settings_only
                                                                : InternalQuery::other);
   parameter_sync_owed_ = true;
-  sync_failure_.clear();
+  held_messages_.sync_failure.clear();
   return true;
 }
 
@@ -107,13 +107,13 @@ void Server::resume_client_after_read_back() {
 // of running anywhere.
 bool Server::finish_parameter_sync() {
   parameter_sync_owed_ = false;
-  if (sync_failure_.empty()) {
+  if (held_messages_.sync_failure.empty()) {
     adopt_canonical_values();
     if (client_ != nullptr) client_->note_settings_taken();
     return true;
   }
-  std::string error = std::move(sync_failure_);
-  sync_failure_.clear();
+  std::string error = std::move(held_messages_.sync_failure);
+  held_messages_.sync_failure.clear();
   Client* client = client_;
   client_ = nullptr;
   close("could not apply a client's session parameters");
@@ -149,23 +149,23 @@ void Server::note_sync_failure(const pp::ErrorFields* error) {
     }
   }
   const std::string_view text = error != nullptr ? error->message : "malformed ErrorResponse";
-  sync_failure_.clear();
+  held_messages_.sync_failure.clear();
   if (client_ != nullptr && !client_->settings_taken() && error != nullptr &&
       internal_front() == InternalQuery::settings_only && refuses_a_setting(error->code)) {
     // The startup packet's settings: PostgreSQL refuses such a login with this error as FATAL
     // (invalid value for parameter "work_mem": "abc"), and so does the pooler, at the first
     // statement since the login itself needed no server.
-    pp::write_error_response(sync_failure_, pp::ErrorNotice{.severity = "FATAL",
-                                                            .code = error->code,
-                                                            .message = error->message,
-                                                            .detail = error->detail,
-                                                            .hint = error->hint});
+    pp::write_error_response(held_messages_.sync_failure, pp::ErrorNotice{.severity = "FATAL",
+                                                                          .code = error->code,
+                                                                          .message = error->message,
+                                                                          .detail = error->detail,
+                                                                          .hint = error->hint});
     spdlog::warn("{} could not apply the startup parameters of {}: {}; the client is refused",
                  log_id(), client_->log_id(), text);
     return;
   }
   pp::write_error_response(
-      sync_failure_,
+      held_messages_.sync_failure,
       pp::ErrorNotice{
           .severity = "ERROR",
           .code = error != nullptr ? error->code : sqlstate::kInternalError,
@@ -208,7 +208,7 @@ bool Server::restore_startup_reported() {
   // Its ParameterStatus tells the client the value, as a direct connection's RESET would.
   send_internal_query(sets);
   parameter_sync_owed_ = true;
-  sync_failure_.clear();
+  held_messages_.sync_failure.clear();
   return true;
 }
 

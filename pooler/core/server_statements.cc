@@ -272,7 +272,7 @@ bool Server::rename_sql_error(const pp::Message& error) {
   if (front.kind != PendingKind::query || front.sql == nullptr) return false;
   std::optional<std::string> body = front.sql->client_error(error.body, rewrite_.sql);
   if (!body) return false;
-  replacement_ = error_wire(*body);
+  held_messages_.replacement = error_wire(*body);
   return true;
 }
 
