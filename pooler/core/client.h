@@ -386,6 +386,12 @@ class Client final : public ChannelOwner {
   // Sync skipped, a ReadyForQuery. False while the request has not come whole (or the client
   // was closed).
   bool answer_held_request();
+  // The next whole message of the client's input, for a request the pooler answers itself
+  // (answer_held_request, answer_after_server_loss): `taken` (in `message`), `wait` for more
+  // bytes, `terminate` (left in the input for the usual close), `refused` (a bad header: the
+  // client is being closed).
+  enum class NextOwn : uint8_t { taken, wait, terminate, refused };
+  NextOwn take_message_to_answer(protocol::Message& message);
   // What the client sends while lost_ is active, answered by the pooler; false while a message
   // has not come whole (or the client was closed).
   bool answer_after_server_loss();

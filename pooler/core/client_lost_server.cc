@@ -95,19 +95,12 @@ void Client::keep_after_server_loss(const ServerLoss& loss) {
 }
 
 bool Client::answer_after_server_loss() {
-  pp::FrameReader& in = channel_.input();
   while (lost_.active && state_ != State::closing) {
-    pp::HeaderResult header = in.peek();
-    if (header.status == pp::FrameStatus::need_more) break;
-    if (header.status == pp::FrameStatus::error) {
-      refuse_bad_header(header);
-      return false;
-    }
-    const char type = header.header.type;
-    if (type == fe::kTerminate) return true;                  // closed as usual
-    if (header.header.wire_size() > in.unread_size()) break;  // bounded by max_packet_size
-    const pp::Message message = in.take(header.header);
-    answer_lost_message(type, message.body);
+    pp::Message message;
+    const NextOwn next = take_message_to_answer(message);
+    if (next == NextOwn::wait) break;
+    if (next != NextOwn::taken) return next == NextOwn::terminate;  // closed as usual, or now
+    answer_lost_message(message.type, message.body);
   }
   channel_.flush();
   return !lost_.active && state_ != State::closing;

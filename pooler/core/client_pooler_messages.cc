@@ -87,19 +87,27 @@ void Client::end_with_startup_error(std::string fatal_response) {
   close("a startup parameter no server takes");
 }
 
-bool Client::answer_held_request() {
+Client::NextOwn Client::take_message_to_answer(pp::Message& message) {
   pp::FrameReader& in = channel_.input();
+  pp::HeaderResult header = in.peek();
+  if (header.status == pp::FrameStatus::need_more) return NextOwn::wait;
+  if (header.status == pp::FrameStatus::error) {
+    refuse_bad_header(header);
+    return NextOwn::refused;
+  }
+  if (header.header.type == fe::kTerminate) return NextOwn::terminate;
+  if (header.header.wire_size() > in.unread_size()) return NextOwn::wait;  // max_packet_size
+  message = in.take(header.header);
+  return NextOwn::taken;
+}
+
+bool Client::answer_held_request() {
   while (!held_.error.empty()) {
-    pp::HeaderResult header = in.peek();
-    if (header.status == pp::FrameStatus::need_more) break;
-    if (header.status == pp::FrameStatus::error) {
-      refuse_bad_header(header);
-      return false;
-    }
-    const char type = header.header.type;
-    if (type == fe::kTerminate) return true;                  // closed as usual
-    if (header.header.wire_size() > in.unread_size()) break;  // bounded by max_packet_size
-    in.take(header.header);
+    pp::Message message;
+    const NextOwn next = take_message_to_answer(message);
+    if (next == NextOwn::wait) break;
+    if (next != NextOwn::taken) return next == NextOwn::terminate;  // closed as usual, or now
+    const char type = message.type;
     // As PostgreSQL answers a request whose first message fails: the error, then everything
     // up to the Sync skipped (a Query after an extended-protocol error is skipped too).
     const bool first = !std::exchange(held_.error_sent, true);
