@@ -288,6 +288,17 @@ def terminate_backend_of(cluster, pid: int) -> None:
     assert cluster.psql(f"SELECT pg_terminate_backend({pid})") == "t"
 
 
+def terminated_during(cluster, conn, sql: str) -> None:
+    """Runs `sql` on conn while its backend is terminated half a second in: PostgreSQL's
+    57P01 must reach the client as an error of that statement."""
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    killer = threading.Timer(0.5, terminate_backend_of, (cluster, pid))
+    killer.start()
+    with pytest.raises(psycopg.errors.AdminShutdown):
+        conn.execute(sql)
+    killer.join()
+
+
 def test_a_client_keeps_its_connection_when_its_server_dies(topology, make_pooler):
     """Issue 45: PostgreSQL ends a backend (pg_terminate_backend here; a fast shutdown or a
     crash alike) under a client of the read-write entry. The client gets PostgreSQL's error
@@ -321,12 +332,7 @@ def test_a_client_keeps_its_connection_when_its_server_dies(topology, make_poole
         conn.commit()
 
         # In the middle of a statement of a block.
-        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        killer = threading.Timer(0.5, terminate_backend_of, (primary, pid))
-        killer.start()
-        with pytest.raises(psycopg.errors.AdminShutdown):
-            conn.execute("INSERT INTO kept SELECT 'mid statement' FROM pg_sleep(5)")
-        killer.join()
+        terminated_during(primary, conn, "INSERT INTO kept SELECT 'mid statement' FROM pg_sleep(5)")
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
         conn.rollback()
         assert conn.execute("SELECT count(*) FROM kept").fetchone()[0] == 1
@@ -334,12 +340,7 @@ def test_a_client_keeps_its_connection_when_its_server_dies(topology, make_poole
 
         # An autocommit statement: outside a block, the next statement simply runs.
         conn.autocommit = True
-        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        killer = threading.Timer(0.5, terminate_backend_of, (primary, pid))
-        killer.start()
-        with pytest.raises(psycopg.errors.AdminShutdown):
-            conn.execute("SELECT pg_sleep(5)")
-        killer.join()
+        terminated_during(primary, conn, "SELECT pg_sleep(5)")
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         assert conn.execute("SELECT 42").fetchone()[0] == 42
     finally:
