@@ -396,6 +396,8 @@ class Client final : public ChannelOwner {
   // has not come whole (or the client was closed).
   bool answer_after_server_loss();
   void answer_lost_message(char type, std::string_view body);
+  // The failed block ends (its ROLLBACK, COMMIT or END, answered ROLLBACK).
+  void end_lost_block();
   // Its statement's pin is refused by the reserve (SessionCheckResult::wait_for_pin): the
   // statement was given back to the input, the server goes back to the pool.
   void wait_for_pin();

@@ -1,7 +1,6 @@
 // A client that keeps its connection when its server's is lost; see client_lost_server.h.
 #include <spdlog/spdlog.h>
 
-#include <cctype>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -10,6 +9,7 @@
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
+#include "pgsluice/protocol/sql_lexer.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/base/sqlstate.h"
 #include "pooler/core/client.h"
@@ -21,33 +21,42 @@ namespace fe = pgsluice::protocol::frontend;
 
 namespace {
 
-// ROLLBACK, ABORT, COMMIT or END, with WORK or TRANSACTION and AND NO CHAIN, and semicolons
-// and blanks around: what PostgreSQL accepts in a failed transaction to end it
-// (IsTransactionExitStmt), as far as the pooler needs to know without a server. ROLLBACK TO
-// SAVEPOINT is not among them here (the savepoint went with the server), nor are comments.
+// ROLLBACK, ABORT, COMMIT or END, with WORK or TRANSACTION and AND NO CHAIN, and semicolons,
+// blanks and comments around (the SQL tokenizer's): what PostgreSQL accepts in a failed
+// transaction to end it (IsTransactionExitStmt), as far as the pooler needs to know without a
+// server. ROLLBACK TO SAVEPOINT is not among them here: the savepoint went with the server.
 enum class BlockEnd { none, rollback, commit };
 
 BlockEnd block_end(std::string_view sql) {
-  std::string words;
-  for (const char c : sql) {
-    if (c == ';' || std::isspace(static_cast<unsigned char>(c)) != 0) {
-      if (!words.empty() && words.back() != ' ') words.push_back(' ');
-    } else {
-      words.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  pp::SqlTokenizer tokenizer(sql);
+  pp::SqlToken token;
+  const auto next_word = [&]() -> std::string_view {
+    while (tokenizer.next(token)) {
+      if (token.kind == pp::SqlTokenKind::punct && token.text == ";") continue;
+      return token.kind == pp::SqlTokenKind::word ? token.text : std::string_view("?");
     }
+    return {};
+  };
+  std::string_view word = next_word();
+  BlockEnd end = BlockEnd::none;
+  if (pp::iequals_keyword(word, "rollback") || pp::iequals_keyword(word, "abort")) {
+    end = BlockEnd::rollback;
+  } else if (pp::iequals_keyword(word, "commit") || pp::iequals_keyword(word, "end")) {
+    end = BlockEnd::commit;
+  } else {
+    return BlockEnd::none;
   }
-  if (!words.empty() && words.back() == ' ') words.pop_back();
-  for (const std::string_view verb : {"rollback", "abort", "commit", "end"}) {
-    if (!words.starts_with(verb)) continue;
-    std::string_view rest = std::string_view(words).substr(verb.size());
-    for (const std::string_view noise : {" work", " transaction"}) {
-      if (rest.starts_with(noise)) rest.remove_prefix(noise.size());
+  word = next_word();
+  if (pp::iequals_keyword(word, "work") || pp::iequals_keyword(word, "transaction")) {
+    word = next_word();
+  }
+  if (pp::iequals_keyword(word, "and")) {
+    if (!pp::iequals_keyword(next_word(), "no") || !pp::iequals_keyword(next_word(), "chain")) {
+      return BlockEnd::none;
     }
-    if (rest.starts_with(" and no chain")) rest.remove_prefix(13);
-    if (!rest.empty()) return BlockEnd::none;
-    return verb == "rollback" || verb == "abort" ? BlockEnd::rollback : BlockEnd::commit;
+    word = next_word();
   }
-  return BlockEnd::none;
+  return word.empty() ? end : BlockEnd::none;
 }
 
 // Whether `sql` ends the failed block here. A client that has not heard of the loss yet may
@@ -106,6 +115,13 @@ bool Client::answer_after_server_loss() {
   return !lost_.active && state_ != State::closing;
 }
 
+void Client::end_lost_block() {
+  // PostgreSQL answers ROLLBACK (to COMMIT too) in a failed transaction.
+  pp::write_command_complete(channel_.output(), "ROLLBACK");
+  lost_.ended = true;
+  lost_.untold = false;
+}
+
 void Client::answer_lost_message(char type, std::string_view body) {
   std::string& out = channel_.output();
   const auto failed = [&] {
@@ -137,9 +153,7 @@ void Client::answer_lost_message(char type, std::string_view body) {
     case fe::kQuery: {
       auto query = pp::parse_query(body);
       if (query && ends_lost_block(query.value.sql, untold)) {
-        pp::write_command_complete(out, "ROLLBACK");
-        lost_.ended = true;
-        lost_.untold = false;
+        end_lost_block();
       } else {
         failed();
       }
@@ -171,7 +185,7 @@ void Client::answer_lost_message(char type, std::string_view body) {
           (describe.value.target() == pp::DescribeTarget::portal ? lost_.exit_portal
                                                                  : lost_.exit_statement)) {
         if (describe.value.target() == pp::DescribeTarget::statement) {
-          out.append(std::string_view("t\0\0\0\6\0\0", 7));  // ParameterDescription: none
+          pp::MessageWriter(out, pp::backend::kParameterDescription).i16(0).end();  // none
         }
         pp::write_no_data(out);
         return;
@@ -181,9 +195,7 @@ void Client::answer_lost_message(char type, std::string_view body) {
     case fe::kExecute: {
       auto execute = pp::parse_execute(body);
       if (execute && execute.value.portal.empty() && lost_.exit_portal) {
-        pp::write_command_complete(out, "ROLLBACK");
-        lost_.ended = true;
-        lost_.untold = false;
+        end_lost_block();
         return;
       }
       break;
