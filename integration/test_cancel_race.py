@@ -76,12 +76,34 @@ class DelayingRelay:
         self.sock.close()
 
 
+def console_while(t1, t2, pooler) -> set:
+    """Polls SHOW SERVERS and SHOW POOLS until both threads end: the (server state,
+    sv_being_canceled) pairs seen."""
+    seen = set()
+    with psycopg.connect(pooler.dsn(db="pgbouncer"), autocommit=True) as console:
+        while t1.is_alive() or t2.is_alive():
+            cur = console.execute("SHOW SERVERS")
+            names = [d.name for d in cur.description]
+            states = [row[names.index("state")] for row in cur.fetchall()
+                      if row[names.index("database")] == "app"]
+            cur = console.execute("SHOW POOLS")
+            names = [d.name for d in cur.description]
+            held = sum(row[names.index("sv_being_canceled")] for row in cur.fetchall()
+                       if row[names.index("database")] == "app")
+            for state in states:
+                seen.add((state, held))
+            time.sleep(0.02)
+        t1.join(15)
+        t2.join(15)
+    return seen
+
+
 def test_a_late_cancel_does_not_reach_the_next_clients_query(make_pooler, pg):
     relay = DelayingRelay(pg.port)
     try:
         pooler = make_pooler(
             databases={"app": f"host=127.0.0.1 port={relay.port} dbname=app"},
-            pool_mode="transaction", default_pool_size=1)
+            pool_mode="transaction", default_pool_size=1, admin_users="app")
         # Accepted one after the other, the two clients are on different workers: the server,
         # held until its cancels are done, then moves to the second's worker.
         first = pooler.connect(autocommit=True)
@@ -106,11 +128,12 @@ def test_a_late_cancel_does_not_reach_the_next_clients_query(make_pooler, pg):
         time.sleep(0.3)
         for _ in range(CANCELS):
             first.cancel()  # each returns once pgsluice has the request
-        t1.join(15)
-        t2.join(15)
+        # While held, the console shows the server as PgBouncer does: its own state and list.
+        held = console_while(t1, t2, pooler)
         assert results.get("first") == "57014", results
         # Without the hold, the requests landing at 0.2 .. 0.5 s cancel this one.
         assert results.get("second") == "ok", results
+        assert ("being_canceled", 1) in held, held
         assert relay.delayed == CANCELS, relay.delayed
         # Both clients and the one server are fine afterwards.
         assert first.execute("SELECT 2").fetchone() == (2,)

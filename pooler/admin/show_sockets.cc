@@ -159,6 +159,8 @@ ServerList server_list(Server::State s) {
       return {"active", "sv_active"};
     case Server::State::resetting:
       return {"used", "sv_used"};
+    case Server::State::being_canceled:
+      return {"being_canceled", "sv_being_canceled"};
     case Server::State::listening:
     case Server::State::replicating:  // PgBouncer keeps them on its active list
       return {"active", "sv_active"};

@@ -55,7 +55,10 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
           break;
         case Server::State::active:
         case Server::State::replicating:  // as PgBouncer counts them
-          ++(s.held_for_cancels() ? r.sv_being_canceled : r.sv_active);
+          ++r.sv_active;
+          break;
+        case Server::State::being_canceled:
+          ++r.sv_being_canceled;
           break;
         case Server::State::resetting:
           ++r.sv_used;

@@ -43,6 +43,8 @@ std::string_view state_name(Server::State s) {
       return "active";
     case Server::State::resetting:
       return "resetting";
+    case Server::State::being_canceled:
+      return "being_canceled";
     case Server::State::closing:
       return "closing";
     case Server::State::moving:
@@ -114,6 +116,7 @@ void Server::on_channel_readable(Channel&) {
     case State::idle:
     case State::active:
     case State::resetting:
+    case State::being_canceled:
       process_session_input();
       return;
     case State::listening:
@@ -212,7 +215,7 @@ void Server::process_session_input() {
   auto flush_batch = [&] { batch.flush(client_output()); };
   auto forward = [&](std::string_view wire) { batch.add(wire, client_output()); };
 
-  while (state_ == State::active || state_ == State::idle || state_ == State::resetting) {
+  while (state_ == State::active || state_ == State::resetting || serves_nobody()) {
     if (passthrough_remaining_ > 0) {
       if (!batch.stream(in, passthrough_remaining_, client_output())) break;
       continue;

@@ -71,12 +71,15 @@ class Server final : public ChannelOwner {
   // `moving`: between two workers (server_release.cc), on no pool's list. `listening`: the pool's
   // LISTEN relay connection (listen_relay.h), which serves no client. `replicating`: a
   // replication client's own walsender connection, logged in (server_login.cc).
+  // `being_canceled`: released while cancel requests sent for it were still on their way, so
+  // linked to nobody and taken by nobody until they have landed (PgBouncer's list of that name).
   enum class State {
     connecting,
     login,
     idle,
     active,
     resetting,
+    being_canceled,
     closing,
     moving,
     listening,
@@ -261,11 +264,9 @@ class Server final : public ChannelOwner {
   // Sends the cancel request for whatever this server runs now. Until PostgreSQL has closed
   // every such request's connection (or cancel_wait_timeout passed), the server does not go back
   // to its pool: a request still on its way would cancel the next client's query (PgBouncer's
-  // sv_being_canceled). release_to_pool holds it as active without a client meanwhile.
+  // sv_being_canceled). release_to_pool holds it in State::being_canceled meanwhile.
   void cancel_running_query();
   [[nodiscard]] int cancels_in_flight() const { return cancels_ ? cancels_->in_flight : 0; }
-  // Released, and held until its cancel requests are done (SHOW POOLS' sv_being_canceled).
-  [[nodiscard]] bool held_for_cancels() const { return idle_after_cancels_; }
 
   // --- replication connections (server_login.cc) ---
   // Before connect(): this server is `client`'s walsender. It logs in with the client's
@@ -543,8 +544,7 @@ class Server final : public ChannelOwner {
   // cache misses, not the instructions, were the user time PgBouncer did not spend).
   State state_ = State::connecting;
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
-  bool internal_failed_ = false;     // a query of the pooler's own failed
-  bool idle_after_cancels_ = false;  // released while cancels were in flight (cancels_)
+  bool internal_failed_ = false;  // a query of the pooler's own failed
   // The client left while only the pooler's own query was under way: cleaned after its answer.
   bool detach_pending_ = false;
   // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.
@@ -601,6 +601,11 @@ class Server final : public ChannelOwner {
   std::shared_ptr<CancelsInFlight> cancels_;
   // Becomes idle (go_idle) once a held release's last cancel request has finished.
   void on_cancels_finished();
+  // Idle, or released and held for its cancels: no client's reply is owed, so whatever the
+  // server sends unasked is its own doing (a termination, a notification).
+  [[nodiscard]] bool serves_nobody() const {
+    return state_ == State::idle || state_ == State::being_canceled;
+  }
   // set_state(idle) and the pool's on_server_idle, unless cancels are in flight: then held.
   void go_idle();
 

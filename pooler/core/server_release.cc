@@ -277,8 +277,7 @@ void Server::go_idle() {
       spdlog::debug("{} released while {} cancel request(s) are in flight: held", log_id(),
                     cancels_in_flight());
     }
-    idle_after_cancels_ = true;
-    if (state_ != State::active) set_state(State::active);  // out of resetting: held as active
+    set_state(State::being_canceled);
     return;
   }
   set_state(State::idle);
@@ -286,9 +285,7 @@ void Server::go_idle() {
 }
 
 void Server::on_cancels_finished() {
-  if (!std::exchange(idle_after_cancels_, false)) return;
-  if (state_ != State::active || client_ != nullptr) return;  // closed, or taken otherwise
-  go_idle();
+  if (state_ == State::being_canceled) go_idle();  // else closed meanwhile, or never held
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -555,7 +552,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       return true;
     }
     case be::kReadyForQuery: {
-      if (!replies_.on_internal_ready(ReplyQueue::status_of(message)) && state_ == State::idle) {
+      if (!replies_.on_internal_ready(ReplyQueue::status_of(message)) && serves_nobody()) {
         close("unexpected ReadyForQuery from an idle server");
         return false;
       }
@@ -581,12 +578,12 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         }
         if (session_.verifier.awaiting() && finish_verify()) return true;
         go_idle();
-        return state_ == State::idle || state_ == State::active;
+        return serves_nobody();
       }
       if (state_ == State::active && detach_pending_) {
         detach_pending_ = false;
         clean_and_release(/*session_ended=*/true);
-        return state_ == State::idle || state_ == State::active || state_ == State::resetting;
+        return serves_nobody() || state_ == State::resetting;
       }
       if (state_ == State::active && client_ != nullptr) {
         if (synced && client_->input_held_for_read_back()) {
@@ -605,7 +602,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
     case be::kErrorResponse: {
       auto error = pp::parse_error_fields(message.body);
       std::string text = error ? std::string(error.value.message) : "malformed ErrorResponse";
-      if (state_ == State::idle) {
+      if (serves_nobody()) {
         // An error on an idle connection is the server ending it (shutdown, termination).
         close(fmt::format("server error on an idle connection: {}", text));
         return false;
@@ -621,7 +618,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
       return true;
     }
     case be::kNotificationResponse:
-      if (state_ == State::idle) note_orphan_notification(message);
+      if (serves_nobody()) note_orphan_notification(message);
       return true;
     case be::kDataRow:
       on_internal_row(message.body);
