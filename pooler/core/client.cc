@@ -582,7 +582,7 @@ void Client::forward_to_server() {
         continue;
       }
     }
-    if (server_->rewrites_statements() && routes_statement_message(type)) {
+    if (server_->rewrites_statements() && routes_statement_message(message)) {
       flush_batch();
       switch (route_statement_message(message, out.output())) {
         case Routed::as_is:

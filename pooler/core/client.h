@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "pgsluice/protocol/deallocate.h"
 #include "pgsluice/protocol/frame.h"
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/message_types.h"
@@ -378,9 +379,32 @@ class Client final : public ChannelOwner {
   // those statements in `prepares` (the protocol-level statement's dependencies). Nullopt: as is
   // (a PREPARE or DEALLOCATE in a named statement runs at every execution: not renamed).
   std::optional<SqlQueryPlan> plan_named_sql(std::string_view query);
-  // The messages route_statement_message looks at (an Execute or a Sync only after a renamed
-  // Parse: the others pass in the forwarding batch untouched).
-  [[nodiscard]] bool routes_statement_message(char type) const;
+  // The messages route_statement_message looks at: an Execute or a Sync only after a renamed
+  // Parse, a Query only when it may name a prepared statement (route_query: a DEALLOCATE or
+  // DISCARD, a PREPARE or EXECUTE the prefilter sees, while a Parse's PREPARE is still to drop).
+  // The others, nearly every Query among them, pass in the forwarding batch untouched: the
+  // rewriter costs them this test, not a call.
+  [[nodiscard]] bool routes_statement_message(const protocol::Message& message) {
+    namespace fe = protocol::frontend;
+    switch (message.type) {
+      case fe::kParse:
+      case fe::kBind:
+      case fe::kDescribe:
+      case fe::kClose:
+        return true;
+      case fe::kExecute:
+      case fe::kSync:
+        return prepared_.unexecuted_sql_parse != nullptr;
+      case fe::kQuery: {
+        if (prepared_.unexecuted_sql_parse != nullptr) return true;
+        auto query = protocol::parse_query(message.body);
+        return !query || protocol::starts_like_deallocate_command(query.value.sql) ||
+               (session_checks_ && prefilter_.may_change_session_state(query.value.sql));
+      }
+      default:
+        return false;
+    }
+  }
   void refuse_until_sync(std::string code, std::string message, std::string hint);
   // refuse_held_request's answer, once its request is here: the error, the messages up to the
   // Sync skipped, a ReadyForQuery. False while the request has not come whole (or the client

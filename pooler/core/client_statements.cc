@@ -399,12 +399,6 @@ Client::Routed Client::route_query(const pp::Message& message, std::string& out)
   return Routed::as_is;
 }
 
-bool Client::routes_statement_message(char type) const {
-  return type == fe::kParse || type == fe::kBind || type == fe::kDescribe || type == fe::kClose ||
-         type == fe::kQuery ||
-         ((type == fe::kExecute || type == fe::kSync) && prepared_.unexecuted_sql_parse != nullptr);
-}
-
 Client::Routed Client::route_statement_message(const pp::Message& message, std::string& out) {
   switch (message.type) {
     case fe::kExecute:
