@@ -215,6 +215,7 @@ class ServerStatementCache {
   void close_all_later();
   [[nodiscard]] size_t size() const { return index_.size(); }
   void set_capacity(size_t capacity) { capacity_ = capacity; }
+  [[nodiscard]] size_t capacity() const { return capacity_; }
 
  private:
   struct Entry {

@@ -134,10 +134,20 @@ void Server::link(Client& client) {
     spdlog::debug("{} linked to {}", log_id(), client.log_id());
   }
   set_state(State::active);
-  apply_statement_settings();
+  // The rewriter's cache as the settings say (server_statements.cc), unless it already is, as
+  // at nearly every link: a RELOAD or another pool mode changes it.
+  const int max_prepared = worker_->settings().max_prepared_statements;
+  if (rewrite_.cache == nullptr || max_prepared <= 0 || !shares_servers(pool_->mode()) ||
+      rewrite_.cache->capacity() != static_cast<size_t>(max_prepared)) {
+    apply_statement_settings();
+  }
   linked_at_ms_ = ready_ms_ = worker_->now_ms();
   session_.on_link(client.id());
-  if (!sync_parameters(client)) client.note_settings_taken();
+  // The usual case: the server already has the client's values (a memcmp of each packed set);
+  // otherwise the parameter sync is built and sent (server_session_state.cc).
+  const bool in_client_state =
+      client.tracked_parameters() == tracked_ && client.session_settings() == extras_;
+  if (in_client_state || !sync_parameters(client)) client.note_settings_taken();
   if (worker_->settings().session_state_verify != SessionVerifyMode::off) {
     note_last_client(session_.verifier, client);
   }
