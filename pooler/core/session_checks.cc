@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "pgsluice/protocol/frontend.h"
+#include "pgsluice/protocol/function_ddl.h"
 #include "pgsluice/protocol/message_types.h"
 #include "pgsluice/protocol/session_state.h"
 #include "pgsluice/protocol/sql_lexer.h"
@@ -432,7 +433,7 @@ SessionCheckResult check_session_state(Worker& worker, const Client& client, Ser
   }
   // DDL that may change what a function name resolves to, or its body, through this pooler:
   // every verdict goes (function_verdicts.h). The first byte decides for all other SQL.
-  if (function_ddl(sql)) FunctionVerdictCache::process().clear();
+  if (pp::function_ddl(sql)) FunctionVerdictCache::process().clear();
   const CheckedStatement statement{.sql = sql,
                                    .flagged = prefilter.may_change_session_state(sql),
                                    .record = true,

@@ -192,30 +192,4 @@ size_t FunctionVerdictCache::size() {
   return entries_.size();
 }
 
-// --- DDL ---
-
-bool function_ddl(std::string_view sql) {
-  size_t i = 0;
-  while (i < sql.size() && (sql[i] == ' ' || sql[i] == '\t' || sql[i] == '\n' || sql[i] == '\r')) {
-    ++i;
-  }
-  const char first = ascii_lower(i < sql.size() ? sql[i] : '\0');
-  if (first != 'c' && first != 'a' && first != 'd') return false;  // the common case
-  // The first word, compared in place: a DELETE or a COMMIT is not copied (this runs for every
-  // statement the session checks see).
-  size_t end = i;
-  while (end < sql.size() && ascii_lower(sql[end]) >= 'a' && ascii_lower(sql[end]) <= 'z') ++end;
-  const std::string_view verb = sql.substr(i, end - i);
-  if (!protocol::iequals_keyword(verb, "create") && !protocol::iequals_keyword(verb, "alter") &&
-      !protocol::iequals_keyword(verb, "drop")) {
-    return false;
-  }
-  const std::string text = ascii_lower(sql.substr(end));
-  for (std::string_view word :
-       {"function", "procedure", "routine", "schema", "extension", "language"}) {
-    if (text.find(word) != std::string::npos) return true;
-  }
-  return false;
-}
-
 }  // namespace pgsluice

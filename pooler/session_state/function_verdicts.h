@@ -12,9 +12,9 @@
 // Invalidation, conservative: a verdict lasts kFunctionVerdictTtlMs (a function replaced behind
 // the pooler's back is judged by its old body for at most that long), and every verdict is
 // dropped when a client sends DDL that may change what a name resolves to (CREATE, ALTER or DROP
-// of a function, procedure, schema, extension or language: function_ddl()). The search_path is
-// part of the key (its value as the pooler believes the server has it, Server::extras_), so a
-// client with another path has its own verdicts.
+// of a function, procedure, schema, extension or language: protocol::function_ddl()). The
+// search_path is part of the key (its value as the pooler believes the server has it,
+// Server::extras_), so a client with another path has its own verdicts.
 #pragma once
 
 #include <cstdint>
@@ -110,10 +110,5 @@ class FunctionVerdictCache {
   std::mutex mutex_;
   std::unordered_map<std::string, Entry> entries_;
 };
-
-// Whether `sql` starts with CREATE, ALTER or DROP and names a function, procedure, schema,
-// extension or language: what may change what a function name resolves to or its body. Cheap
-// for anything else (the first keyword decides).
-bool function_ddl(std::string_view sql);
 
 }  // namespace pgsluice

@@ -1,5 +1,5 @@
 // Per-function verdicts (opaque_call:reset): the judgement of a body, the lookup query and its
-// rows, the process's cache and the DDL that empties it.
+// rows, the process's cache (the DDL that empties it: tests/unit/protocol/function_ddl_test.cc).
 #include "pooler/session_state/function_verdicts.h"
 
 #include <gtest/gtest.h>
@@ -163,22 +163,6 @@ TEST(FunctionVerdicts, BoundedCache) {
   cache.store("new", FunctionJudgement{}, 0);  // full: starts again
   EXPECT_EQ(cache.size(), 1u);
   cache.clear();
-}
-
-TEST(FunctionVerdicts, DdlThatMayChangeWhatANameIs) {
-  for (const char* sql :
-       {"CREATE OR REPLACE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
-        "  create function s.f() returns int language sql as 'select 1'",
-        "ALTER FUNCTION f() SET work_mem = '1MB'", "DROP FUNCTION f", "DROP PROCEDURE p",
-        "ALTER ROUTINE f RENAME TO g", "CREATE SCHEMA s", "CREATE EXTENSION citext",
-        "DROP LANGUAGE plperl", "CrEaTe\tFUNCTION f()"}) {
-    EXPECT_TRUE(function_ddl(sql)) << sql;
-  }
-  for (const char* sql : {"SELECT f()", "CREATE TABLE t (a int)", "DELETE FROM functions",
-                          "ALTER TABLE t ADD COLUMN b int", "", "   ", "COMMENT ON FUNCTION f",
-                          "DELETE FROM t WHERE kind = 'function'", "createfunction"}) {
-    EXPECT_FALSE(function_ddl(sql)) << sql;
-  }
 }
 
 }  // namespace
