@@ -498,6 +498,11 @@ void Client::process_regular_input() {
   stop_reading_when_queued_input_is_full();
 }
 
+bool Client::refused_type(char type) const {
+  return !pp::is_known_message(pp::Direction::frontend, type) || type == fe::kPasswordMessage ||
+         (type == fe::kQuery && worker_.disable_pqexec());
+}
+
 void Client::stop_reading_when_queued_input_is_full() {
   if (state_ == State::waiting && channel_.input().unread_size() > kQueuedInputLimit) {
     channel_.stop_reading();

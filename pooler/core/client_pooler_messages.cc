@@ -38,11 +38,6 @@ void Client::protocol_violation(std::string_view message) {
   fail(sqlstate::kProtocolViolation, message);
 }
 
-bool Client::refused_type(char type) const {
-  return !pp::is_known_message(pp::Direction::frontend, type) || type == fe::kPasswordMessage ||
-         (type == fe::kQuery && worker_.disable_pqexec());
-}
-
 void Client::refuse_type(char type) {
   if (type == fe::kQuery) {
     // disable_pqexec, in PgBouncer's two lines: what the client did, then why it is closed.
