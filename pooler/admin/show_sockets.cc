@@ -156,6 +156,7 @@ ServerList server_list(Server::State s) {
     case Server::State::idle:
       return {"idle", "sv_idle"};
     case Server::State::active:
+    case Server::State::draining:  // PgBouncer has no such state: busy, as active
       return {"active", "sv_active"};
     case Server::State::resetting:
       return {"used", "sv_used"};

@@ -54,6 +54,7 @@ std::vector<PoolRow> collect_pool_rows(Worker& worker) {
           ++r.sv_idle;
           break;
         case Server::State::active:
+        case Server::State::draining:     // still busy with its gone client's replies
         case Server::State::replicating:  // as PgBouncer counts them
           ++r.sv_active;
           break;

@@ -37,7 +37,7 @@ Pool::~Pool() = default;
 size_t Pool::server_count() const {
   // Replication servers count, as in PgBouncer (they hold a backend and a slot of pool_size).
   return login_.size() + idle_.size() + active_.size() + resetting_.size() +
-         being_canceled_.size() + replicating_.size();
+         being_canceled_.size() + draining_.size() + replicating_.size();
 }
 
 bool Pool::login_retry_blocked(uint64_t now_ms) const {
@@ -360,6 +360,8 @@ Pool::ServerList* Pool::list_for(Server::State state) {
       return &resetting_;
     case Server::State::being_canceled:
       return &being_canceled_;
+    case Server::State::draining:
+      return &draining_;
     case Server::State::listening:
       return &listeners_;
     case Server::State::replicating:
@@ -383,6 +385,7 @@ bool logged_in(Server::State s) {
     case Server::State::active:
     case Server::State::resetting:
     case Server::State::being_canceled:
+    case Server::State::draining:
     case Server::State::replicating:
     case Server::State::moving:
       return true;
@@ -601,7 +604,8 @@ void Pool::mark_close_needed(std::string_view reason) {
   servers_obsolete_ = true;
   idle_.for_each([reason](Server& s) { s.close(reason); });
   // Replication servers close at the janitor's next round (maintain): they may never end.
-  for (ServerList* list : {&login_, &active_, &resetting_, &being_canceled_, &replicating_}) {
+  for (ServerList* list :
+       {&login_, &active_, &resetting_, &being_canceled_, &draining_, &replicating_}) {
     list->for_each([](Server& s) { s.timing.close_needed = true; });
   }
 }
@@ -640,15 +644,15 @@ void Pool::kill(std::string_view reason) {
     client->fail(sqlstate::kAdminShutdown, reason);
   }
   fail_pooler_waiters();
-  for (ServerList* list :
-       {&login_, &idle_, &active_, &resetting_, &being_canceled_, &listeners_, &replicating_}) {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &being_canceled_, &draining_,
+                           &listeners_, &replicating_}) {
     list->for_each([reason](Server& server) { server.close(reason); });
   }
 }
 
 void Pool::close_all_servers() {
-  for (ServerList* list :
-       {&login_, &idle_, &active_, &resetting_, &being_canceled_, &listeners_, &replicating_}) {
+  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &being_canceled_, &draining_,
+                           &listeners_, &replicating_}) {
     list->for_each([](Server& server) { server.close("pgsluice is shutting down"); });
   }
 }

@@ -77,13 +77,14 @@ class Pool {
   void kill(std::string_view reason);
   // Servers linked or being cleaned (what PAUSE waits for).
   [[nodiscard]] size_t busy_count() const {
-    return active_.size() + resetting_.size() + being_canceled_.size();
+    return active_.size() + resetting_.size() + being_canceled_.size() + draining_.size();
   }
   // Servers still to be closed after RECONNECT / RELOAD (what WAIT_CLOSE waits for).
   [[nodiscard]] size_t close_needed_count();
   // When the longest-waiting client started waiting (now_us() clock); 0 when none waits.
   [[nodiscard]] uint64_t oldest_wait_start_us();
-  // Every server, by state list: login, idle, active, resetting, being canceled, replicating.
+  // Every server, by state list: login, idle, active, resetting, being canceled, draining,
+  // replicating.
   template <class Fn>
   void for_each_server(Fn&& fn) {
     login_.for_each(fn);
@@ -91,6 +92,7 @@ class Pool {
     active_.for_each(fn);
     resetting_.for_each(fn);
     being_canceled_.for_each(fn);
+    draining_.for_each(fn);
     replicating_.for_each(fn);
   }
   // The pool's LISTEN relay connection, when it lives on this worker (listen_relay.h): not
@@ -357,12 +359,14 @@ class Pool {
 
   // Servers by state (Server::State names the list): connecting or logging in, idle (used as a
   // stack: the most recently used first), linked to a client, being cleaned before reuse,
-  // released but waiting for the cancel requests sent for it to land.
+  // released but waiting for the cancel requests sent for it to land, reading what was owed to
+  // a client that left.
   ServerList login_;
   ServerList idle_;
   ServerList active_;
   ServerList resetting_;
   ServerList being_canceled_;
+  ServerList draining_;
   ServerList listeners_;
   // Replication clients' walsenders, logged in (while logging in they are on login_): linked to
   // their client for good, never idle, counted against the pool's limits.

@@ -277,7 +277,7 @@ void Pool::maintain(uint64_t now_ms, int clients) {
   });
   // A client that left during a long reply (its query still running): the server is not held
   // for it longer than this, nor closed at once for a reply about to end (server_release.cc).
-  active_.for_each([now_ms](Server& server) {
+  draining_.for_each([now_ms](Server& server) {
     if (server.draining_for_ms(now_ms) > Server::kDrainLimitMs) {
       server.close("client left in the middle of a request, whose reply did not end within 2 s");
     }

@@ -45,6 +45,8 @@ std::string_view state_name(Server::State s) {
       return "resetting";
     case Server::State::being_canceled:
       return "being_canceled";
+    case Server::State::draining:
+      return "draining";
     case Server::State::closing:
       return "closing";
     case Server::State::moving:
@@ -89,8 +91,11 @@ void Server::set_state(State state) {
   State old = state_;
   state_ = state;
   pool_->move_server(*this, old, state);
-  // No reply of the Query will be read as the client's now: its calls count as run.
-  if (old == State::active && !session_.deferred_calls.empty()) settle_calls(nullptr);
+  // No reply of the Query will be read as the client's now: its calls count as run. (A
+  // draining server still reads them: the first settles them, as while its client was there.)
+  if (old == State::active && state != State::draining && !session_.deferred_calls.empty()) {
+    settle_calls(nullptr);
+  }
 }
 
 bool Server::at_transaction_boundary() const {
@@ -117,6 +122,7 @@ void Server::on_channel_readable(Channel&) {
     case State::active:
     case State::resetting:
     case State::being_canceled:
+    case State::draining:
       process_session_input();
       return;
     case State::listening:
@@ -225,7 +231,7 @@ void Server::process_session_input() {
   auto flush_batch = [&] { batch.flush(client_output()); };
   auto forward = [&](std::string_view wire) { batch.add(wire, client_output()); };
 
-  while (state_ == State::active || state_ == State::resetting || serves_nobody()) {
+  while (forwards_replies() || state_ == State::resetting || serves_nobody()) {
     if (passthrough_remaining_ > 0) {
       if (!batch.stream(in, passthrough_remaining_, client_output())) break;
       continue;
@@ -245,7 +251,7 @@ void Server::process_session_input() {
     if (log_enabled(spdlog::level::trace)) {
       spdlog::trace("S-{} <- '{}' pending {}", id_, message.type, rewrite_.pending.size());
     }
-    if (state_ != State::active || replies_.internal_ready_owed() > 0) {
+    if (!forwards_replies() || replies_.internal_ready_owed() > 0) {
       flush_batch();
       if (!handle_internal_reply(message)) return;
       continue;
@@ -315,7 +321,7 @@ void Server::process_session_input() {
 }
 
 bool Server::stream_reply(const pp::MessageHeader& header) {
-  if (state_ != State::active || replies_.internal_ready_owed() > 0 ||
+  if (!forwards_replies() || replies_.internal_ready_owed() > 0 ||
       header.wire_size() <= kPassthroughThreshold || !may_pass_through(header.type)) {
     return false;
   }
@@ -354,7 +360,7 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
       // Stats (stats.h): query and transaction times, transactions, bytes; all pool modes.
       timing.on_ready(pool_->stats(), static_cast<char>(replies_.transaction_status()),
                       channel_.bytes_sent(), channel_.bytes_received(), worker_->turn_now_us());
-      if (client_ == nullptr && finish_drain_if_done()) return Reply::swallow;
+      if (finish_drain_if_done()) return Reply::swallow;
       if (replies_.transaction_status() == TransactionStatus::idle && !at_transaction_boundary() &&
           log_enabled(spdlog::level::debug)) {
         spdlog::debug(
@@ -636,7 +642,7 @@ bool Server::client_may_carry_on() const {
   if (pool_->mode() == PoolMode::session || session_.pin.pinned) return false;
   if (replies_.copy() != ReplyQueue::Copy::none || client_->mid_message()) return false;
   if (passthrough_remaining_ > 0) return false;
-  if (replies_.internal_ready_owed() > 0 || parameter_sync_owed_ || detach_pending_) return false;
+  if (replies_.internal_ready_owed() > 0 || parameter_sync_owed_) return false;
   if (rewrite_.retry.holding_error || rewrite_.shape_check != nullptr) return false;
   return client_->replication() == protocol::ReplicationMode::none;
 }

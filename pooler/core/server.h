@@ -73,6 +73,9 @@ class Server final : public ChannelOwner {
   // replication client's own walsender connection, logged in (server_login.cc).
   // `being_canceled`: released while cancel requests sent for it were still on their way, so
   // linked to nobody and taken by nobody until they have landed (PgBouncer's list of that name).
+  // `draining`: its client left while replies were owed (to the client's whole requests, or to
+  // the pooler's own query): they are read to their last ReadyForQuery and dropped, then the
+  // server is cleaned as for any client that leaves (detach_client).
   enum class State {
     connecting,
     login,
@@ -80,6 +83,7 @@ class Server final : public ChannelOwner {
     active,
     resetting,
     being_canceled,
+    draining,
     closing,
     moving,
     listening,
@@ -281,7 +285,9 @@ class Server final : public ChannelOwner {
   // Its client left while the replies to its last requests were under way, this long ago (ms;
   // -1: not so). The pool's maintenance closes it after kDrainLimitMs.
   [[nodiscard]] int64_t draining_for_ms(uint64_t now_ms) const {
-    return draining_since_ms_ == 0 ? -1 : static_cast<int64_t>(now_ms - draining_since_ms_);
+    return state_ != State::draining || draining_since_ms_ == 0
+               ? -1
+               : static_cast<int64_t>(now_ms - draining_since_ms_);
   }
   static constexpr int64_t kDrainLimitMs = 2000;
   // Leaves this worker for `target` (on this worker's thread; its pool has already moved the
@@ -545,8 +551,6 @@ class Server final : public ChannelOwner {
   State state_ = State::connecting;
   protocol::ReplicationMode replication_ = protocol::ReplicationMode::none;
   bool internal_failed_ = false;  // a query of the pooler's own failed
-  // The client left while only the pooler's own query was under way: cleaned after its answer.
-  bool detach_pending_ = false;
   // The link's parameter sync (build_parameter_sync_query) awaits its ReadyForQuery.
   bool parameter_sync_owed_ = false;
   Client* client_ = nullptr;
@@ -555,8 +559,8 @@ class Server final : public ChannelOwner {
   ListenRelay* relay_ = nullptr;  // set on the relay's listener connection only
   // run_query's sink until the ReadyForQuery (server_release.cc).
   ServerQuerySink* query_sink_ = nullptr;
-  // The client left with whole requests sent and their replies under way: when it left, the
-  // server is read to their last ReadyForQuery, then cleaned (server_release.cc); 0: not so.
+  // State::draining for the client's own requests: when the client left (server_release.cc);
+  // 0 while only the pooler's own query is awaited, which has no time limit of its own here.
   uint64_t draining_since_ms_ = 0;
   uint64_t linked_at_ms_ = 0;
   uint64_t ready_ms_ = 0;
@@ -601,6 +605,11 @@ class Server final : public ChannelOwner {
   std::shared_ptr<CancelsInFlight> cancels_;
   // Becomes idle (go_idle) once a held release's last cancel request has finished.
   void on_cancels_finished();
+  // Linked to a client, or draining after it left: replies are read as the client's (and
+  // dropped when it is gone), through inspect_reply and the rewriter's bookkeeping.
+  [[nodiscard]] bool forwards_replies() const {
+    return state_ == State::active || state_ == State::draining;
+  }
   // Idle, or released and held for its cancels: no client's reply is owed, so whatever the
   // server sends unasked is its own doing (a termination, a notification).
   [[nodiscard]] bool serves_nobody() const {

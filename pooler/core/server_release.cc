@@ -83,7 +83,8 @@ void Server::detach_client() {
   if (passthrough_remaining_ == 0 && !client_request_open && replies_.internal_ready_owed() > 0) {
     // Only the pooler's own query is under way (a parameter sync, a read-back, a pin check):
     // its answer is awaited, then the server is cleaned as below (handle_internal_reply).
-    detach_pending_ = true;
+    draining_since_ms_ = 0;
+    set_state(State::draining);
     return;
   }
   if (passthrough_remaining_ > 0 || replies_.request_open()) {
@@ -92,6 +93,7 @@ void Server::detach_client() {
       // then the server is cleaned as for any client that leaves, without a new backend login
       // (node-postgres's end() right after an error leaves before the ReadyForQuery).
       draining_since_ms_ = worker_->now_ms();
+      set_state(State::draining);
       return;
     }
     // A COPY or a half-sent batch cannot be finished for a client that is gone: closing is
@@ -117,7 +119,7 @@ bool Server::may_drain_for_gone_client() const {
 }
 
 bool Server::finish_drain_if_done() {
-  if (draining_since_ms_ == 0 || replies_.client_ready_owed() > 0) return false;
+  if (state_ != State::draining || replies_.client_ready_owed() > 0) return false;
   draining_since_ms_ = 0;
   rewrite_.forget_client_requests();
   spdlog::debug("{} drained after its client left: cleaned and released", log_id());
@@ -580,8 +582,7 @@ bool Server::handle_internal_reply(const pp::Message& message) {
         go_idle();
         return serves_nobody();
       }
-      if (state_ == State::active && detach_pending_) {
-        detach_pending_ = false;
+      if (state_ == State::draining) {
         clean_and_release(/*session_ended=*/true);
         return serves_nobody() || state_ == State::resetting;
       }

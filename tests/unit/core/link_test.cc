@@ -395,6 +395,26 @@ TEST(LinkTerminate, AClientLeavingBetweenTransactionsLeavesItsServerInThePool) {
   EXPECT_EQ(h.worker().client_count(), 0u);
 }
 
+TEST(LinkDrain, AClientLeavingBeforeItsReplyLeavesTheServerDrainingThenInThePool) {
+  LinkHarness h;
+  ClientAndServer l = log_in(h);
+  ASSERT_NE(l.server, nullptr);
+  expect_forwarded(h, l, wire::query("SELECT 1"), wire::query("SELECT 1"));
+  // The client goes with its reply under way: the server reads the reply for nobody (a state
+  // of its own, still busy for the pool), then goes back without a new backend login.
+  l.client->close();
+  ASSERT_TRUE(h.pump_until([&] { return h.worker().client_count() == 0; }, "the client gone"));
+  EXPECT_EQ(l.server->state(), Server::State::draining);
+  EXPECT_EQ(l.server->client(), nullptr);
+  EXPECT_EQ(h.pool().busy_count(), 1u);
+  l.pg->send(select_one_result());
+  ASSERT_TRUE(h.pump_until([&] { return l.server->state() == Server::State::idle; },
+                           "the drained server idle"));
+  EXPECT_EQ(h.only_server(), l.server);
+  EXPECT_EQ(h.pool().busy_count(), 0u);
+  EXPECT_EQ(l.pg->received(), "");  // nothing to clean in transaction mode after a SELECT
+}
+
 TEST(LinkFailClosed, AStartupSettingNoServerTakesEndsTheSessionWithPostgresqlsFatal) {
   // PostgreSQL refuses a login whose startup packet sets work_mem=abc with FATAL. The pooler
   // logs the client in without a server; at its first statement the sync (only the client's
