@@ -233,6 +233,41 @@ def test_driver_settings_at_login_cost_nothing_once_kept(pooler):
             c.close()
 
 
+def test_session_mode_reset_of_a_startup_setting_goes_back_to_the_startup_value(make_pooler):
+    # Session mode too (PgBouncer gets this wrong): the pool's server applied the client's
+    # startup DateStyle and TimeZone with SET, so without the pooler a RESET would go to the
+    # server's default. A client of its own first makes the pool's server with the defaults.
+    pooler = make_pooler(pool_mode="session", default_pool_size=1)
+    with pooler.connect(autocommit=True) as other:
+        assert other.execute("SHOW datestyle").fetchone()[0] == "ISO, MDY"
+    with pooler.connect(autocommit=True,
+                        options="-c DateStyle=German -c TimeZone=Asia/Tokyo") as a:
+        assert a.execute("SHOW datestyle").fetchone()[0] == "German, DMY"
+        a.execute("SET datestyle = 'SQL'")
+        a.execute("RESET datestyle")
+        assert a.execute("SHOW datestyle").fetchone()[0] == "German, DMY"
+        assert a.info.parameter_status("DateStyle") == "German, DMY"
+        a.execute("SET timezone = 'UTC'")
+        a.execute("SET datestyle = 'ISO, MDY'")  # the server's own default, set on purpose
+        assert a.execute("SHOW datestyle").fetchone()[0] == "ISO, MDY"
+        a.execute("RESET ALL")
+        assert a.execute("SHOW timezone").fetchone()[0] == "Asia/Tokyo"
+        assert a.execute("SHOW datestyle").fetchone()[0] == "German, DMY"
+        a.execute("SET datestyle = 'Postgres'")
+        a.execute("BEGIN")
+        a.execute("RESET datestyle")
+        a.execute("ROLLBACK")
+        assert a.execute("SHOW datestyle").fetchone()[0] == "Postgres, DMY"
+        a.execute("SET datestyle TO DEFAULT; SELECT 1")
+        assert a.execute("SHOW datestyle").fetchone()[0] == "German, DMY"
+        a.execute("DISCARD ALL")
+        assert a.execute("SHOW datestyle").fetchone()[0] == "German, DMY"
+        assert a.execute("SHOW timezone").fetchone()[0] == "Asia/Tokyo"
+    # The next session on that server starts from the pool's defaults.
+    with pooler.connect(autocommit=True) as other:
+        assert other.execute("SHOW datestyle").fetchone()[0] == "ISO, MDY"
+
+
 def test_explicit_warn_still_shows_the_leak(make_pooler):
     # What the workshop demonstrates: under warn the SET reaches the next client.
     pooler = make_pooler(default_pool_size=1, session_state_action="warn")

@@ -575,9 +575,9 @@ void Client::forward_to_server() {
       if (type != fe::kSync) continue;
       discard_until_sync_ = false;
     }
-    if (session_checks_ && (type == fe::kQuery || type == fe::kParse) &&
-        refused_by_session_checks(message, batch, *to_server)) {
-      continue;  // or it waits for a pin: then the loop ends
+    if (type == fe::kQuery || type == fe::kParse) {
+      if (session_checks_ && refused_by_session_checks(message, batch, *to_server)) continue;
+      if (notes_startup_resets()) note_session_mode_resets(message);
     }
     if (!prepared_.refused.empty() && !server_->rewrites_statements() &&
         (type == fe::kParse || type == fe::kBind || type == fe::kClose)) {

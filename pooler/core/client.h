@@ -310,6 +310,13 @@ class Client final : public ChannelOwner {
   // (wait_for_pin; also true). False: forward it.
   bool refused_by_session_checks(const protocol::Message& message, Forwarder& batch,
                                  std::string& out);
+  // Without the checks (session mode), a client that gave reported settings at startup: a Query
+  // or Parse that resets one of them is noted, so that the end of its transaction puts the
+  // startup value back as PostgreSQL would (session_checks.cc).
+  [[nodiscard]] bool notes_startup_resets() const {
+    return !session_checks_ && !params_.startup_reported.empty();
+  }
+  void note_session_mode_resets(const protocol::Message& message);
   // Relay: nothing between this client and a notification (no transaction, no held reply).
   [[nodiscard]] bool may_deliver_relayed() const;
   // The queue passed session_state_relay_queue: FATAL 54000 and the connection closes.

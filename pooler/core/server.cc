@@ -380,6 +380,9 @@ Server::Reply Server::inspect_reply(const pp::Message& message) {
         if (run_boundary_checks()) return Reply::forward;
         if (!session_.pin.pinned) return Reply::forward_and_release;
       }
+      // Session mode: a reset startup setting gets its startup value back, its ParameterStatus
+      // telling the client; what the client sends meanwhile waits (holds_client_input).
+      if (session_.kept.resets_reported() && at_transaction_boundary()) restore_startup_reported();
       return Reply::forward;
     }
     case be::kCopyInResponse:  // the Syncs owed now are ignored by PostgreSQL (reply_queue.h)

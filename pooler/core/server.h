@@ -146,6 +146,8 @@ class Server final : public ChannelOwner {
   // A statement the checks flag is about to run: what the noted SETs gave may change.
   void forget_kept_literals() { session_.kept.forget_literals(); }
   void keep_settings_discarded() { session_.kept.note_reset_all(/*discard_all=*/true); }
+  // Session mode keeps only the resets of reported settings (Client::note_session_mode_resets).
+  void forget_unreported_kept_settings() { session_.kept.forget_pending(); }
   // `relay` (listen_channels.h): a LISTEN, UNLISTEN or DISCARD ALL of the linked client's
   // statement about to be forwarded; its channels are read back at the end of the transaction,
   // and the server unlistens everything before it serves anyone else (server_session_state.cc).

@@ -556,6 +556,36 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
   return true;
 }
 
+void Client::note_session_mode_resets(const pp::Message& message) {
+  // Session mode: the guard does not look at the statements of a client that keeps its server
+  // for its whole session, but for one thing a pooled server cannot give by itself. A RESET of
+  // a reported setting the client gave at startup (RESET name, SET name TO DEFAULT, RESET ALL,
+  // DISCARD ALL) goes back to the startup value on a direct connection; the pooler applied that
+  // value with SET at the link, so PostgreSQL goes back to its own default instead. The
+  // statement's settings are noted as `keep` notes them, and the end of its transaction puts
+  // the startup value back (Server::restore_startup_reported, from inspect_reply).
+  if (pool_->mode() != PoolMode::session) return;
+  std::string_view sql;
+  if (message.type == fe::kQuery) {
+    auto q = pp::parse_query(message.body);
+    if (!q) return;
+    sql = q.value.sql;
+  } else {
+    auto p = pp::parse_parse(message.body);
+    if (!p) return;
+    sql = p.value.query;
+  }
+  if (!prefilter_.may_change_session_state(sql)) return;
+  const pp::Classification& verdict = worker_.classifier().classify(sql);
+  for (const pp::SessionStateFinding& f : verdict.findings) {
+    if (f.kind == pp::SessionStateKind::set) server_->keep_setting(f);
+  }
+  if (verdict.cleanup.discard_all) server_->keep_settings_discarded();
+  // Only the reported ones: the others are the session's own, and the server's cleaning at the
+  // end of the session resets them.
+  server_->forget_unreported_kept_settings();
+}
+
 void Client::wait_for_pin() {
   if (wait.pin_since_ms == 0) wait.pin_since_ms = worker_.now_ms();
   spdlog::debug("{} waits for a pin (session_state_pin_reserve)", who_.log_id);
