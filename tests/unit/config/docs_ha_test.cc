@@ -55,6 +55,8 @@ TEST(DocsHa, EveryExampleConfigurationLoads) {
   const DatabaseEntry& app = patroni.databases.at("app");
   EXPECT_EQ(ServerAddress::all_from(app).size(), 3u);
   EXPECT_EQ(app.target_session_attrs, TargetSessionAttrs::read_write);
+  // The entries integration/test_patroni.py runs: reads never on the leader.
+  EXPECT_EQ(patroni.databases.at("app_ro").target_session_attrs, TargetSessionAttrs::standby);
   EXPECT_EQ(patroni.databases.at("app_ro").load_balance_hosts, LoadBalanceHosts::random);
   EXPECT_EQ(patroni.settings.server_role_check_interval, std::chrono::seconds(2));
   const ConfigLoadResult peers_result = load_config_string(blocks[2], "peers");
