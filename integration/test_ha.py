@@ -381,3 +381,54 @@ def test_a_client_keeps_its_connection_when_its_server_dies(topology, make_poole
     assert p.wait_for_log(r"server connection lost \(57P01: terminating connection due to "
                           r"administrator command\): the client keeps its connection, in a "
                           r"failed transaction")
+
+
+def test_a_restarted_standby_gets_the_standby_entrys_servers_again(topology, make_pooler):
+    """Issue 45: a standby entry (load_balance_hosts) whose servers all went to one standby
+    while the other restarted moves some of them back once it is up again: at a release, at most
+    one server per second and worker, a login to the emptier host (or the released server
+    closed to make room). Before, nothing logged in there until something forced new logins."""
+    primary, (s1, s2) = topology
+    assert primary.psql("SELECT pg_is_in_recovery()") == "f", "the tests above run first"
+    s1.follow(primary, "standby1")
+    p = make_pooler(databases={"ro": entry([s1, s2], "standby", "load_balance_hosts=random")},
+                    default_pool_size=8, server_login_retry=1)
+    stop = threading.Event()
+    reads: list[tuple[int, float]] = []
+    errors: list[str] = []
+
+    def reader() -> None:
+        with psycopg.connect(p.dsn(db="ro"), autocommit=True) as conn:
+            while not stop.is_set():
+                try:
+                    reads.append((conn.execute("SELECT inet_server_port()").fetchone()[0],
+                                  time.monotonic()))
+                except psycopg.Error as e:
+                    errors.append(f"{e.sqlstate} {e}")
+                time.sleep(0.005)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        assert harness.wait_until(lambda: len(reads) >= 100, 30), errors[-3:]
+        s1.stop_now("fast")
+        time.sleep(2)  # every server of the entry on s2 now
+        since = time.monotonic()
+        assert harness.wait_until(lambda: sum(t > since for _, t in reads) >= 100, 30)
+        assert {port for port, t in reads if t > since} == {s2.port}
+        s1._start()
+        s1.wait_ready()
+        back = time.monotonic()
+        assert harness.wait_until(
+            lambda: any(port == s1.port and t > back for port, t in reads), 15), \
+            p.log()[-3000:]
+        first = min(t for port, t in reads if port == s1.port and t > back)
+        print(f"the first read on the restarted standby {first - back:.2f} s after it was back")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert p.wait_for_log(r"ro: rebalancing onto host 127\.0\.0\.1:%d" % s1.port)
+    # Only the reads in flight when s1 stopped failed, none when it came back.
+    assert len(errors) <= 4, errors

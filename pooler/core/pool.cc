@@ -475,6 +475,7 @@ void Pool::on_server_idle(Server& server) {
     server.close("server_lifetime");
     return;
   }
+  if (rebalance_at_release(server, now)) return;
   if (!replication_waiting_.empty() && !launch_allowed(launch_verdict(launch_input()))) {
     // A replication client waits for a slot that only a released server can free: it gets
     // this one's (a walsender cannot take over a pooled session, so the server closes).

@@ -293,6 +293,14 @@ class Pool {
   void wake_at_next_usable_host(uint64_t now_ms);
   // Host `server` logged in to failed: skipped here and by every worker's share until `until_ms`.
   void skip_host(const Server& server, uint64_t until_ms);
+  // A load-balanced entry's servers spread again over a host that is usable again, at a
+  // release (pool_rebalance.cc): true when `server` was closed to make room for a login there.
+  bool rebalance_at_release(Server& server, uint64_t now_ms);
+  // Host `promoted` is a primary now: the hosts this pool skipped as primaries (for a standby
+  // or read-only entry) are worth a login again, the old primary may be back as a standby.
+  void recheck_other_primaries(size_t promoted);
+  // The host the rebalancing chose for the next login, once (kNone: none, or skipped now).
+  size_t take_rebalance_host(uint64_t now_ms);
   // Failover events (pool_failover.cc): logged with their timing.
   void note_login_failure(const Server& server, std::string_view message, uint64_t now_ms);
   // A host failed or answered with the wrong role: the pool may have no usable host left.
@@ -348,6 +356,10 @@ class Pool {
   uint64_t trouble_since_ms_ = 0;
   bool no_usable_host_ = false;
   uint64_t role_news_seen_ = 0;  // HostRoleBoard::news() when learn_host_roles last read it
+  // pool_rebalance.cc: when this share last counted its servers per host, and the host its
+  // next login goes to (kNone: where load_balance_hosts sends it).
+  uint64_t rebalance_checked_ms_ = 0;
+  size_t rebalance_to_ = PoolHosts::kNone;
   // pool_idle_timeout: when this share last changed a server's state or was seen in use, and
   // whether it ever started a LISTEN relay listener (whose closing connection still points here
   // while it lingers, without counting among closing_open_: such a share is never freed).

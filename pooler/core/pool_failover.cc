@@ -25,6 +25,9 @@ const char* role_word(bool primary) {
 
 size_t Pool::pick_host(uint64_t now_ms) {
   learn_host_news(now_ms);
+  if (const size_t rebalance = take_rebalance_host(now_ms); rebalance != PoolHosts::kNone) {
+    return rebalance;
+  }
   const size_t host = hosts_.pick(now_ms, stagger_draw(), SharedLimits::host_turn(limit_slots_));
   return host == PoolHosts::kNone ? 0 : host;
 }
@@ -59,7 +62,9 @@ void Pool::learn_host_roles(uint64_t now_ms) {
 
 void Pool::adopt_host_role(size_t i, const HostRoleBoard::Known& known, uint64_t now_ms) {
   hosts_.set_role_seq(i, known.seq);
+  const bool promoted = known.primary && hosts_.primary(i) != true;
   (void)hosts_.note_primary(i, known.primary);  // logged by the pool that learned it
+  if (promoted) recheck_other_primaries(i);
   const std::optional<bool> worth = role_worth_a_login(db_.target_session_attrs, known.primary);
   if (!worth) return;
   if (*worth) {
@@ -126,6 +131,7 @@ void Pool::note_role_told(const Server& server, const ServerRole& role) {
   std::optional<bool> was;
   const std::string host = server.address().to_string();
   hosts_.set_role_seq(i, worker_.group().host_roles().tell(host, primary, was));
+  if (primary) recheck_other_primaries(i);  // it was not one, as far as this pool knew
   if (!was) return;
   spdlog::warn("{}@{}: host {} is now a {} (was a {})", credentials_.user, db_.name, host,
                role_word(primary), role_word(*was));
