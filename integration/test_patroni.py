@@ -13,12 +13,12 @@ on every other node) to the first write through pgsluice on it.
 
 - `patronictl switchover` there and back, and `patronictl restart` of a replica: no lost
   connection, no error but PostgreSQL's own end of the transactions in flight (57P01, 08006),
-  at most one per client, first write within 0.3 s, and the old leader back as a replica (and
-  the restarted replica) serving the standby entry's reads within 15 s. The issue's bar of no
-  error but a COMMIT that may have committed is printed, not asserted: a transaction terminated
-  before its COMMIT did not commit, and pgsluice does not run it again (yet);
+  the first write within 0.3 s, and the old leader back as a replica (and the restarted
+  replica) serving the standby entry's reads within 15 s. The issue's bar of no error but a
+  COMMIT that may have committed is printed, not asserted: a transaction terminated before its
+  COMMIT did not commit, and pgsluice does not run it again (yet);
 - the planned switchover procedure of docs/ha.md (PAUSE the read-write database on pgsluice's
-  console, `patronictl switchover`, RESUME once the new leader accepts writes): no error at all;
+  console, `patronictl switchover`, RESUME once it returns): no error at all;
 - SIGKILL of the leader's postmaster: no acknowledged commit lost, no write on a non-leader, the
   first write on whichever node Patroni makes leader within 10 s of it accepting writes.
 
