@@ -48,6 +48,7 @@ class Session:
     def run(self, sql: str, params=None, prepare: bool | None = None, show: str | None = None,
             quiet: bool = False):
         """Runs sql; returns the first column of the first row, None, or an Error."""
+        started = time.monotonic()
         try:
             cur = self.conn.execute(sql, params, prepare=prepare)
             value = cur.fetchone()[0] if cur.description else cur.statusmessage
@@ -55,6 +56,9 @@ class Session:
         except Exception as e:  # noqa: BLE001  (an error is a result here)
             value = Error(e)
             shown = str(value)
+        waited = time.monotonic() - started
+        if waited >= 2:  # a wait the reader should see: for a pin, up to query_wait_timeout
+            shown += f"\n     (answered after {waited:.0f} s)"
         if not quiet:
             self.lines.append(f"{self.who}> {show or sql}")
             self.lines.append(f"     {shown}")

@@ -193,9 +193,11 @@ class WorkshopCluster(harness.PostgresCluster):
 class LocalStand(StandBase):
     kind = "local"
 
-    def __init__(self, pgsluice_bin: str, with_pgbouncer: bool = True):
+    def __init__(self, pgsluice_bin: str, with_pgbouncer: bool = True,
+                 query_wait_timeout: int | None = None):
         harness.raise_nofile()
         self.pgsluice_bin = pgsluice_bin
+        self.query_wait_timeout = query_wait_timeout
         self.with_pgbouncer = with_pgbouncer and os.access(PGBOUNCER, os.X_OK)
         self.poolers: dict[str, harness.Pooler] = {}
         self.targets: dict[str, Target] = {}
@@ -226,6 +228,9 @@ class LocalStand(StandBase):
         if name not in self.targets:
             text = render_pgsluice_ini(pg_host=self.pg_host, listen_addr=harness.HOST,
                                        max_prepared_statements=max_prepared_statements)
+            if self.query_wait_timeout is not None:
+                text = text.replace("[pgsluice]\n", "[pgsluice]\nquery_wait_timeout = "
+                                    f"{self.query_wait_timeout}\n", 1)
             p = harness.Pooler(self.pg, config=text, binary=self.pgsluice_bin,
                                users={USER: PASSWORD})
             self.poolers[name] = p
@@ -337,10 +342,18 @@ class ExternalStand(StandBase):
         pass
 
 
+# --short's query_wait_timeout: breakage's temp table case at the defaults has B's CREATE TEMP
+# TABLE wait for a pin while A's temp table holds the other server (README: `pin`), then refused
+# with 0A000; at pgsluice's default of 120 s that wait was two thirds of CI's whole workshop run.
+# The other experiments' waits are under a second (pool 20, at most 50 clients).
+SHORT_QUERY_WAIT_TIMEOUT = 10
+
+
 def make_stand(args):
     if args.stand == "external":
         return ExternalStand(with_pgbouncer=not args.no_pgbouncer)
-    return LocalStand(args.pgsluice, with_pgbouncer=not args.no_pgbouncer)
+    return LocalStand(args.pgsluice, with_pgbouncer=not args.no_pgbouncer,
+                      query_wait_timeout=SHORT_QUERY_WAIT_TIMEOUT if args.short else None)
 
 
 # --------------------------------------------------------------------------------------------
