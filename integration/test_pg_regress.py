@@ -9,7 +9,11 @@ The suite's files (Debian's postgresql-15 source at the installed server's versi
 apt-get source) and regress.so, refint.so and autoinc.so are prepared once and cached
 (integration/regress/prepare.py); where that is impossible (no network to Debian, no root for
 apt-get) the test is skipped. About 4 minutes on a 2-core machine (each run 40-60 s).
-PGSLUICE_REGRESS_CONFIGS (say `pool10`) runs fewer configurations."""
+PGSLUICE_REGRESS_CONFIGS (say `pool10`) runs fewer configurations. PGSLUICE_REGRESS_SAVE_BASELINE
+(a file) keeps the direct run, and PGSLUICE_REGRESS_BASELINE takes it from such a file instead of
+running it again when the file is of the same suite (integration/regress/run --baseline):
+scripts/test's normal pass writes build/regress-direct.json and its sanitizer pass reads it, since
+the direct run is PostgreSQL alone, the same for either build."""
 
 from __future__ import annotations
 
@@ -63,9 +67,14 @@ def test_regression_suite_through_pgsluice(tmp_path):
 
     outdir = str(tmp_path / "regress")
     configs = CONFIGS.split(",")
+    baseline = []
+    for flag, var in (("--baseline", "PGSLUICE_REGRESS_BASELINE"),
+                      ("--save-baseline", "PGSLUICE_REGRESS_SAVE_BASELINE")):
+        if os.environ.get(var):
+            baseline += [flag, os.environ[var]]
     rc, out = run_script(["--configs", CONFIGS, "--out", outdir,
                           "--timeout", str(PER_RUN_TIMEOUT),
-                          "--stall-timeout", str(STALL_TIMEOUT)],
+                          "--stall-timeout", str(STALL_TIMEOUT)] + baseline,
                          len(configs) * (PER_RUN_TIMEOUT + 60) + 60)
     summary_path = os.path.join(outdir, "summary.txt")
     assert os.path.exists(summary_path), f"integration/regress/run exited {rc}\n{out[-6000:]}"

@@ -151,6 +151,8 @@ def summary(runs: dict[str, dict], comparison: dict[str, dict]) -> str:
     n_ok = sum(1 for s in direct["status"].values() if s == OK)
     lines.append(f"direct: {n_ok}/{len(direct['status'])} passed in {direct['seconds']:.0f} s"
                  + _problems(direct))
+    if direct.get("baseline_from"):
+        lines.append(f"  (the baseline in {direct['baseline_from']}: not run again here)")
     failed_direct = sorted(t for t, s in direct["status"].items() if s != OK)
     if failed_direct:
         lines.append(f"  not passing directly (not compared): {' '.join(failed_direct)}")
