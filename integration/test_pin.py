@@ -131,6 +131,10 @@ def test_the_last_server_is_never_pinned(make_pooler):
     assert noise.slowest < 1.0, noise.slowest
     rc, out, err = pooler.psql("SHOW LEAKS", db="pgsluice")
     assert "temp_object|t_b|definite|reject" in out, out
+    # Counted once, at its refusal, not at every retry during its two seconds of waiting.
+    rejects = [row.split("|") for row in out.splitlines()
+               if row.startswith("temp_object|t_b|definite|reject|")]
+    assert [row[9] for row in rejects] == ["1"], out
 
 
 def test_a_pool_no_larger_than_its_reserve_refuses_at_once(make_pooler):

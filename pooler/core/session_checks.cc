@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
+#include <vector>
 
 #include "pgsluice/protocol/frontend.h"
 #include "pgsluice/protocol/function_ddl.h"
@@ -309,6 +311,25 @@ struct CheckedStatement {
   bool renamable = false;  // a Query or an unnamed Parse: SQL PREPARE in it can be kept
 };
 
+// What a statement's cleanups (DISCARD ALL, UNLISTEN *, …) mean for the client's server.
+void note_cleanups(const Client& client, Server& server, const SessionPolicy& policy,
+                   const pp::Classification& verdict) {
+  if (verdict.cleanup.any() && server.pinned()) server.note_pin_may_end();
+  // RESET ALL is a finding (set:all); DISCARD ALL only a cleanup. Either way the settings the
+  // pooler keeps for the client are read back after the transaction.
+  if (verdict.cleanup.discard_all &&
+      policy.action_for(pp::SessionStateKind::set) == SessionAction::keep) {
+    server.keep_settings_discarded();
+  }
+  if (verdict.cleanup.discard_all &&
+      policy.action_for(pp::SessionStateKind::listen) == SessionAction::relay) {
+    server.relay_listen_discarded();
+  }
+  // The client's channels go onto the server first when they can (listen_channels.h), so that
+  // the read-back after the transaction is exactly the client's set.
+  if (client.relays_listen()) server.sync_listen_channels(client.listen_channels());
+}
+
 // The checks of one statement text (CheckedStatement).
 SessionCheckResult check_sql(Worker& worker, const Client& client, Server& server,
                              const SessionPolicy& policy, const CheckedStatement& statement,
@@ -323,6 +344,9 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
 
   const pp::SessionStateFinding* rejected = nullptr;
   const pp::SessionStateFinding* pin_refused = nullptr;
+  // Recorded once the statement's outcome is known: one that waits for a pin is checked again
+  // at each retry (every janitor round), and counted once, when it runs or is refused at last.
+  std::vector<std::pair<const pp::SessionStateFinding*, SessionAction>> recorded;
   for (const pp::SessionStateFinding& f : verdict.findings) {
     // Inside a transaction block an earlier statement on this server may have advanced the
     // sequence (BEGIN; INSERT …; SELECT lastval()): only a transaction of its own is certain.
@@ -353,7 +377,7 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
       action = SessionAction::reject;
       if (pin_refused == nullptr) pin_refused = &f;
     }
-    if (record) record_query_finding(worker, client, f, action, statement_text(sql, f.span));
+    if (record) recorded.emplace_back(&f, action);
     // Forwarded: state the server may now carry, which session_state_verify does not call hidden.
     if (action != SessionAction::reject) server.note_session_state(f);
     switch (action) {
@@ -375,30 +399,19 @@ SessionCheckResult check_sql(Worker& worker, const Client& client, Server& serve
         break;
     }
   }
-  if (verdict.cleanup.any() && server.pinned()) server.note_pin_may_end();
-  // RESET ALL is a finding (set:all); DISCARD ALL only a cleanup. Either way the settings the
-  // pooler keeps for the client are read back after the transaction.
-  if (verdict.cleanup.discard_all &&
-      policy.action_for(pp::SessionStateKind::set) == SessionAction::keep) {
-    server.keep_settings_discarded();
-  }
-  if (verdict.cleanup.discard_all &&
-      policy.action_for(pp::SessionStateKind::listen) == SessionAction::relay) {
-    server.relay_listen_discarded();
-  }
-  // The client's channels go onto the server first when they can (listen_channels.h), so that
-  // the read-back after the transaction is exactly the client's set.
-  if (client.relays_listen()) server.sync_listen_channels(client.listen_channels());
+  note_cleanups(client, server, policy, verdict);
   // A function the pooler cannot see into may change anything: "possible", counted and shown;
   // the server's own word after the release is what can confirm it.
   const uint64_t judged = note_opaque_calls(worker, server, policy, verdict);
-  if (record) {
-    record_opaque_calls(worker, client, server, policy, verdict, sql, statement.is_query, judged);
-  }
-
   // At a Query or Parse; a Bind of a prepared statement (not recorded) is refused as before.
   if (pin_refused != nullptr && record && may_wait_for_pin(worker, client, server)) {
     return SessionCheckResult::wait_for_pin;
+  }
+  for (const auto& [f, action] : recorded) {
+    record_query_finding(worker, client, *f, action, statement_text(sql, f->span));
+  }
+  if (record) {
+    record_opaque_calls(worker, client, server, policy, verdict, sql, statement.is_query, judged);
   }
   if (pin_refused != nullptr) {
     refusal_texts(sql, *pin_refused, &server.pool(), worker.settings().session_state_pin_reserve,
