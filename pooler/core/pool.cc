@@ -475,7 +475,8 @@ void Pool::on_server_idle(Server& server) {
     server.close("server_lifetime");
     return;
   }
-  if (rebalance_at_release(server, now)) return;
+  // A one-host entry (nearly every one) costs this test, not a call (pool_rebalance.cc).
+  if (hosts_.size() > 1 && rebalance_at_release(server, now)) return;
   if (!replication_waiting_.empty() && !launch_allowed(launch_verdict(launch_input()))) {
     // A replication client waits for a slot that only a released server can free: it gets
     // this one's (a walsender cannot take over a pooled session, so the server closes).
