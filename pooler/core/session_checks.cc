@@ -18,6 +18,7 @@
 #include "pgsluice/protocol/sql_lexer.h"
 #include "pgsluice/protocol/writer.h"
 #include "pooler/base/sqlstate.h"
+#include "pooler/base/text.h"
 #include "pooler/core/client.h"
 #include "pooler/core/pool.h"
 #include "pooler/core/server.h"
@@ -569,6 +570,21 @@ bool Client::refused_by_session_checks(const pp::Message& message, Forwarder& ba
   return true;
 }
 
+namespace {
+// Session mode's gate (below), a few instructions for the usual statement: one that starts with
+// RESET, SET or DISCARD, or that holds more than one statement (or ends in ';'), may reset a
+// setting and goes on to the prefilter; any other single statement cannot.
+bool may_reset_a_setting(std::string_view sql) {
+  const size_t start = sql.find_first_not_of(" \t\r\n\f\v");
+  if (start == std::string_view::npos) return false;
+  size_t end = start;
+  while (end < sql.size() && ascii_lower(sql[end]) >= 'a' && ascii_lower(sql[end]) <= 'z') ++end;
+  const std::string_view word = sql.substr(start, end - start);
+  return iequals(word, "reset") || iequals(word, "set") || iequals(word, "discard") ||
+         sql.find(';') != std::string_view::npos;
+}
+}  // namespace
+
 void Client::note_session_mode_resets(const pp::Message& message) {
   // Session mode: the guard does not look at the statements of a client that keeps its server
   // for its whole session, but for one thing a pooled server cannot give by itself. A RESET of
@@ -588,7 +604,7 @@ void Client::note_session_mode_resets(const pp::Message& message) {
     if (!p) return;
     sql = p.value.query;
   }
-  if (!prefilter_.may_change_session_state(sql)) return;
+  if (!may_reset_a_setting(sql) || !prefilter_.may_change_session_state(sql)) return;
   const pp::Classification& verdict = worker_.classifier().classify(sql);
   for (const pp::SessionStateFinding& f : verdict.findings) {
     if (f.kind == pp::SessionStateKind::set) server_->keep_setting(f);
