@@ -36,8 +36,9 @@ Pool::~Pool() = default;
 
 size_t Pool::server_count() const {
   // Replication servers count, as in PgBouncer (they hold a backend and a slot of pool_size).
-  return login_.size() + idle_.size() + active_.size() + resetting_.size() +
-         being_canceled_.size() + draining_.size() + replicating_.size();
+  size_t n = 0;
+  for (const ServerList* list : serving_lists()) n += list->size();
+  return n;
 }
 
 bool Pool::login_retry_blocked(uint64_t now_ms) const {
@@ -606,8 +607,7 @@ void Pool::mark_close_needed(std::string_view reason) {
   servers_obsolete_ = true;
   idle_.for_each([reason](Server& s) { s.close(reason); });
   // Replication servers close at the janitor's next round (maintain): they may never end.
-  for (ServerList* list :
-       {&login_, &active_, &resetting_, &being_canceled_, &draining_, &replicating_}) {
+  for (ServerList* list : serving_lists()) {
     list->for_each([](Server& s) { s.timing.close_needed = true; });
   }
 }
@@ -646,17 +646,17 @@ void Pool::kill(std::string_view reason) {
     client->fail(sqlstate::kAdminShutdown, reason);
   }
   fail_pooler_waiters();
-  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &being_canceled_, &draining_,
-                           &listeners_, &replicating_}) {
+  for (ServerList* list : serving_lists()) {
     list->for_each([reason](Server& server) { server.close(reason); });
   }
+  listeners_.for_each([reason](Server& server) { server.close(reason); });
 }
 
 void Pool::close_all_servers() {
-  for (ServerList* list : {&login_, &idle_, &active_, &resetting_, &being_canceled_, &draining_,
-                           &listeners_, &replicating_}) {
+  for (ServerList* list : serving_lists()) {
     list->for_each([](Server& server) { server.close("pgsluice is shutting down"); });
   }
+  listeners_.for_each([](Server& server) { server.close("pgsluice is shutting down"); });
 }
 
 }  // namespace pgsluice

@@ -7,6 +7,7 @@
 
 #include <uv.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -83,17 +84,10 @@ class Pool {
   [[nodiscard]] size_t close_needed_count();
   // When the longest-waiting client started waiting (now_us() clock); 0 when none waits.
   [[nodiscard]] uint64_t oldest_wait_start_us();
-  // Every server, by state list: login, idle, active, resetting, being canceled, draining,
-  // replicating.
+  // Every server, by state list (serving_lists).
   template <class Fn>
   void for_each_server(Fn&& fn) {
-    login_.for_each(fn);
-    idle_.for_each(fn);
-    active_.for_each(fn);
-    resetting_.for_each(fn);
-    being_canceled_.for_each(fn);
-    draining_.for_each(fn);
-    replicating_.for_each(fn);
+    for (ServerList* list : serving_lists()) list->for_each(fn);
   }
   // The pool's LISTEN relay connection, when it lives on this worker (listen_relay.h): not
   // among the servers above, since it serves no client and takes no slot of pool_size.
@@ -383,6 +377,16 @@ class Pool {
   // Replication clients' walsenders, logged in (while logging in they are on login_): linked to
   // their client for good, never idle, counted against the pool's limits.
   ServerList replicating_;
+  // The lists of the servers that serve the pool's clients (not the LISTEN relay's listener),
+  // one per state (list_for): every walk over all of them goes through here, so that a state's
+  // list is never left out of one (a shutdown that missed one waited for its servers forever).
+  template <class Self>
+  static auto serving_lists_of(Self& self) {
+    return std::array{&self.login_,          &self.idle_,     &self.active_,     &self.resetting_,
+                      &self.being_canceled_, &self.draining_, &self.replicating_};
+  }
+  std::array<ServerList*, 7> serving_lists() { return serving_lists_of(*this); }
+  std::array<const ServerList*, 7> serving_lists() const { return serving_lists_of(*this); }
   // Clients by what they wait for: the greeting (a server's ParameterStatus set), a server.
   using ClientList = IntrusiveList<Client, &Client::pool_node>;
   ClientList welcome_waiting_;
